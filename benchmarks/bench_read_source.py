@@ -1,0 +1,286 @@
+"""Benchmark story_graph_read_source: page N of a 10 MB source costs what page 1 of a small source does.
+
+    python benchmarks/bench_read_source.py                     # builds the database in a temp dir
+    python benchmarks/bench_read_source.py --code-points 20000000 --runs 200
+
+The database holds one big source (default 10,000,000 code points, mostly ASCII with CJK and emoji, about
+10.5 MB of UTF-8 in 4,096-code-point chunks) and one small source (a few hundred code points), each with one
+source reference in project `bench`. It is built in a child process, so the measuring process never holds the
+big text.
+
+The measuring process talks to the real server stack through an in-process MCP `Client`, and also calls the
+reader directly ("reader only": SQL and paging, no MCP round trip). It walks the big source's current text page by
+page (page_size 4,000) to reach the last page, timing every page. Then, in `--runs` rounds where the cases take
+turns (so background load falls on all alike), it times: page 1 of the small source, page 1 of the big source,
+and the last page of the big source (re-using its cursor). For each it reports the median and p95 wall time and
+the peak of Python allocations during one more call (tracemalloc). For contrast it reports the allocation peak of
+loading the whole big text, which a page read never does, the process's peak RSS, and (independent of machine
+load) the number of SQLite virtual-machine steps one reader call takes.
+
+Writes only inside a temporary directory it creates and removes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import orjson
+
+ROOT: Final = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from mcp import Client  # noqa: E402
+
+from server.app import StaticAccess, build_server  # noqa: E402
+from server.contracts.common import Grant  # noqa: E402
+from server.contracts.source import ReadSourceArgs  # noqa: E402
+from server.reader import source as reader  # noqa: E402
+from server.reader.cursor import CursorCodec  # noqa: E402
+from server.reader.db import Database  # noqa: E402
+from server.store.importer import import_file  # noqa: E402
+from server.store.migrate import migrate  # noqa: E402
+
+READ: Final = "story_graph_read_source"
+PAGE: Final = 4000
+T: Final = "2026-07-01T10:00:00Z"
+BENCH: Final = {"kind": "projects", "projectIds": ["bench"]}
+GRANT: Final = Grant(default_project="bench")
+CODEC: Final = CursorCodec(b"bench-secret-0123456789")
+SECTION: Final = (
+    "Section {n}: the session cache on edge box {n} keeps writes below 3,000 per second. 会话缓存第{n}节 🚀𠀂 "
+)
+
+
+def big_text(code_points: int) -> str:
+    """Deterministic, varied text of exactly `code_points` code points (every page differs)."""
+    parts: list[str] = []
+    size = 0
+    n = 0
+    while size < code_points:
+        part = SECTION.format(n=n)
+        parts.append(part)
+        size += len(part)
+        n += 1
+    return "".join(parts)[:code_points]
+
+
+def build(path: Path, code_points: int) -> None:
+    text = big_text(code_points)
+    small = "A short message: we keep SQLite in WAL mode for the session cache. 短消息：保持 WAL 模式。 ✅" * 3
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "bench", "name": "Bench"},
+        {"kind": "scope", "scope": BENCH},
+        {"kind": "result", "id": "res-bench", "scope": BENCH, "review_generated_at": T, "recorded_at": T},
+    ]
+    for source_id, body in (("src-big", text), ("src-small", small)):
+        fragment = body[100:600]
+        lines += [
+            {
+                "kind": "source",
+                "id": source_id,
+                "source_type": "note",
+                "project_id": "bench",
+                "current_version": "v1",
+                "updated_at": T,
+            },
+            {"kind": "source_version", "source_id": source_id, "version": "v1", "text": body, "recorded_at": T},
+            {
+                "kind": "source_reference",
+                "id": f"ref-{source_id.removeprefix('src-')}",
+                "result_id": "res-bench",
+                "source_type": "note",
+                "original_source_id": source_id,
+                "source_version": "v1",
+                "locator": {"project_id": "bench", "document_id": source_id},
+                "fragment": {"text": fragment, "start": 100, "end": 600},
+                "source_length": len(body),
+                "recorded_at": T,
+            },
+        ]
+    jsonl = path.with_suffix(".jsonl")
+    jsonl.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    migrate(path)
+    import_file(path, jsonl)
+    jsonl.unlink()
+
+
+Case = tuple[str, Callable[[], Awaitable[dict[str, Any]]]]
+
+
+async def timed(cases: list[Case], runs: int) -> list[tuple[list[float], int, dict[str, Any]]]:
+    """Per case: wall times of `runs` calls, the tracemalloc peak of one more call (bytes), and its result.
+
+    The cases take turns (one call each per round), so background load falls on all of them alike."""
+    times: list[list[float]] = [[] for _ in cases]
+    for _ in range(runs):
+        for index, (_, call) in enumerate(cases):
+            start = time.perf_counter()
+            await call()
+            times[index].append(time.perf_counter() - start)
+    measured = []
+    for index, (_, call) in enumerate(cases):
+        tracemalloc.start()
+        tracemalloc.reset_peak()
+        result = await call()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        measured.append((times[index], peak, result))
+    return measured
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, round(0.95 * len(ordered)) - 1)]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:7.2f} ms"
+
+
+async def measure(path: Path, runs: int) -> None:
+    server = build_server(path, StaticAccess(GRANT), CODEC)
+    async with Client(server) as client:
+
+        async def read(reference: str, cursor: str | None = None) -> dict[str, Any]:
+            arguments: dict[str, Any] = {"source_reference_id": reference, "content_kind": "current", "page_size": PAGE}
+            if cursor is not None:
+                arguments["cursor"] = cursor
+            result = await client.call_tool(READ, arguments)
+            assert not result.is_error and result.structured_content is not None, result.content
+            content: dict[str, Any] = result.structured_content
+            return content
+
+        # Walk the big source to its last page, timing each page.
+        walk: list[float] = []
+        cursor: str | None = None
+        previous: str | None = None
+        page: dict[str, Any] = {}
+        while True:
+            start = time.perf_counter()
+            page = await read("ref-big", cursor)
+            walk.append(time.perf_counter() - start)
+            previous, cursor = cursor, page["page"]["next_cursor"]
+            if cursor is None:
+                break
+        total = page["page"]["total_count"]
+        print(
+            f"big source: {total:,} code points, {len(walk):,} pages of {PAGE:,}; last page starts at "
+            f"{page['position']['start']:,}"
+        )
+        tenth = max(1, len(walk) // 10)
+        print(
+            f"walk: median of the first {tenth} pages {ms(statistics.median(walk[1 : tenth + 1]))}, "
+            f"of the last {tenth} pages {ms(statistics.median(walk[-tenth:]))}"
+        )
+
+        cases: list[Case] = [
+            ("small source, page 1", lambda: read("ref-small")),
+            ("big source, page 1", lambda: read("ref-big")),
+            (f"big source, page {len(walk):,} (last)", lambda: read("ref-big", previous)),
+        ]
+        db = await Database.open(path)
+
+        async def direct(reference: str, cursor: str | None = None) -> dict[str, Any]:
+            arguments = ReadSourceArgs(
+                source_reference_id=reference, content_kind="current", page_size=PAGE, cursor=cursor
+            )
+            response = await reader.read(db, GRANT, CODEC, arguments, "2026-07-01T10:00:00.000Z")
+            return response.model_dump(mode="json")
+
+        cases += [
+            ("reader only: small source, page 1", lambda: direct("ref-small")),
+            ("reader only: big source, page 1", lambda: direct("ref-big")),
+            (f"reader only: big, page {len(walk):,}", lambda: direct("ref-big", previous)),
+        ]
+        print(f"\n{'case':34} {'median':>10} {'p95':>10} {'alloc peak':>12}  returned")
+        for (name, _), (times, peak, result) in zip(cases, await timed(cases, runs), strict=True):
+            print(
+                f"{name:34} {ms(statistics.median(times))} {ms(p95(times))} {peak / 1024:9.1f} KiB  "
+                f"[{result['position']['start']:,}, {result['position']['end']:,})"
+            )
+
+        # Load-independent: SQLite virtual-machine steps of one reader call (a Database with one connection).
+        counted = await Database.open(path, size=1)
+        steps = [0]
+
+        def step() -> int:
+            steps[0] += 1
+            return 0
+
+        async with counted.snapshot() as conn:
+            await conn.set_progress_handler(step, 1)
+        warm_up = ReadSourceArgs(source_reference_id="ref-small", content_kind="current")
+        await reader.read(counted, GRANT, CODEC, warm_up, "2026-07-01T10:00:00.000Z")  # loads the schema
+        print()
+        for name, reference, cursor in (
+            ("small source, page 1", "ref-small", None),
+            ("big source, page 1", "ref-big", None),
+            (f"big source, page {len(walk):,}", "ref-big", previous),
+        ):
+            steps[0] = 0
+            arguments = ReadSourceArgs(
+                source_reference_id=reference, content_kind="current", page_size=PAGE, cursor=cursor
+            )
+            await reader.read(counted, GRANT, CODEC, arguments, "2026-07-01T10:00:00.000Z")
+            print(f"SQLite VM steps, {name:26} {steps[0]:8,}")
+        await counted.close()
+        await db.close()
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak RSS of this process after all the reads above: {rss:.0f} MiB")
+    tracemalloc.start()
+    text = "".join(row for row in _all_chunks(path))
+    whole_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    print(
+        f"for contrast, loading the whole big text once: {whole_peak / 1024 / 1024:.1f} MiB allocated "
+        f"({len(text):,} code points)"
+    )
+    del text
+
+
+def _all_chunks(path: Path) -> list[str]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        rows = conn.execute("SELECT text FROM source_chunks WHERE source_id = 'src-big' ORDER BY start").fetchall()
+    return [row[0] for row in rows]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--code-points", type=int, default=10_000_000, help="size of the big source")
+    parser.add_argument("--runs", type=int, default=100, help="timed calls per case")
+    parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)  # child process: build this file and exit
+    args = parser.parse_args(argv)
+    if args.build is not None:
+        build(args.build, args.code_points)
+        return 0
+    folder = Path(tempfile.mkdtemp(prefix="sg-bench-read-source-"))
+    try:
+        path = folder / "bench.db"
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, __file__, "--build", str(path), "--code-points", str(args.code_points)], check=True
+        )
+        print(f"built {path.stat().st_size / 1024 / 1024:.1f} MiB database in {time.perf_counter() - start:.1f} s")
+        anyio.run(measure, path, args.runs, backend="asyncio")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

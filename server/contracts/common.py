@@ -1,0 +1,157 @@
+"""The read contract every tool shares: inputs (scope, time, cursor) and the response frame."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from server.contracts.base import Contract, GlobalScope, Instant, ObjectRef, ProjectsScope, Scope
+
+Unknown = Literal["unknown"]
+TimeBasis = Literal["event_time", "review_generated_at", "recorded_at"]
+Cursor = Annotated[
+    str, Field(min_length=1, max_length=4096, description="next_cursor from the previous page, passed back unchanged")
+]
+ScopeArg = Annotated[
+    Scope | None,
+    Field(
+        description='{"kind":"global"} or {"kind":"projects","projectIds":[...]}; omit for the current project. '
+        "Only results of exactly this scope are read."
+    ),
+]
+
+INTERPRETATION = (
+    "Stored claims within the selected evidence scope; no inferred supersession, completion, or historical state."
+)
+COVERAGE_LIST_LIMIT = 50
+COVERAGE_NOTE = (
+    "Exact stored scope only. Coverage reports what the stored review records say; reading every page proves all "
+    "matches were read, not that every source was processed or every fact recognised. Lists are capped at 50; "
+    "their *_count fields give the totals."
+)
+
+
+class TimeRange(Contract):
+    """A closed interval `[from, to]`; both ends inclusive, compared as instants."""
+
+    from_: Instant = Field(alias="from")
+    to: Instant
+
+    model_config = Contract.model_config | {"populate_by_name": True}
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TimeRange:
+        if self.to < self.from_:
+            raise ValueError("time_range.from must not be after time_range.to")
+        return self
+
+
+class Grant(Contract):
+    """What one caller may read: from the launch configuration (stdio) or the client's policy entry (HTTP)."""
+
+    client_id: str = "local"
+    enabled: bool = True
+    default_project: str | None = None
+    """The caller's current project; the scope of a call that names none."""
+    projects: list[str] | Literal["*"] = "*"
+    """Projects this caller may read; '*' means every project in the database."""
+    allow_global: bool = True
+    """Whether the Global scope may be read."""
+
+    def allows_project(self, project_id: str) -> bool:
+        return self.projects == "*" or project_id in self.projects
+
+    def allows(self, scope: GlobalScope | ProjectsScope) -> bool:
+        if isinstance(scope, GlobalScope):
+            return self.allow_global
+        return all(self.allows_project(p) for p in scope.projectIds)
+
+
+class Page(Contract):
+    returned_count: int
+    """Items (search, context) or code points (read_source) on this page."""
+    total_count: int | Unknown
+    """All matches (search, context) or the text length in code points (read_source); 'unknown' when not computable."""
+    has_more: bool
+    complete: bool
+    """True when this is the last page of the matches (not a claim about coverage)."""
+    next_cursor: str | None
+    limit_reason: str | None
+    """Why the page stopped: 'page_size', 'content_page_size', 'response_budget' (the byte budget),
+    'content_unavailable' (read_source: the requested text cannot be read), or null on the last page."""
+
+
+class CoverageMissing(Contract):
+    result_id: str
+    source_id: str
+    ranges: list[tuple[int, int]]
+    reason: str
+
+
+class Coverage(Contract):
+    """What the stored review records of exactly this scope say about processing; 'unknown' where they are silent."""
+
+    status: Literal["complete", "partial", "unknown"]
+    """complete: every result has a detailed record showing nothing unprocessed; partial: a record shows gaps;
+    unknown: no results, or a result with a count-only or absent record."""
+    semantic_completeness: Unknown = "unknown"
+    """Processing every selected text does not prove every fact was recognised."""
+    unprocessed_sources: int | Unknown
+    historical_reconstruction: Literal[False] = False
+    note: str = COVERAGE_NOTE
+    published_result_count: int
+    result_records: dict[Literal["detailed", "legacy_count", "absent"], int]
+    """How many results have each kind of coverage record."""
+    processed_range: dict[Literal["from", "to"], str] | Unknown
+    """The hull of the recorded processed ranges; 'unknown' unless every result records one."""
+    processed_source_version_count: int | Unknown
+    """How many source versions the detailed records list; 'unknown' unless every result is detailed."""
+    processed_source_versions: list[dict[str, Any]] | Unknown
+    """The first COVERAGE_LIST_LIMIT of them, with their processed fragment ranges (see the count for the rest)."""
+    missing_count: int
+    missing: list[CoverageMissing]
+    """The first COVERAGE_LIST_LIMIT unprocessed parts the records name (only what they name)."""
+    source_types_not_included: list[str] | Unknown
+    object_types_not_included: list[str]
+    """Requested object types this phase does not model yet (they match nothing)."""
+
+
+class Frame(Contract):
+    """The parts every response has."""
+
+    requested_scope: GlobalScope | ProjectsScope | Literal["current_project"]
+    resolved_scope: GlobalScope | ProjectsScope
+    read_at: str
+    data_revision: str
+    """The scope's data revision this page was read at; cursors are bound to it."""
+    coverage: Coverage
+    page: Page
+
+
+class EventInterval(Contract):
+    start: str
+    end: str | None
+    """Null for an instant."""
+    precision: str | None
+    basis: str | None
+
+
+class ItemBase(Contract):
+    """Fields every returned object carries."""
+
+    object_ref: ObjectRef
+    object_revision: str | Unknown
+    result_id: str | None
+    """The result this row belongs to; null for a current projection or a story line."""
+    scope: GlobalScope | ProjectsScope
+    """The object's own scope (always exactly the resolved scope: results are never mixed)."""
+    event_time: str | None
+    """Start of the event time (UTC) or null when unknown; `event_interval` has the detail."""
+    event_interval: EventInterval | None
+    review_generated_at: str | None
+    recorded_at: str | None
+    confirmation_state: str
+    validity: Unknown = "unknown"
+    """No reliable validity data is stored yet; never derived from confirmation or record time."""
+    source_reference_ids: list[str]

@@ -1,0 +1,283 @@
+"""story_graph_get_context: input and output.
+
+The output is the common frame plus one stream of paged JSON fragments, split into three lists by
+what they are: `items` (stored graph objects), `unknown_time_items` (timeline only: objects whose
+event time is unknown, after every dated one) and `background` (current only: confirmed memory
+items, never history). The first page of `current` also carries a compact `header`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from server.contracts.base import Contract, GlobalScope, ObjectRef, ProjectsScope
+from server.contracts.common import Cursor, Frame, ItemBase, ScopeArg, TimeBasis, TimeRange, Unknown
+
+Role = Literal["target", "relation", "related", "evolution", "summary", "evidence"]
+RowKind = Literal["current", "result", "leaf"]
+
+DECIDED_IS_NOT_COMPLETED = (
+    "decided is not completed: completion is only reported from a stored work_status; task records are listed "
+    "for you to check, and no status is inferred from a decision, a plan or a later review."
+)
+VALIDITY_NOTE = (
+    "validity is unknown: no reliable validity data is stored, and it is never derived from confirmation_state, "
+    "record time or a newer review."
+)
+RELATIONS_NOTE = (
+    "Relations are returned as stored, with their raw relation_type and reason; none is mapped to replaces or "
+    "contradicts, and a newer date, option or firmer wording is not evidence of replacement."
+)
+CONFLICT_NOTE = (
+    "A stored contrasts/contradicts relation with both claims in scope; no stored evidence resolves it, so both "
+    "claims are kept side by side for you to check. Nobody is declared right."
+)
+TIME_FILTER_NOTE = (
+    "Within the selected evidence (time_range on time_basis): this is not the state at the end of the range. "
+    "Objects whose time on that basis is unknown were excluded and counted in unknown_time_excluded_count."
+)
+TIMELINE_NOTE = (
+    "The history saved now, ordered by event time then type, stable id and result id. A late-recorded event keeps "
+    "its event-time position; nothing here claims what was known at the time. Objects with unknown event time "
+    "follow in unknown_time_items; old decisions stay beside their revisions."
+)
+REASSEMBLY_NOTE = (
+    "content is a fragment of the object's compact JSON: join fragments per (object_ref.type, object_ref.id, "
+    "result_id) — per memory_id for background — in position.start order, then parse. Follow next_cursor; a page "
+    "may stop inside an object. page_size and content_page_size may change between pages; the other arguments must "
+    "repeat."
+)
+BACKGROUND_NOTE = (
+    "Confirmed long-term preferences of the Global scope and of this scope's projects, shown as background only: "
+    "not events, not history, not a replacement. Their updated_at is not an event time and never fills a gap; a "
+    "graph claim that differs from a preference is a difference for you to check."
+)
+
+
+class ContextArgs(Contract):
+    object_ref: ObjectRef
+    """The object to read, e.g. {"type":"entity","id":"ent-decision-b"} (ids come from story_graph_search)."""
+    scope: ScopeArg = None
+    mode: Literal["current", "timeline"] = "current"
+    """current: what is stored about the object now, with its neighbourhood; timeline: the same evidence in
+    event-time order, unknown times apart. as_of is not supported."""
+    time_range: TimeRange | None = None
+    """Keep evidence whose time on `time_basis` lies in [from, to] (intervals match when they intersect)."""
+    time_basis: TimeBasis = "event_time"
+    """Which time `time_range` filters on; objects with no such time are excluded and counted."""
+    page_size: Annotated[int, Field(ge=1, le=50)] = 10
+    """Fragments per page (1–50); an object longer than content_page_size spans several pages."""
+    cursor: Cursor | None = None
+    content_page_size: Annotated[int, Field(ge=1, le=8000)] = 4000
+    """Unicode code points per content fragment (1–8,000)."""
+
+
+class Position(Contract):
+    start: int
+    """Zero-based code-point offset of this fragment in the object's whole JSON text."""
+    end: int
+    """End (exclusive) of this fragment."""
+    length: int
+    """Code-point length of the whole JSON text; the object is complete when a fragment ends at it."""
+    unit: Literal["unicode_code_point"] = "unicode_code_point"
+
+
+class RelationEnd(Contract):
+    ref: ObjectRef
+    in_scope: bool
+    """Whether the end is stored in the resolved scope. False means missing or outside it — never which; nothing
+    about an object outside the scope is read or returned."""
+
+
+class RelationEnds(Contract):
+    relation_type: str
+    """As stored (e.g. revised, replaces, contrasts); never mapped to another type."""
+    from_end: RelationEnd = Field(alias="from")
+    to_end: RelationEnd = Field(alias="to")
+
+    model_config = Contract.model_config | {"populate_by_name": True}
+
+
+class ContextItem(ItemBase):
+    role: Role
+    """target: a row of the requested object; relation: a relation touching it; related: an object at the other
+    end of a relation, an entity of a target event, or a fact of a target summary; evolution: entity changes and
+    events; summary: summaries that list it; evidence: saved source references behind any of these."""
+    row_kind: RowKind
+    """current: the current projection (result_id null); result: a row of one review result; leaf: a successful
+    leaf's independent description (object_ref.id 'leaf:<leaf_id>:<id>', see `describes`)."""
+    describes: ObjectRef | None = None
+    """For a leaf description: the object it describes."""
+    leaf_id: str | None = None
+    relation: RelationEnds | None = None
+    """For a relation: its raw type and both ends."""
+    content: str
+    content_format: Literal["json_fragment"] = "json_fragment"
+    position: Position
+
+
+class MemoryBackground(Contract):
+    """A confirmed long-term preference: background, never an event or history."""
+
+    label: Literal["background_preference"] = "background_preference"
+    memory_id: str
+    memory_type: str
+    memory_scope: GlobalScope | ProjectsScope
+    """Where it applies: Global, or its one project."""
+    updated_at: str
+    """When the memory item was last updated; not an event time, not a version chain."""
+    confirmation_state: str
+    content: str
+    content_format: Literal["json_fragment"] = "json_fragment"
+    position: Position
+
+
+class Claim(Contract):
+    ref: ObjectRef
+    label: str | None
+    """The claim's label or title, at most 160 code points (read the item for the whole object)."""
+    confirmation_state: str | Unknown
+    validity: Unknown = "unknown"
+
+
+class StoredRelation(Contract):
+    relation_ref: ObjectRef
+    result_id: str
+    relation_type: str
+    """As stored."""
+    direction: Literal["outgoing", "incoming"]
+    """outgoing: the target is the `from` end."""
+    other_end: RelationEnd
+    other_label: str | None
+    """The other end's label (at most 160 code points), only when it is in scope."""
+    reason: str
+    """The raw stored reason, at most 400 code points (`reason_is_excerpt` says whether it was cut)."""
+    reason_is_excerpt: bool
+    confirmation_state: str
+    validity: Unknown = "unknown"
+    source_reference_ids: list[str]
+    """The stored evidence for the relation; empty means none is stored."""
+
+
+class Conflict(Contract):
+    status: Literal["needs_check"] = "needs_check"
+    relation_ref: ObjectRef
+    result_id: str
+    relation_type: str
+    reason: str
+    """The raw stored reason, at most 400 code points."""
+    reason_is_excerpt: bool
+    claims: list[Claim]
+    """Both claims, side by side, in stored from/to order."""
+    source_reference_ids: list[str]
+    validity: Unknown = "unknown"
+    note: str = CONFLICT_NOTE
+
+
+class OpenItem(Contract):
+    summary_id: str
+    result_id: str
+    text: str
+    """As stored in the summary's open_items."""
+
+
+class TaskEvidence(Contract):
+    ref: ObjectRef
+    label: str | None
+    work_status: str | Unknown
+    """The task's stored work_status."""
+    via_relation: str
+    relation_type: str
+
+
+class Completion(Contract):
+    work_status: str | Unknown
+    """The target's stored work_status, else 'unknown'."""
+    basis: Literal["stored_work_status", "none"]
+    task_records: list[TaskEvidence]
+    """Related task entities (through a stored relation), with their own stored status, for you to check."""
+    task_source_reference_ids: list[str]
+    """Saved task-record fragments behind the selected evidence (read them with story_graph_read_source)."""
+    note: str = DECIDED_IS_NOT_COMPLETED
+
+
+class Header(Contract):
+    """A compact view of the target, first page of `current` only. Every list is capped at 10 with its total
+    count; the full objects are all in the paged items."""
+
+    object_ref: ObjectRef
+    label: str | None
+    """Label, title or topic (at most 160 code points)."""
+    description: str | None
+    """The target's current description (current projection, or its stored row), at most 600 code points."""
+    description_is_excerpt: bool
+    decision_status: str | Unknown
+    """Stored decision state (e.g. decided), else 'unknown'."""
+    work_status: str | Unknown
+    completion: Completion
+    confirmation_state: str | Unknown
+    """The stored review state, passed through; not validity."""
+    validity: Unknown = "unknown"
+    validity_note: str = VALIDITY_NOTE
+    time_note: str | None
+    """Set when time_range is used: the answer is within the selected evidence, not the state at its end."""
+    open_items: list[OpenItem]
+    """From the stored open_items of summaries that list the target (or, for a summary, its own)."""
+    open_item_count: int
+    relations: list[StoredRelation]
+    relation_count: int
+    relations_note: str = RELATIONS_NOTE
+    conflicts: list[Conflict]
+    """Stored contrasts/contradicts relations among the selected ones whose both claims are in scope."""
+    conflict_count: int
+    evolution_refs: list[ObjectRef]
+    """Entity changes and events, in event-time order."""
+    evolution_ref_count: int
+    evidence_ref_count: int
+    """Distinct source references among the selected evidence (all of them are items with role 'evidence')."""
+    result_ids: list[str]
+    """The review results that hold a row of the target, oldest review first; each row is its own item."""
+    background_count: int
+    """Memory items in `background` (Global and this scope's projects)."""
+
+
+class Gap(Contract):
+    """A known gap in the saved evidence for this object; never filled."""
+
+    kind: Literal[
+        "unknown_event_time",
+        "coverage_not_complete",
+        "relation_end_not_in_scope",
+        "evidence_not_in_scope",
+        "no_reliable_revision",
+        "source_not_available",
+        "no_result_rows",
+    ]
+    count: int | Unknown
+    detail: str
+    refs: list[ObjectRef]
+    """The first 10 objects concerned."""
+
+
+class ContextResponse(Frame):
+    time_basis: TimeBasis
+    time_range: dict[Literal["from", "to"], str] | None
+    """The range used, in UTC, or null."""
+    interpretation: str
+    unknown_time_excluded_count: int | Unknown
+    """Selected objects dropped by time_range because their time on time_basis is unknown (0 without a range)."""
+    mode: Literal["current", "timeline"]
+    object_ref: ObjectRef
+    """The requested object (a leaf id resolves to the object it describes)."""
+    items: list[ContextItem]
+    unknown_time_items: list[ContextItem]
+    """timeline only: fragments of objects whose event time is unknown, after every dated item."""
+    background: list[MemoryBackground]
+    """current only: confirmed memory items, labelled background."""
+    background_note: str | None
+    header: Header | None
+    """current, first page only."""
+    known_gaps: list[Gap]
+    notes: list[str]

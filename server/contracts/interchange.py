@@ -1,0 +1,334 @@
+"""The JSON Lines interchange format: one object per line, told apart by `kind`.
+
+`story-graph-mcp db import` validates every line against these models, and `db export` writes
+them back. docs/interchange.md documents each kind with an example. Times must carry an offset
+and are stored as UTC. Lists of ids are links; every id they name must exist in the file or the
+database.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter, model_validator
+
+from server.contracts.base import Contract, Instant, ObjectRef, Scope
+
+Id = Annotated[str, Field(min_length=1, max_length=256)]
+Text = Annotated[str, Field(max_length=20_000_000)]
+
+
+class ProjectLine(Contract):
+    kind: Literal["project"]
+    id: Id
+    name: str
+    status: str = "active"
+    """Open set; only `active` projects can be read."""
+
+
+class ScopeLine(Contract):
+    """Declares a scope that results and story lines can belong to (its projects must exist)."""
+
+    kind: Literal["scope"]
+    scope: Scope
+
+
+class CoverageSource(Contract):
+    source_id: Id
+    source_version: str | None = None
+    """The version processed; null when it was not recorded."""
+    fragments: list[tuple[int, int]] = []
+    """Processed `[start, end)` code-point ranges."""
+    status: Literal["processed", "partial", "unprocessed"] = "processed"
+
+
+class CoverageMissing(Contract):
+    source_id: Id
+    ranges: list[tuple[int, int]] = []
+    reason: str = ""
+
+
+class DetailedCoverage(Contract):
+    """What one review run really recorded about its own progress."""
+
+    kind: Literal["detailed"]
+    processed_range: dict[str, Instant] | None = None
+    """`{"from", "to"}` of source time processed; null when not recorded."""
+    sources: list[CoverageSource] = []
+    missing: list[CoverageMissing] = []
+    unprocessed_sources: int | None = None
+    """Count of selected sources not processed; null when not recorded (never 0 for unknown)."""
+    source_types_included: list[str] | None = None
+    source_types_not_included: list[str] | None = None
+
+
+class LegacyCountCoverage(Contract):
+    """An old record holding only a count: it yields no time, version or semantic coverage."""
+
+    kind: Literal["legacy_count"]
+    count: int = Field(ge=0)
+
+
+Coverage = Annotated[DetailedCoverage | LegacyCountCoverage, Field(discriminator="kind")]
+
+
+class ResultLine(Contract):
+    kind: Literal["result"]
+    id: Id
+    scope: Scope
+    stage: str = "review"
+    status: str = "published"
+    review_generated_at: Instant
+    recorded_at: Instant
+    revision: str | None = None
+    coverage: Coverage | None = None
+    """Null: no coverage record; the reader reports `unknown`."""
+
+
+class StoryLineLine(Contract):
+    kind: Literal["story_line"]
+    id: Id
+    scope: Scope
+    topic: str
+    recorded_at: Instant
+    revision: str | None = None
+
+
+class EventTime(Contract):
+    """When the recorded thing happened: an instant (`end` null) or an interval."""
+
+    start: Instant
+    end: Instant | None = None
+    precision: str | None = None
+    basis: str | None = None
+    """What dates the event, e.g. `stated_in_source` or `message_time`."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> EventTime:
+        if self.end is not None and self.end < self.start:
+            raise ValueError("event_time.end is before event_time.start")
+        return self
+
+
+class EventLine(Contract):
+    kind: Literal["event"]
+    id: Id
+    result_id: Id
+    story_line_id: Id | None = None
+    event_type: str
+    title: str
+    description: str = ""
+    event_time: EventTime | None = None
+    """Null: the event time is unknown (never filled from review or record time)."""
+    recorded_at: Instant
+    confirmation_state: str = "automatic"
+    revision: str | None = None
+    entity_ids: list[Id] = []
+    source_reference_ids: list[Id] = []
+
+
+class EntityLine(Contract):
+    """The current projection of an entity; content per result goes in `entity_revision` lines."""
+
+    kind: Literal["entity"]
+    id: Id
+    story_line_id: Id
+    entity_type: str = "concept"
+    canonical_label: str
+    description: str = ""
+    confirmation_state: str = "automatic"
+    decision_status: str | None = None
+    work_status: str | None = None
+    """Only from a task record or explicit execution evidence; a decision is not completion."""
+    updated_at: Instant
+    revision: str | None = None
+    source_reference_ids: list[Id] = []
+
+
+class EntityRevisionLine(Contract):
+    kind: Literal["entity_revision"]
+    entity_id: Id
+    result_id: Id
+    revision: str | None = None
+    canonical_label: str
+    description: str = ""
+    confirmation_state: str = "automatic"
+    recorded_at: Instant
+
+
+class EntityChangeLine(Contract):
+    kind: Literal["entity_change"]
+    entity_id: Id
+    association_key: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^#]+$")]
+    """Stable within its entity; `#` is reserved (the change is addressed as `<entity_id>#<key>`)."""
+    result_id: Id
+    event_id: Id | None = None
+    change_type: str
+    description: str = ""
+    entity_revision: str | None = None
+    applicable_from: Instant | None = None
+    applicable_to: Instant | None = None
+    confirmation_state: str = "automatic"
+    recorded_at: Instant
+    source_reference_ids: list[Id] = []
+
+
+class RelationLine(Contract):
+    kind: Literal["relation"]
+    id: Id
+    result_id: Id
+    from_ref: ObjectRef
+    to_ref: ObjectRef
+    relation_type: str
+    reason: str = ""
+    confirmation_state: str = "automatic"
+    recorded_at: Instant
+    revision: str | None = None
+    source_reference_ids: list[Id] = []
+    """The evidence for the relation."""
+
+
+class SummaryLine(Contract):
+    kind: Literal["summary"]
+    id: Id
+    result_id: Id
+    interval: dict[Literal["from", "to"], Instant] | None = None
+    body: str
+    open_items: list[str] = []
+    recorded_at: Instant
+    revision: str | None = None
+    fact_refs: list[ObjectRef] = []
+    source_reference_ids: list[Id] = []
+
+
+class LeafFact(Contract):
+    object_ref: ObjectRef
+    description: str | None = None
+    """The leaf's own description of the object, kept independent of the current projection."""
+
+
+class LeafLine(Contract):
+    """A successful leaf of a review run and the facts it produced."""
+
+    kind: Literal["leaf"]
+    id: Id
+    result_id: Id
+    summary: str | None = None
+    recorded_at: Instant
+    facts: list[LeafFact] = []
+
+
+class SourceLine(Contract):
+    kind: Literal["source"]
+    id: Id
+    source_type: str
+    project_id: Id | None = None
+    conversation_id: str | None = None
+    title: str | None = None
+    status: str = "available"
+    """`available`, `deleted` or `inaccessible`."""
+    current_version: str | None = None
+    """Must name a `source_version` line of this source, or be null (no readable current text)."""
+    updated_at: Instant
+
+
+class SourceVersionLine(Contract):
+    kind: Literal["source_version"]
+    source_id: Id
+    version: Id
+    text: Text
+    recorded_at: Instant
+
+
+class Locator(Contract):
+    """Where a saved fragment came from. Absent fields are unknown and stay unknown."""
+
+    project_id: str | None = None
+    conversation_id: str | None = None
+    message_id: str | None = None
+    order: int | None = None
+    role: str | None = None
+    document_id: str | None = None
+    chunk_id: str | None = None
+    external: dict[str, Any] | None = None
+    """An external fragment's own locator, kept as stored."""
+
+
+class Fragment(Contract):
+    text: Text
+    start: int | None = Field(default=None, ge=0)
+    end: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _range(self) -> Fragment:
+        if self.start is not None and self.end is not None and self.end < self.start:
+            raise ValueError("fragment.end is before fragment.start")
+        return self
+
+
+class SourceReferenceLine(Contract):
+    kind: Literal["source_reference"]
+    id: Id
+    result_id: Id
+    source_type: str
+    original_source_id: Id
+    source_version: str | None = None
+    locator: Locator | None = None
+    """Null: an old reference without a locator (its position is reported missing)."""
+    title: str | None = None
+    fragment: Fragment
+    source_length: int | None = Field(default=None, ge=0)
+    availability: str = "available"
+    source_record_time: str | None = None
+    recorded_at: Instant
+
+
+class MemoryItemLine(Contract):
+    kind: Literal["memory_item"]
+    id: Id
+    project_id: Id | None = None
+    """Null: a Global preference."""
+    memory_type: str = "preference"
+    body: str
+    confirmation_state: str = "confirmed"
+    updated_at: Instant
+
+
+Line = Annotated[
+    ProjectLine
+    | ScopeLine
+    | ResultLine
+    | StoryLineLine
+    | EventLine
+    | EntityLine
+    | EntityRevisionLine
+    | EntityChangeLine
+    | RelationLine
+    | SummaryLine
+    | LeafLine
+    | SourceLine
+    | SourceVersionLine
+    | SourceReferenceLine
+    | MemoryItemLine,
+    Field(discriminator="kind"),
+]
+LINE: TypeAdapter[Line] = TypeAdapter(Line)
+
+# Import and export order: every kind links only to kinds before it.
+KIND_ORDER: tuple[str, ...] = (
+    "project",
+    "scope",
+    "result",
+    "story_line",
+    "source",
+    "source_version",
+    "source_reference",
+    "entity",
+    "entity_revision",
+    "event",
+    "entity_change",
+    "relation",
+    "summary",
+    "leaf",
+    "memory_item",
+)

@@ -1,0 +1,80 @@
+"""story_graph_search: input and output."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from server.contracts.base import Contract, ObjectRef, ObjectType
+from server.contracts.common import (
+    Cursor,
+    Frame,
+    ItemBase,
+    ScopeArg,
+    TimeBasis,
+    TimeRange,
+    Unknown,
+)
+
+
+class SearchArgs(Contract):
+    query: Annotated[str, Field(min_length=1, max_length=4000)]
+    """Text to find, any script, case-insensitive; 1–4,000 characters after trimming. Two to four keywords work
+    well; short Chinese queries such as 方案 are normal."""
+    scope: ScopeArg = None
+    object_types: Annotated[list[ObjectType] | None, Field(min_length=1)] = None
+    """Restrict to these object types (default: all). `story` and `experience` match nothing yet."""
+    time_range: TimeRange | None = None
+    """Keep objects whose time on `time_basis` lies in [from, to]; intervals match when they intersect."""
+    time_basis: TimeBasis = "event_time"
+    """Which time `time_range` filters on; objects with no such time are excluded and counted."""
+    page_size: Annotated[int, Field(ge=1, le=50)] = 10
+    """Objects per page (1–50)."""
+    cursor: Cursor | None = None
+
+    @field_validator("query", mode="before")
+    @classmethod
+    def _trim(cls, value: object) -> object:
+        return value.strip() if isinstance(value, str) else value
+
+
+class MatchPosition(Contract):
+    field: str
+    start: int
+    """Zero-based code-point offset of the first whole-query match in that field's text."""
+    end: int
+    unit: Literal["unicode_code_point"] = "unicode_code_point"
+
+
+class SearchItem(ItemBase):
+    matched_fields: list[str]
+    """The fields that contain the whole query or a query term."""
+    match_kind: Literal["whole_query", "terms"]
+    """Every whole-query match ranks above every term-only match."""
+    matched_terms: list[str]
+    score: int
+    preview: str
+    """At most 400 code points of the object's stored text, led by the best matching field."""
+    preview_is_excerpt: bool
+    """True: the preview is an excerpt, not the whole object; read it with get_context."""
+    match_position: MatchPosition | None
+    """Where the whole query first matches; null for a term-only match."""
+    title: str | None
+    """The object's title, label, topic or type-specific headline."""
+    evolution_refs: list[ObjectRef]
+    """Entity changes and relations that touch this object (the first 20)."""
+    evolution_ref_count: int
+    """How many there are in all; get_context returns every one."""
+
+
+class SearchResponse(Frame):
+    time_basis: TimeBasis
+    time_range: dict[Literal["from", "to"], str] | None
+    """The range used, in UTC, or null."""
+    interpretation: str
+    unknown_time_excluded_count: int | Unknown
+    """Matches dropped by time_range because their time on time_basis is unknown (0 without a time_range)."""
+    query_terms: list[str]
+    """The distinct terms the query was split into (Han runs as overlapping pairs)."""
+    items: list[SearchItem]

@@ -1,0 +1,150 @@
+"""story_graph_read_source: input and output.
+
+Positions are zero-based, half-open `[start, end)` Unicode code-point ranges. What is not stored is
+`"unknown"` (a number that could not be known) or `"missing"` (a locator field that was never saved);
+nothing is invented.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from server.contracts.base import Contract
+from server.contracts.common import Cursor, Frame, ScopeArg, Unknown
+
+ContentKind = Literal["snapshot", "version", "current"]
+ContentExtent = Literal["saved_fragment", "current_reference_fragment", "source_record"]
+Missing = Literal["missing"]
+Unavailable = Literal["historical_version_unavailable", "current_source_unavailable"]
+UNIT: Literal["unicode_code_point"] = "unicode_code_point"
+
+
+class ReadSourceArgs(Contract):
+    source_reference_id: Annotated[str, Field(min_length=1, max_length=256)]
+    """A `source_reference_ids` entry from a search or get_context item (not a message or task id)."""
+    scope: ScopeArg = None
+    content_kind: ContentKind = "snapshot"
+    """snapshot: only the fragment saved with the reference (default); version: the stored text of
+    `source_version`; current: the source's current text, read through its stored location."""
+    source_version: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    """Required with content_kind 'version'; echoed as requested_version otherwise."""
+    page_size: Annotated[int, Field(ge=1, le=8000)] = 4000
+    """Unicode code points per page (1–8,000)."""
+    cursor: Cursor | None = None
+
+
+class SourceLocation(Contract):
+    """Where the text comes from. Fields never saved are 'missing'; no link or position is invented."""
+
+    basis: Literal["saved_reference", "current_source"]
+    """saved_reference: the locator saved with the reference; current_source: project and conversation are the
+    source's current ones (the other fields still come from the saved locator)."""
+    locator: Literal["stored", "missing"]
+    """'missing': an old reference saved without a locator."""
+    project_id: str | Missing
+    conversation_id: str | Missing
+    message_id: str | Missing
+    order: int | Missing
+    role: str | Missing
+    document_id: str | Missing
+    chunk_id: str | Missing
+    external: dict[str, Any] | Missing
+    """An external fragment's own locator, as stored."""
+    start: int | Missing
+    """Where the saved fragment starts in the source it was saved from."""
+    end: int | Missing
+    unit: Literal["unicode_code_point"] = UNIT
+
+
+class TextPosition(Contract):
+    """This page within the text being read."""
+
+    start: int
+    end: int
+    unit: Literal["unicode_code_point"] = UNIT
+    source_start: int | Unknown
+    """The page's start in the whole source (equals start for version/current; for a snapshot, the saved
+    fragment's start plus start, or 'unknown' when the fragment's range was not saved)."""
+    source_end: int | Unknown
+
+
+class SavedFragment(Contract):
+    """The fragment saved with the reference: its range in the source as reviewed, and its own length."""
+
+    start: int | Unknown
+    end: int | Unknown
+    length: int
+    """Code points of the saved fragment text."""
+
+
+class SourceCoverage(Contract):
+    """What the reference's own review result recorded about processing this source."""
+
+    result_id: str
+    record: Literal["detailed", "legacy_count", "absent"]
+    """The kind of coverage record that result has; only a detailed one names sources."""
+    processed: list[dict[str, Any]] | Unknown
+    """Entries for this source in the detailed record (version, fragments, status; the first 50); 'unknown'
+    without one."""
+    missing: list[dict[str, Any]] | Unknown
+    """Unprocessed ranges of this source the record names (the first 50); 'unknown' without a detailed record."""
+
+
+class ReadSourceResponse(Frame):
+    source_reference_id: str
+    result_id: str
+    """The review result that saved the reference."""
+    original_source_id: str
+    source_type: str
+    """Open set: conversation, task, note, memory, knowledge, ..."""
+    title: str | None
+    content_kind: ContentKind
+    requested_version: str | None
+    """The source_version argument, or null."""
+    content_extent: ContentExtent | None
+    """saved_fragment (snapshot) or source_record (the whole stored text of a version); null when nothing was read."""
+    source_version: str | Unknown | None
+    """The version whose text is returned ('unknown' for a snapshot whose version was not saved; null when
+    nothing was read)."""
+    reference_version: str | Unknown
+    """The version the reference was saved from."""
+    differs_from_reference: bool | Unknown
+    """Whether source_version differs from reference_version; 'unknown' when either is unknown."""
+    object_revision: str
+    """A digest of everything this read depends on (reference, source state, version read)."""
+    source_location: SourceLocation
+    availability: str
+    """The reference's stored availability (e.g. available, source_deleted)."""
+    original_source_availability: str
+    """The original source now: available, deleted, inaccessible, moved_out_of_scope, or unknown when no
+    source record is stored."""
+    source_record_time: str | None
+    """The source record's own time, as stored (not normalised)."""
+    event_time: None
+    """Always null: a source reference is not an event; read event times with get_context."""
+    review_generated_at: str
+    recorded_at: str
+    """When the reference was recorded."""
+    content: str | None
+    """This page of text; null when the requested kind is unavailable (never another kind's text)."""
+    position: TextPosition | None
+    saved_fragment: SavedFragment
+    reviewed_source_length: int | Unknown
+    """Code points of the whole source when the reference was saved."""
+    original_source_length: int | Unknown
+    """Code points of the whole text of the version read (version/current); for a snapshot, as reviewed."""
+    fragment_matches_current: bool | Unknown | None
+    """content_kind current only: whether the saved fragment still equals the current text at its saved range
+    ('unknown' without a saved range); null for the other kinds."""
+    available_content_kinds: list[ContentKind]
+    """The kinds that can be read for this reference in this scope now."""
+    available_versions: list[str]
+    """Readable stored versions of the source (first 50, oldest first); empty when version reads are refused."""
+    available_version_count: int
+    error: Unavailable | None
+    """Set when the requested kind cannot be read; this is a normal result and content is null."""
+    content_note: str
+    """One sentence on what this page is, and what it is not."""
+    source_coverage: SourceCoverage

@@ -1,0 +1,102 @@
+"""Coverage of one exact scope, from what its results' stored records really say."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import aiosqlite
+import orjson
+
+from server.contracts.base import NOT_YET_MODELLED_TYPES
+from server.contracts.common import COVERAGE_LIST_LIMIT, Coverage, CoverageMissing
+
+RESULT_COVERAGE: Final = "SELECT id, coverage_json FROM results WHERE scope_key = :scope_key ORDER BY id"
+
+
+async def read_coverage(
+    conn: aiosqlite.Connection, scope_key: str, requested_types: list[str] | None = None
+) -> Coverage:
+    """Only this scope's records count: another scope's progress never does. Unknown stays 'unknown'."""
+    async with conn.execute(RESULT_COVERAGE, {"scope_key": scope_key}) as cur:
+        rows = await cur.fetchall()
+    records: dict[str, dict[str, Any] | None] = {
+        row[0]: (orjson.loads(row[1]) if row[1] is not None else None) for row in rows
+    }
+    return summarise(records, requested_types)
+
+
+def summarise(records: dict[str, dict[str, Any] | None], requested_types: list[str] | None) -> Coverage:
+    counts = {"detailed": 0, "legacy_count": 0, "absent": 0}
+    detailed: dict[str, dict[str, Any]] = {}
+    for result_id, record in records.items():
+        kind = "absent" if record is None else str(record.get("kind"))
+        counts[kind if kind in counts else "absent"] += 1
+        if record is not None and kind == "detailed":
+            detailed[result_id] = record
+    all_detailed = bool(records) and len(detailed) == len(records)
+
+    missing = [
+        CoverageMissing(
+            result_id=result_id,
+            source_id=str(gap["source_id"]),
+            ranges=[(int(a), int(b)) for a, b in gap.get("ranges", [])],
+            reason=str(gap.get("reason", "")),
+        )
+        for result_id, record in detailed.items()
+        for gap in record.get("missing", [])
+    ]
+    unprocessed_values = [record.get("unprocessed_sources") for record in detailed.values()]
+    unprocessed: int | str = (
+        sum(int(v) for v in unprocessed_values if v is not None)
+        if all_detailed and all(v is not None for v in unprocessed_values)
+        else "unknown"
+    )
+    ranges = [record.get("processed_range") for record in detailed.values()]
+    processed_range: dict[str, str] | str = (
+        {"from": min(r["from"] for r in ranges if r), "to": max(r["to"] for r in ranges if r)}
+        if all_detailed and all(ranges)
+        else "unknown"
+    )
+    versions: list[dict[str, Any]] | str = (
+        [
+            {"result_id": result_id, **source}
+            for result_id, record in detailed.items()
+            for source in record.get("sources", [])
+        ]
+        if all_detailed
+        else "unknown"
+    )
+    not_included_lists = [record.get("source_types_not_included") for record in detailed.values()]
+    not_included: list[str] | str = (
+        sorted({t for types in not_included_lists if types for t in types})
+        if all_detailed and all(types is not None for types in not_included_lists)
+        else "unknown"
+    )
+    has_gap = bool(missing) or any(
+        source.get("status") in ("partial", "unprocessed")
+        for record in detailed.values()
+        for source in record.get("sources", [])
+    )
+    has_gap = has_gap or any(isinstance(v, int) and v > 0 for v in unprocessed_values)
+    if has_gap:
+        status = "partial"
+    elif all_detailed and unprocessed != "unknown":
+        status = "complete"
+    else:
+        status = "unknown"
+    wanted = requested_types if requested_types is not None else list(NOT_YET_MODELLED_TYPES)
+    return Coverage.model_validate(
+        {
+            "status": status,
+            "unprocessed_sources": unprocessed,
+            "published_result_count": len(records),
+            "result_records": counts,
+            "processed_range": processed_range,
+            "processed_source_version_count": len(versions) if isinstance(versions, list) else "unknown",
+            "processed_source_versions": versions[:COVERAGE_LIST_LIMIT] if isinstance(versions, list) else versions,
+            "missing_count": len(missing),
+            "missing": missing[:COVERAGE_LIST_LIMIT],
+            "source_types_not_included": not_included,
+            "object_types_not_included": [t for t in NOT_YET_MODELLED_TYPES if t in wanted],
+        }
+    )

@@ -1,0 +1,80 @@
+"""Opaque, signed cursors: they bind the tool, the normalised request, the scope, its data revision and
+the position, so a tampered, foreign or mismatched cursor is refused and a stale one is recognised."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from server.contracts.errors import invalid_cursor
+
+_VERSION = 1
+
+
+@dataclass(frozen=True)
+class DecodedCursor:
+    scope_key: str
+    revision: str
+    """The data revision the first page was read at: the scope's, optionally followed by ':' and more state."""
+    position: dict[str, Any]
+
+    @property
+    def scope_revision(self) -> str:
+        return self.revision.partition(":")[0]
+
+
+class CursorCodec:
+    """Signs with HMAC-SHA256. Processes that share the secret accept each other's cursors."""
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        self._secret = secret if secret else secrets.token_bytes(32)
+
+    def encode(self, *, tool: str, request: str, scope_key: str, revision: str, position: dict[str, Any]) -> str:
+        body = orjson.dumps({"v": _VERSION, "t": tool, "q": request, "s": scope_key, "r": revision, "p": position})
+        return f"{_b64(body)}.{_b64(self._mac(body))}"
+
+    def decode(self, token: str | None, *, tool: str, request: str) -> DecodedCursor | None:
+        """The content of a cursor issued for this tool and request; None when there is no cursor."""
+        if token is None:
+            return None
+        body_text, dot, mac_text = token.partition(".")
+        try:
+            body = _unb64(body_text)
+            mac = _unb64(mac_text)
+        except ValueError:
+            raise invalid_cursor("the cursor is not one this server issued.") from None
+        if not dot or not hmac.compare_digest(mac, self._mac(body)):
+            raise invalid_cursor("the cursor is not one this server issued (signature mismatch).")
+        payload = orjson.loads(body)
+        if payload.get("v") != _VERSION or payload.get("t") != tool:
+            raise invalid_cursor("the cursor belongs to another tool.")
+        if payload.get("q") != request:
+            raise invalid_cursor("repeat the original filters and page sizes with this cursor.")
+        return DecodedCursor(scope_key=str(payload["s"]), revision=str(payload["r"]), position=dict(payload["p"]))
+
+    def _mac(self, body: bytes) -> bytes:
+        return hmac.new(self._secret, body, hashlib.sha256).digest()[:16]
+
+
+def request_digest(tool: str, normalised: dict[str, Any]) -> str:
+    """A short digest of everything the pages of one query must share (never the cursor or the scope)."""
+    return hashlib.sha256(orjson.dumps([tool, normalised], option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    if not text or not text.isascii():
+        raise ValueError("empty")
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(str(exc)) from exc

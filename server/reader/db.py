@@ -1,0 +1,96 @@
+"""Open the story graph read-only, check its schema, and hand out consistent read snapshots."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiosqlite
+import anyio
+
+from server.store.errors import DatabaseUnusable
+from server.store.migrate import migrate_command, read_version, schema_problem
+from server.store.paths import sqlite_uri
+
+Row = aiosqlite.Row
+
+
+class Database:
+    """A small pool of read-only connections. Each read runs inside one transaction, so every query of
+    a call sees the same snapshot (the data revision it checks is the one it reads)."""
+
+    def __init__(self, path: Path, connections: list[aiosqlite.Connection]) -> None:
+        self.path = path
+        self._free = connections
+        self._available = anyio.Semaphore(len(connections))
+
+    @classmethod
+    async def open(cls, path: Path, size: int = 4) -> Database:
+        check_database(path)
+        connections = [await _connect(path) for _ in range(size)]
+        return cls(path, connections)
+
+    async def close(self) -> None:
+        for conn in self._free:
+            await conn.close()
+        self._free = []
+
+    @asynccontextmanager
+    async def snapshot(self) -> AsyncGenerator[aiosqlite.Connection, None]:
+        async with self._available:
+            conn = self._free.pop()
+            try:
+                await conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    await conn.execute("COMMIT")
+            finally:
+                self._free.append(conn)
+
+
+async def _connect(path: Path) -> aiosqlite.Connection:
+    # mode=ro makes a write impossible at the file level; query_only guards the connection as well.
+    conn = await aiosqlite.connect(sqlite_uri(path, "ro"), uri=True, isolation_level=None)
+    conn.row_factory = aiosqlite.Row
+    await conn.execute("PRAGMA query_only = 1")
+    return conn
+
+
+def check_database(path: Path) -> None:
+    """Refuse a missing file, a non-SQLite file or an unsupported schema version with one clear line."""
+    if not path.exists():
+        raise DatabaseUnusable(f"{path}: no such database file (create one with: {migrate_command(path)})")
+    conn = sqlite3.connect(sqlite_uri(path, "ro"), uri=True)
+    try:
+        problem = schema_problem(path, read_version(conn, path))
+    finally:
+        conn.close()
+    if problem is not None:
+        raise DatabaseUnusable(problem)
+
+
+class Folder:
+    """Unicode case folding exactly as the search index does it (SQLite FTS5, trigram, case-insensitive).
+
+    Folding is one code point to one code point, so positions in folded text are positions in the original.
+    Uses a private in-memory database: the graph file is never written.
+    """
+
+    def __init__(self) -> None:
+        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+        self._conn.executescript(
+            "CREATE VIRTUAL TABLE t USING fts5(x, tokenize='trigram case_sensitive 0');"
+            "CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance');"
+        )
+
+    def fold(self, text: str) -> str:
+        if not text:
+            return text
+        with self._conn:
+            self._conn.execute("DELETE FROM t")
+            self._conn.execute("INSERT INTO t (rowid, x) VALUES (1, ?)", (text + "\x01\x01",))
+            rows = self._conn.execute("SELECT term FROM v ORDER BY offset").fetchall()
+        return "".join(term[0] for (term,) in rows)

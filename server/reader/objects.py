@@ -1,0 +1,146 @@
+"""Uniform rows for stored objects: the columns every tool reports, read by type with index lookups.
+
+An object row is keyed by (object_type, object_id, result_key); result_key is '' for a current
+projection or a story line. A successful leaf's independent description of an object appears as a
+'leaf' row under that leaf's result when the result has no row of its own for the object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+import aiosqlite
+import orjson
+
+Key = tuple[str, str, str]
+
+_COLUMNS: Final = (
+    "object_id, result_key, scope_key, row_kind, title, event_time_start, event_time_end, event_time_precision,"
+    " event_time_basis, review_generated_at, recorded_at, confirmation_state, revision"
+)
+_IDS: Final = "(SELECT value FROM json_each(:ids))"
+
+OBJECT_ROWS: Final[dict[str, str]] = {
+    "story_line": f"""
+SELECT s.id AS object_id, '' AS result_key, s.scope_key, 'current' AS row_kind, s.topic AS title,
+       NULL AS event_time_start, NULL AS event_time_end, NULL AS event_time_precision, NULL AS event_time_basis,
+       NULL AS review_generated_at, s.recorded_at, NULL AS confirmation_state, s.revision
+  FROM story_lines AS s WHERE s.id IN {_IDS} AND s.scope_key = :scope_key""",
+    "event": f"""
+SELECT e.id, e.result_id, e.scope_key, 'result', e.title, e.event_time_start, e.event_time_end,
+       e.event_time_precision, e.event_time_basis, r.review_generated_at, e.recorded_at, e.confirmation_state,
+       e.revision
+  FROM events AS e JOIN results AS r ON r.id = e.result_id WHERE e.id IN {_IDS} AND e.scope_key = :scope_key""",
+    "entity": f"""
+SELECT n.id, '', n.scope_key, 'current', n.canonical_label, NULL, NULL, NULL, NULL, NULL, n.updated_at,
+       n.confirmation_state, n.revision
+  FROM entities AS n WHERE n.id IN {_IDS} AND n.scope_key = :scope_key
+UNION ALL
+SELECT v.entity_id, v.result_id, v.scope_key, 'result', v.canonical_label, NULL, NULL, NULL, NULL,
+       r.review_generated_at, v.recorded_at, v.confirmation_state, v.revision
+  FROM entity_revisions AS v JOIN results AS r ON r.id = v.result_id
+ WHERE v.entity_id IN {_IDS} AND v.scope_key = :scope_key""",
+    "entity_change": f"""
+SELECT c.entity_id || '#' || c.association_key, c.result_id, c.scope_key, 'result', c.change_type,
+       e.event_time_start, e.event_time_end, e.event_time_precision, e.event_time_basis, r.review_generated_at,
+       c.recorded_at, c.confirmation_state, c.entity_revision
+  FROM entity_changes AS c JOIN results AS r ON r.id = c.result_id LEFT JOIN events AS e ON e.id = c.event_id
+ WHERE c.entity_id IN {_IDS} AND c.scope_key = :scope_key""",
+    "relation": f"""
+SELECT l.id, l.result_id, l.scope_key, 'result', l.relation_type, NULL, NULL, NULL, NULL,
+       r.review_generated_at, l.recorded_at, l.confirmation_state, l.revision
+  FROM relations AS l JOIN results AS r ON r.id = l.result_id WHERE l.id IN {_IDS} AND l.scope_key = :scope_key""",
+    "summary": f"""
+SELECT m.id, m.result_id, m.scope_key, 'result', NULL, m.interval_from, m.interval_to,
+       CASE WHEN m.interval_from IS NULL THEN NULL ELSE 'interval' END,
+       CASE WHEN m.interval_from IS NULL THEN NULL ELSE 'summary_interval' END,
+       r.review_generated_at, m.recorded_at, NULL, m.revision
+  FROM summaries AS m JOIN results AS r ON r.id = m.result_id WHERE m.id IN {_IDS} AND m.scope_key = :scope_key""",
+    "source_reference": f"""
+SELECT x.id, x.result_id, x.scope_key, 'result', x.title, NULL, NULL, NULL, NULL,
+       r.review_generated_at, x.recorded_at, NULL, NULL
+  FROM source_references AS x JOIN results AS r ON r.id = x.result_id
+ WHERE x.id IN {_IDS} AND x.scope_key = :scope_key""",
+}
+LEAF_ROWS: Final = f"""
+SELECT f.object_id, l.result_id, f.scope_key, 'leaf', NULL, NULL, NULL, NULL, NULL,
+       r.review_generated_at, l.recorded_at, NULL, NULL
+  FROM fact_links AS f JOIN leaves AS l ON l.id = f.owner_id JOIN results AS r ON r.id = l.result_id
+ WHERE f.owner_type = 'leaf' AND f.object_type = :object_type AND f.object_id IN {_IDS} AND f.scope_key = :scope_key
+"""
+SOURCE_REFERENCE_IDS: Final = f"""
+SELECT object_id, source_reference_id FROM object_sources
+ WHERE object_type = :object_type AND object_id IN {_IDS} AND scope_key = :scope_key
+ ORDER BY object_id, source_reference_id
+"""
+
+
+@dataclass(frozen=True)
+class ObjectRow:
+    object_type: str
+    object_id: str
+    result_key: str
+    scope_key: str
+    row_kind: str
+    title: str | None
+    event_time_start: str | None
+    event_time_end: str | None
+    event_time_precision: str | None
+    event_time_basis: str | None
+    review_generated_at: str | None
+    recorded_at: str | None
+    confirmation_state: str | None
+    revision: str | None
+
+    @property
+    def key(self) -> Key:
+        return (self.object_type, self.object_id, self.result_key)
+
+    def time_on(self, basis: str) -> tuple[str, str] | None:
+        """The (start, end) of this row's time on a basis; None when unknown."""
+        if basis == "event_time":
+            if self.event_time_start is None:
+                return None
+            return (self.event_time_start, self.event_time_end or self.event_time_start)
+        value = self.review_generated_at if basis == "review_generated_at" else self.recorded_at
+        return None if value is None else (value, value)
+
+
+async def object_rows(conn: aiosqlite.Connection, scope_key: str, keys: Iterable[Key]) -> dict[Key, ObjectRow]:
+    """The rows for these keys in this scope (keys not found are absent). One indexed query per type."""
+    wanted: dict[str, set[Key]] = {}
+    for key in keys:
+        wanted.setdefault(key[0], set()).add(key)
+    found: dict[Key, ObjectRow] = {}
+    for object_type, type_keys in wanted.items():
+        sql = OBJECT_ROWS.get(object_type)
+        if sql is None:
+            continue
+        ids = sorted({k[1] for k in type_keys})
+        # An entity change is found through its owner's primary key; the exact key is checked below.
+        owner_ids = sorted({i.rpartition("#")[0] for i in ids}) if object_type == "entity_change" else ids
+        for query, lookup, extra in ((sql, owner_ids, {}), (LEAF_ROWS, ids, {"object_type": object_type})):
+            params = {"ids": orjson.dumps(lookup).decode(), "scope_key": scope_key} | extra
+            async with conn.execute(query, params) as cur:
+                for row in await cur.fetchall():
+                    item = ObjectRow(object_type, *row)
+                    if item.key in type_keys and item.key not in found:
+                        found[item.key] = item
+    return found
+
+
+async def source_reference_ids(
+    conn: aiosqlite.Connection, scope_key: str, object_type: str, object_ids: Iterable[str]
+) -> dict[str, list[str]]:
+    """Evidence links per object id; a source reference's own id is its evidence."""
+    ids = sorted(set(object_ids))
+    if object_type == "source_reference":
+        return {object_id: [object_id] for object_id in ids}
+    params = {"object_type": object_type, "ids": orjson.dumps(ids).decode(), "scope_key": scope_key}
+    links: dict[str, list[str]] = {object_id: [] for object_id in ids}
+    async with conn.execute(SOURCE_REFERENCE_IDS, params) as cur:
+        for object_id, reference_id in await cur.fetchall():
+            links[object_id].append(reference_id)
+    return links

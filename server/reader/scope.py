@@ -1,0 +1,90 @@
+"""Resolve the scope of a call against the caller's grant, and read that scope's data revision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import aiosqlite
+import orjson
+
+from server.contracts.base import GlobalScope, ProjectsScope, normalise_scope, scope_from_key, scope_key
+from server.contracts.common import Grant
+from server.contracts.errors import StoryGraphError, invalid_cursor, scope_unavailable, stale_cursor
+from server.reader.cursor import DecodedCursor
+
+ACTIVE_PROJECTS: Final = "SELECT id FROM projects WHERE status = 'active' AND id IN (SELECT value FROM json_each(:ids))"
+SCOPE_REVISION: Final = "SELECT data_revision FROM scopes WHERE scope_key = :scope_key"
+
+
+@dataclass(frozen=True)
+class ResolvedScope:
+    requested: GlobalScope | ProjectsScope | Literal["current_project"]
+    scope: GlobalScope | ProjectsScope
+    key: str
+    revision: str
+    """The scope's data revision as read in this snapshot ('0' when nothing was ever stored for it)."""
+
+    @property
+    def project_ids(self) -> list[str]:
+        return [] if isinstance(self.scope, GlobalScope) else list(self.scope.projectIds)
+
+
+async def resolve_scope(
+    conn: aiosqlite.Connection,
+    grant: Grant,
+    requested: GlobalScope | ProjectsScope | None,
+    cursor_scope_key: str | None = None,
+) -> ResolvedScope:
+    """The scope a call reads: the explicit one, else the cursor's (paging keeps the first request's scope),
+    else the caller's current project. Arguments may only narrow what the grant allows."""
+    if requested is not None:
+        scope = normalise_scope(requested)
+        if cursor_scope_key is not None and cursor_scope_key != scope_key(scope):
+            raise invalid_cursor("the cursor was issued for another scope; repeat the original scope or omit cursor.")
+    elif cursor_scope_key is not None:
+        scope = scope_from_key(cursor_scope_key)
+    elif grant.default_project is not None:
+        scope = ProjectsScope(kind="projects", projectIds=[grant.default_project])
+    else:
+        raise StoryGraphError(
+            "scope_required",
+            "there is no current project for this caller, and no scope was given.",
+            field="scope",
+            next_step='Pass scope explicitly, e.g. {"kind":"projects","projectIds":["<id>"]} or {"kind":"global"}.',
+        )
+    await check_readable(conn, grant, scope)
+    key = scope_key(scope)
+    async with conn.execute(SCOPE_REVISION, {"scope_key": key}) as cur:
+        row = await cur.fetchone()
+    return ResolvedScope(
+        requested=requested if requested is not None else "current_project",
+        scope=scope,
+        key=key,
+        revision=str(row[0]) if row else "0",
+    )
+
+
+async def resolve_page_scope(
+    conn: aiosqlite.Connection,
+    grant: Grant,
+    requested: GlobalScope | ProjectsScope | None,
+    cursor: DecodedCursor | None,
+) -> ResolvedScope:
+    """The scope of a page: a continued page keeps its cursor's scope, and is stale once that scope's data
+    changed since the first page (pages from different revisions never mix)."""
+    scope = await resolve_scope(conn, grant, requested, cursor.scope_key if cursor else None)
+    if cursor is not None and cursor.scope_revision != scope.revision:
+        raise stale_cursor()
+    return scope
+
+
+async def check_readable(conn: aiosqlite.Connection, grant: Grant, scope: GlobalScope | ProjectsScope) -> None:
+    """Every project must exist, be active and be granted; Global must be granted. One answer for all failures."""
+    if not grant.allows(scope):
+        raise scope_unavailable()
+    if isinstance(scope, ProjectsScope):
+        async with conn.execute(ACTIVE_PROJECTS, {"ids": orjson.dumps(scope.projectIds).decode()}) as cur:
+            found = {row[0] for row in await cur.fetchall()}
+        if found != set(scope.projectIds):
+            raise scope_unavailable()

@@ -1,0 +1,153 @@
+"""Schema versions: create or upgrade a database, and open one that is at the supported version.
+
+The schema lives in numbered, forward-only files `migrations/NNNN_name.sql`, each ending with
+`PRAGMA user_version = NNNN`. The version a file declares is the version of the database once it
+has been applied, so `SCHEMA_VERSION` is simply the highest file number.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+from typing import Final
+
+from server.store.errors import DatabaseUnusable
+from server.store.paths import bundled, sqlite_uri
+
+MIGRATION_FILE: Final = re.compile(r"^(\d{4})_[A-Za-z0-9_]+\.sql$")
+
+USER_VERSION: Final = "PRAGMA user_version"
+TABLE_COUNT: Final = "SELECT count(*) FROM sqlite_schema WHERE type = 'table'"
+ENABLE_WAL: Final = "PRAGMA journal_mode = WAL"
+
+
+def migrations_dir() -> Path:
+    """The folder holding `NNNN_*.sql`: inside the installed package, else the source checkout's."""
+    return bundled("migrations")
+
+
+def migration_files() -> list[tuple[int, Path]]:
+    """Every migration as (version it produces, file), in order."""
+    found: list[tuple[int, Path]] = []
+    for file in migrations_dir().glob("*.sql"):
+        match = MIGRATION_FILE.match(file.name)
+        if match:
+            found.append((int(match.group(1)), file))
+    found.sort()
+    numbers = [number for number, _ in found]
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise RuntimeError(f"migrations in {migrations_dir()} must be numbered 0001, 0002, ... without gaps")
+    return found
+
+
+SCHEMA_VERSION: Final[int] = migration_files()[-1][0]
+
+
+def migrate_command(path: Path) -> str:
+    return f"story-graph-mcp db migrate --db {path}"
+
+
+def schema_problem(path: Path, found: int) -> str | None:
+    """Why a database at `found` cannot be used by this build, or None when it can."""
+    if found == SCHEMA_VERSION:
+        return None
+    if found == 0:
+        return f"{path} is not a story graph database yet (schema version 0); run `{migrate_command(path)}`"
+    if found < SCHEMA_VERSION:
+        return (
+            f"{path} has schema version {found}, older than the version {SCHEMA_VERSION} this build uses;"
+            f" run `{migrate_command(path)}`"
+        )
+    return (
+        f"{path} has schema version {found}, newer than the newest version this build supports"
+        f" ({SCHEMA_VERSION}); upgrade story-graph-mcp to read it"
+    )
+
+
+def read_version(conn: sqlite3.Connection, path: Path) -> int:
+    """`PRAGMA user_version`; this first read is also where SQLite notices a file is not a database."""
+    try:
+        row = conn.execute(USER_VERSION).fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise DatabaseUnusable(f"{path} is not a SQLite database ({exc})") from None
+    return int(row[0])
+
+
+def check_schema(conn: sqlite3.Connection, path: Path) -> int:
+    """Raise DatabaseUnusable unless the open database is at SCHEMA_VERSION; return the version."""
+    found = read_version(conn, path)
+    problem = schema_problem(path, found)
+    if problem is not None:
+        raise DatabaseUnusable(problem)
+    return found
+
+
+def open_store(path: Path, *, write: bool) -> sqlite3.Connection:
+    """Open an existing database at the current schema, read-only or for an import.
+
+    Autocommit mode (`isolation_level=None`): callers issue BEGIN/COMMIT themselves, so a whole
+    import is exactly one transaction and an export reads one snapshot.
+    """
+    if not path.exists():
+        raise DatabaseUnusable(f"{path} does not exist; create it with `{migrate_command(path)}`")
+    if path.is_dir():
+        raise DatabaseUnusable(f"{path} is a directory, not a database file")
+    try:
+        conn = sqlite3.connect(sqlite_uri(path, "rw" if write else "ro"), uri=True, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(f"cannot open {path}: {exc}") from None
+    try:
+        check_schema(conn, path)
+        conn.row_factory = sqlite3.Row
+        if write:
+            # Scope consistency is enforced by composite foreign keys; SQLite checks them only when asked.
+            conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def migrate(path: Path) -> tuple[int, int]:
+    """Create the database if missing and apply every pending migration; return (before, after)."""
+    if path.is_dir():
+        raise DatabaseUnusable(f"{path} is a directory, not a database file")
+    try:
+        conn = sqlite3.connect(path, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(f"cannot open or create {path}: {exc}") from None
+    try:
+        before = read_version(conn, path)
+        if before > SCHEMA_VERSION:
+            raise DatabaseUnusable(schema_problem(path, before) or "")
+        if before == 0 and conn.execute(TABLE_COUNT).fetchone()[0] > 0:
+            raise DatabaseUnusable(f"{path} holds tables but no schema version: it is not a story graph database")
+        for number, file in migration_files():
+            if number > before:
+                _apply(conn, path, number, file)
+        conn.execute(ENABLE_WAL)  # readers keep working while a writer imports
+        return before, read_version(conn, path)
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(f"cannot migrate {path}: {exc}") from None
+    finally:
+        conn.close()
+
+
+def _apply(conn: sqlite3.Connection, path: Path, number: int, file: Path) -> None:
+    """Run one migration file in its own transaction: it applies completely or not at all."""
+    # executescript() commits any open transaction first, then runs the script; the script's own
+    # BEGIN leaves the transaction open so the version can be checked before COMMIT.
+    try:
+        conn.executescript("BEGIN IMMEDIATE;\n" + file.read_text(encoding="utf-8"))
+        declared = read_version(conn, path)
+        if declared != number:
+            raise DatabaseUnusable(f"migration {file.name} sets user_version {declared}, expected {number}")
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(
+            f"migration {file.name} failed on {path}, which was left at schema version {number - 1}: {exc}"
+        ) from None
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")

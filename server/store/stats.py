@@ -1,0 +1,83 @@
+"""`db stats`: schema version, data revisions and object counts per scope, as a plain-text table."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Final
+
+from server.contracts.base import ProjectsScope, scope_key
+from server.store.migrate import SCHEMA_VERSION, open_store
+
+GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
+SCOPE_REVISIONS: Final = "SELECT scope_key, data_revision FROM scopes ORDER BY scope_key"
+# (column heading, query counting rows per scope key); tables are fixed names, not input.
+PER_SCOPE: Final[tuple[tuple[str, str], ...]] = (
+    ("results", "SELECT scope_key, count(*) FROM results GROUP BY scope_key"),
+    ("story lines", "SELECT scope_key, count(*) FROM story_lines GROUP BY scope_key"),
+    ("events", "SELECT scope_key, count(*) FROM events GROUP BY scope_key"),
+    ("entities", "SELECT scope_key, count(*) FROM entities GROUP BY scope_key"),
+    ("entity revisions", "SELECT scope_key, count(*) FROM entity_revisions GROUP BY scope_key"),
+    ("entity changes", "SELECT scope_key, count(*) FROM entity_changes GROUP BY scope_key"),
+    ("relations", "SELECT scope_key, count(*) FROM relations GROUP BY scope_key"),
+    ("summaries", "SELECT scope_key, count(*) FROM summaries GROUP BY scope_key"),
+    ("leaves", "SELECT scope_key, count(*) FROM leaves GROUP BY scope_key"),
+    ("source references", "SELECT scope_key, count(*) FROM source_references GROUP BY scope_key"),
+)
+# A memory item belongs to Global (no project) or to its one project's scope.
+MEMORY_ITEMS_PER_PROJECT: Final = "SELECT project_id, count(*) FROM memory_items GROUP BY project_id"
+OVERALL: Final[tuple[tuple[str, str], ...]] = (
+    ("projects", "SELECT count(*) FROM projects"),
+    ("scopes", "SELECT count(*) FROM scopes"),
+    ("sources", "SELECT count(*) FROM sources"),
+    ("source versions", "SELECT count(*) FROM source_versions"),
+    ("memory items", "SELECT count(*) FROM memory_items"),
+)
+
+
+def stats_text(db_path: Path) -> str:
+    """A readable report of one database, opened read-only."""
+    conn = open_store(db_path, write=False)
+    try:
+        conn.execute("BEGIN")  # every count from the same snapshot
+        return _report(conn, db_path)
+    finally:
+        conn.close()
+
+
+def _report(conn: sqlite3.Connection, db_path: Path) -> str:
+    revisions: dict[str, int | None] = {row[0]: row[1] for row in conn.execute(SCOPE_REVISIONS)}
+    counts: dict[str, dict[str, int]] = {}
+    for heading, sql in PER_SCOPE:
+        counts[heading] = {row[0]: row[1] for row in conn.execute(sql)}
+    memory: dict[str, int] = {}
+    for project, count in conn.execute(MEMORY_ITEMS_PER_PROJECT):
+        key = "global" if project is None else scope_key(ProjectsScope(kind="projects", projectIds=[project]))
+        memory[key] = count
+    counts["memory items"] = memory
+    scopes = sorted(set(revisions).union(*(per.keys() for per in counts.values())))
+
+    lines = [
+        f"database: {db_path}",
+        f"schema version: {SCHEMA_VERSION}",
+        f"graph data revision: {conn.execute(GRAPH_REVISION).fetchone()[0]}",
+        "overall: " + ", ".join(f"{name} {conn.execute(sql).fetchone()[0]}" for name, sql in OVERALL),
+        "",
+    ]
+    if not scopes:
+        return "\n".join([*lines, "no scopes yet"])
+    # One column per scope, one row per object type: a handful of scopes reads best this way.
+    table = [["", *scopes, "total"]]
+    table.append(["data revision", *(_revision(revisions.get(key)) for key in scopes), ""])
+    for heading, per in counts.items():
+        table.append([heading, *(str(per.get(key, 0)) for key in scopes), str(sum(per.values()))])
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        cells = [row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _revision(value: int | None) -> str:
+    """A scope that has rows but no `scopes` row was written by another writer without declaring it."""
+    return "undeclared" if value is None else str(value)

@@ -1,0 +1,267 @@
+"""A small interchange graph for store tests: two project scopes, Global, and one of every kind."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+Line = dict[str, Any]
+
+ALPHA = {"kind": "projects", "projectIds": ["alpha"]}
+BETA = {"kind": "projects", "projectIds": ["beta"]}
+GLOBAL = {"kind": "global"}
+ALPHA_KEY = 'projects:["alpha"]'
+BETA_KEY = 'projects:["beta"]'
+T0 = "2026-03-01T10:00:00Z"
+T1 = "2026-03-02T18:30:00+08:00"
+# Over two chunks of 4096 code points, with emoji and CJK, so chunk boundaries count code points.
+LONG_TEXT = ("讨论：选方案 B 🚀 " * 700)[:5000]
+
+
+def small_graph() -> list[Line]:
+    return [
+        {"kind": "project", "id": "alpha", "name": "Alpha"},
+        {"kind": "project", "id": "beta", "name": "Beta", "status": "active"},
+        {"kind": "scope", "scope": ALPHA},
+        {"kind": "scope", "scope": BETA},
+        {"kind": "scope", "scope": GLOBAL},
+        {
+            "kind": "result",
+            "id": "r-alpha",
+            "scope": ALPHA,
+            "review_generated_at": T1,
+            "recorded_at": T1,
+            "revision": "3",
+            "coverage": {
+                "kind": "detailed",
+                "processed_range": {"from": T0, "to": T1},
+                "sources": [{"source_id": "src-1", "source_version": "v2", "fragments": [[0, 120]]}],
+                "unprocessed_sources": 0,
+            },
+        },
+        {
+            "kind": "result",
+            "id": "r-beta",
+            "scope": BETA,
+            "review_generated_at": T0,
+            "recorded_at": T0,
+            "coverage": {"kind": "legacy_count", "count": 4},
+        },
+        {"kind": "result", "id": "r-global", "scope": GLOBAL, "review_generated_at": T0, "recorded_at": T0},
+        {"kind": "story_line", "id": "sl-alpha", "scope": ALPHA, "topic": "Storage engine choice", "recorded_at": T0},
+        {"kind": "story_line", "id": "sl-beta", "scope": BETA, "topic": "发布计划", "recorded_at": T0},
+        {
+            "kind": "source",
+            "id": "src-1",
+            "source_type": "conversation",
+            "project_id": "alpha",
+            "conversation_id": "conv-1",
+            "title": "Design chat",
+            "current_version": "v2",
+            "updated_at": T1,
+        },
+        {
+            "kind": "source_version",
+            "source_id": "src-1",
+            "version": "v1",
+            "text": "short first text",
+            "recorded_at": T0,
+        },
+        {"kind": "source_version", "source_id": "src-1", "version": "v2", "text": LONG_TEXT, "recorded_at": T1},
+        {
+            "kind": "source_reference",
+            "id": "ref-1",
+            "result_id": "r-alpha",
+            "source_type": "conversation",
+            "original_source_id": "src-1",
+            "source_version": "v1",
+            "locator": {"project_id": "alpha", "conversation_id": "conv-1", "message_id": "m-7", "order": 7},
+            "title": "Decision message",
+            "fragment": {"text": "first text", "start": 6, "end": 16},
+            "source_length": 16,
+            "recorded_at": T1,
+        },
+        {
+            "kind": "source_reference",
+            "id": "ref-2",
+            "result_id": "r-beta",
+            "source_type": "note",
+            "original_source_id": "note-9",
+            "fragment": {"text": "旧的说明"},
+            "availability": "deleted",
+            "recorded_at": T0,
+        },
+        {
+            "kind": "entity",
+            "id": "ent-a",
+            "story_line_id": "sl-alpha",
+            "entity_type": "decision",
+            "canonical_label": "Use SQLite",
+            "description": "Store the graph in one SQLite file",
+            "confirmation_state": "confirmed",
+            "decision_status": "decided",
+            "updated_at": T1,
+            "source_reference_ids": ["ref-1"],
+        },
+        {"kind": "entity", "id": "ent-b", "story_line_id": "sl-beta", "canonical_label": "发布窗口", "updated_at": T0},
+        {
+            "kind": "entity_revision",
+            "entity_id": "ent-a",
+            "result_id": "r-alpha",
+            "revision": "2",
+            "canonical_label": "Use SQLite",
+            "recorded_at": T1,
+        },
+        {
+            "kind": "event",
+            "id": "ev-1",
+            "result_id": "r-alpha",
+            "story_line_id": "sl-alpha",
+            "event_type": "decision",
+            "title": "Chose SQLite over Postgres",
+            "description": "Team agreed in the design chat",
+            "event_time": {"start": T0, "end": T1, "precision": "day", "basis": "stated_in_source"},
+            "recorded_at": T1,
+            "entity_ids": ["ent-a"],
+            "source_reference_ids": ["ref-1"],
+        },
+        {
+            "kind": "event",
+            "id": "ev-2",
+            "result_id": "r-alpha",
+            "event_type": "discussion",
+            "title": "Open question",
+            "recorded_at": T1,
+        },
+        {
+            "kind": "entity_change",
+            "entity_id": "ent-a",
+            "association_key": "decided",
+            "result_id": "r-alpha",
+            "event_id": "ev-1",
+            "change_type": "added",
+            "description": "Decision recorded",
+            "applicable_from": T0,
+            "recorded_at": T1,
+            "source_reference_ids": ["ref-1"],
+        },
+        {
+            "kind": "relation",
+            "id": "rel-1",
+            "result_id": "r-alpha",
+            "from_ref": {"type": "event", "id": "ev-1"},
+            "to_ref": {"type": "entity_change", "id": "ent-a#decided"},
+            "relation_type": "supports",
+            "reason": "the event is the basis of the change",
+            "recorded_at": T1,
+            "source_reference_ids": ["ref-1"],
+        },
+        {
+            # Points forward: to a later relation line's kind sibling and to a summary.
+            "kind": "relation",
+            "id": "rel-0",
+            "result_id": "r-alpha",
+            "from_ref": {"type": "relation", "id": "rel-1"},
+            "to_ref": {"type": "summary", "id": "sum-1"},
+            "relation_type": "related",
+            "recorded_at": T1,
+        },
+        {
+            "kind": "summary",
+            "id": "sum-1",
+            "result_id": "r-alpha",
+            "interval": {"from": T0, "to": T1},
+            "body": "Storage settled on SQLite.",
+            "open_items": ["benchmark", "备份策略"],
+            "recorded_at": T1,
+            "fact_refs": [{"type": "relation", "id": "rel-1"}, {"type": "event", "id": "ev-1"}],
+        },
+        {
+            "kind": "leaf",
+            "id": "leaf-1",
+            "result_id": "r-alpha",
+            "summary": "batch 1",
+            "recorded_at": T1,
+            "facts": [
+                {"object_ref": {"type": "event", "id": "ev-1"}, "description": "leaf wording of the choice"},
+                {"object_ref": {"type": "entity", "id": "ent-a"}},
+            ],
+        },
+        {
+            "kind": "memory_item",
+            "id": "mem-1",
+            "project_id": "alpha",
+            "body": "Prefers short answers",
+            "updated_at": T0,
+        },
+        {"kind": "memory_item", "id": "mem-2", "body": "Writes in English and 中文", "updated_at": T1},
+    ]
+
+
+def write_jsonl(path: Path, lines: Iterable[Line | str]) -> Path:
+    """One line per item; a str is written as is (for malformed lines)."""
+    encoded = (item.encode() if isinstance(item, str) else orjson.dumps(item) for item in lines)
+    path.write_bytes(b"\n".join(encoded) + b"\n")
+    return path
+
+
+def dump(db: Path) -> list[str]:
+    """The whole database as SQL text, for "nothing changed" checks."""
+    with sqlite3.connect(db) as conn:
+        return list(conn.iterdump())
+
+
+GRAPH_TABLES = (
+    "graph_state",
+    "projects",
+    "scopes",
+    "scope_projects",
+    "results",
+    "leaves",
+    "story_lines",
+    "events",
+    "event_entities",
+    "entities",
+    "entity_revisions",
+    "entity_changes",
+    "relations",
+    "summaries",
+    "fact_links",
+    "sources",
+    "source_versions",
+    "source_chunks",
+    "source_references",
+    "object_sources",
+    "memory_items",
+)
+
+
+def content(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every graph row, sorted, and the search rows without their doc ids: equal for equal graphs."""
+    with sqlite3.connect(db) as conn:
+        tables = {table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall()) for table in GRAPH_TABLES}
+        search = conn.execute(
+            "SELECT object_type, object_id, result_key, scope_key, field, weight, body FROM search_docs"
+        )
+        tables["search_docs"] = sorted(search.fetchall())
+    return tables
+
+
+def by_id(lines: list[Line], identifier: str) -> Line:
+    return next(line for line in lines if line.get("id") == identifier)
+
+
+def file_hash(db: Path) -> str:
+    return hashlib.sha256(db.read_bytes()).hexdigest()
+
+
+def revisions(db: Path) -> dict[str, int]:
+    with sqlite3.connect(db) as conn:
+        graph = conn.execute("SELECT data_revision FROM graph_state").fetchone()[0]
+        rows = conn.execute("SELECT scope_key, data_revision FROM scopes").fetchall()
+    return {"graph": graph} | dict(rows)

@@ -1,0 +1,79 @@
+"""Test helpers: real demo databases and real MCP client sessions (no mocks)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp.types import CallToolResult, TextContent
+
+from server.app import StaticAccess, StoryGraphServer, build_server
+from server.contracts.common import Grant
+from server.reader.cursor import CursorCodec
+
+_DEMO_CACHE: dict[str, Path] = {}
+
+
+def demo_db(tmp_path: Path) -> Path:
+    """A fresh copy of the demo database in tmp_path (built once per test session, then copied)."""
+    from server.store.demo import write_demo
+
+    cached = _DEMO_CACHE.get("demo")
+    if cached is None or not cached.exists():
+        import tempfile
+
+        cached = Path(tempfile.mkdtemp(prefix="sg-demo-cache-")) / "demo.db"
+        write_demo(cached)
+        _DEMO_CACHE["demo"] = cached
+    target = tmp_path / "demo.db"
+    shutil.copyfile(cached, target)
+    return target
+
+
+def server_for(
+    db_path: Path, grant: Grant | None = None, secret: bytes = b"test-secret-0123456789"
+) -> StoryGraphServer:
+    return build_server(db_path, StaticAccess(grant or Grant(default_project="atlas")), CursorCodec(secret))
+
+
+@asynccontextmanager
+async def client_for(
+    db_path: Path, grant: Grant | None = None, mode: str = "auto", secret: bytes = b"test-secret-0123456789"
+) -> AsyncGenerator[Client, None]:
+    """A real MCP client session, in process. mode 'legacy' runs the JSON-RPC loop, 'auto' the 2026-07-28 path."""
+    async with Client(server_for(db_path, grant, secret), mode=mode, raise_exceptions=mode != "legacy") as client:
+        yield client
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+    return await client.call_tool(tool, arguments)
+
+
+async def ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Call and assert success; return the structured content (checked equal to the JSON text item)."""
+    import orjson
+
+    result = await client.call_tool(tool, arguments)
+    text = result.content[0]
+    assert isinstance(text, TextContent)
+    assert not result.is_error, text.text
+    assert result.structured_content is not None
+    assert orjson.loads(text.text) == result.structured_content
+    content: dict[str, Any] = result.structured_content
+    return content
+
+
+async def error(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Call and assert an isError result; return its structured payload (code in 'error')."""
+    result = await client.call_tool(tool, arguments)
+    text = result.content[0]
+    assert isinstance(text, TextContent)
+    assert result.is_error, text.text
+    assert result.structured_content is not None
+    assert text.text.startswith(result.structured_content["error"] + ":")
+    content: dict[str, Any] = result.structured_content
+    return content

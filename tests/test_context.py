@@ -1,0 +1,329 @@
+"""story_graph_get_context through a real MCP client against real SQLite: the decision story and the contract."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from mcp import Client
+from support import client_for, demo_db, error, ok
+
+from server.contracts.common import Grant
+from server.contracts.context import TIME_FILTER_NOTE, TIMELINE_NOTE
+
+pytestmark = pytest.mark.anyio
+
+CONTEXT = "story_graph_get_context"
+ATLAS = {"kind": "projects", "projectIds": ["atlas"]}
+BEACON = {"kind": "projects", "projectIds": ["beacon"]}
+PAIR = {"kind": "projects", "projectIds": ["beacon", "atlas"]}
+GLOBAL = {"kind": "global"}
+
+
+def _ref(object_type: str, object_id: str) -> dict[str, str]:
+    return {"type": object_type, "id": object_id}
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    return demo_db(tmp_path)
+
+
+async def read_all(client: Client, args: dict[str, Any]) -> dict[str, Any]:
+    """Every page of one get_context query; lists concatenated in page order, header/frame from the first page."""
+    first: dict[str, Any] | None = None
+    merged: dict[str, list[dict[str, Any]]] = {"items": [], "unknown_time_items": [], "background": []}
+    cursor = None
+    for _ in range(500):
+        page = await ok(client, CONTEXT, args | ({"cursor": cursor} if cursor else {}))
+        first = first or page
+        for name, values in merged.items():
+            values.extend(page[name])
+        cursor = page["page"]["next_cursor"]
+        assert page["page"]["has_more"] == (cursor is not None) == (not page["page"]["complete"])
+        if cursor is None:
+            assert first is not None
+            return first | merged
+    raise AssertionError("paging did not end")
+
+
+def objects(page: dict[str, Any], *lists: str) -> dict[tuple[str, str, str | None], dict[str, Any]]:
+    """Reassembled objects per (type, id, result_id), with the metadata of their first fragment."""
+    found: dict[tuple[str, str, str | None], dict[str, Any]] = {}
+    texts: dict[tuple[str, str, str | None], list[str]] = {}
+    for name in lists or ("items", "unknown_time_items"):
+        for item in page[name]:
+            key = (item["object_ref"]["type"], item["object_ref"]["id"], item["result_id"])
+            found.setdefault(key, item)
+            texts.setdefault(key, []).append(item["content"])
+    return {key: found[key] | {"data": orjson.loads("".join(texts[key]))} for key in found}
+
+
+def ids(page: dict[str, Any], *lists: str) -> list[str]:
+    return [key[1] for key in objects(page, *lists)]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_the_decision_story_end_to_end_from_search_through_both_modes(demo: Path, mode: str) -> None:
+    async with client_for(demo, mode=mode) as client:
+        hits = await ok(client, "story_graph_search", {"query": "会话缓存 SQLite", "object_types": ["entity"]})
+        decision_b = next(i for i in hits["items"] if i["object_ref"]["id"] == "ent-decision-b")
+        current = await read_all(client, {"object_ref": decision_b["object_ref"]})
+        b_timeline = await read_all(client, {"object_ref": decision_b["object_ref"], "mode": "timeline"})
+        a_timeline = await read_all(client, {"object_ref": _ref("entity", "ent-decision-a"), "mode": "timeline"})
+
+    found = objects(current)
+    header = current["header"]
+    # B is decided but not completed; the task record is shown for checking, not turned into a status.
+    assert header["decision_status"] == "decided"
+    assert header["work_status"] == header["completion"]["work_status"] == "unknown"
+    assert header["completion"]["basis"] == "none"
+    assert [t["ref"]["id"] for t in header["completion"]["task_records"]] == ["ent-task-cache-migration"]
+    assert header["completion"]["task_records"][0]["work_status"] == "in_progress"
+    assert "decided is not completed" in header["completion"]["note"]
+    # Decision A, the revision relation with its basis, and the revision event are all there.
+    assert found[("entity", "ent-decision-a", None)]["role"] == "related"
+    revised = found[("relation", "rel-b-revised-a", "res-atlas-2026-05")]
+    replaces = found[("relation", "rel-b-replaces-a", "res-atlas-2026-05")]
+    assert revised["data"]["relation_type"] == "revised" and replaces["data"]["relation_type"] == "replaces"
+    assert revised["relation"]["to"] == {"ref": _ref("entity", "ent-decision-a"), "in_scope": True}
+    assert replaces["source_reference_ids"] == ["ref-revision-1", "ref-revision-2", "ref-revision-3"]
+    assert {"ref-revision-1", "ref-revision-2", "ref-revision-3"} <= set(ids(current))
+    assert found[("event", "evt-revision-a-to-b", "res-atlas-2026-05")]["role"] == "evolution"
+    # Option C has no replacement evidence: its stored 'contrasts' stays as stored and is a conflict to check.
+    contrasts = found[("relation", "rel-c-contrasts-b", "res-atlas-2026-07")]
+    assert contrasts["relation"]["relation_type"] == contrasts["data"]["relation_type"] == "contrasts"
+    [conflict] = header["conflicts"]
+    assert conflict["status"] == "needs_check" and conflict["relation_ref"]["id"] == "rel-c-contrasts-b"
+    assert [c["ref"]["id"] for c in conflict["claims"]] == ["ent-option-c", "ent-decision-b"]
+    assert {r["relation_type"] for r in header["relations"]} == {
+        "replaces",
+        "revised",
+        "contrasts",
+        "supports",
+        "depends-on",
+    }
+    # Every row of B: the current projection, each result's revision and each leaf's own description.
+    targets = [key for key, item in found.items() if item["role"] == "target"]
+    assert targets == [
+        ("entity", "ent-decision-b", None),
+        ("entity", "ent-decision-b", "res-atlas-2026-05"),
+        ("entity", "ent-decision-b", "res-atlas-2026-07"),
+        ("entity", "leaf:leaf-atlas-2026-05-a:ent-decision-b", "res-atlas-2026-05"),
+        ("entity", "leaf:leaf-atlas-2026-07-a:ent-decision-b", "res-atlas-2026-07"),
+    ]
+    assert found[targets[1]]["data"]["description"] != found[targets[2]]["data"]["description"]
+    assert header["result_ids"] == ["res-atlas-2026-05", "res-atlas-2026-07"]
+    assert all(item["validity"] == "unknown" for item in found.values())
+
+    # Timelines: event-time order, old decision beside its revision, unknown times apart.
+    dated = [i["event_time"] for i in objects(b_timeline, "items").values()]
+    assert dated == sorted(dated) and None not in dated
+    assert ids(b_timeline, "items")[:3] == [
+        "sum-atlas-2026-05",
+        "evt-load-test-window",
+        "ent-decision-b#proposed-2026-05",
+    ]
+    a_dated = ids(a_timeline, "items")
+    assert a_dated.index("evt-decision-a") < a_dated.index("evt-revision-a-to-b")
+    a_undated = objects(a_timeline, "unknown_time_items")
+    assert ("entity", "ent-decision-a", "res-atlas-2026-03") in a_undated
+    assert ("entity", "ent-decision-a", "res-atlas-2026-05") in a_undated
+    assert ("event", "evt-unknown-time-1", "res-atlas-2026-05") in a_undated
+    assert TIMELINE_NOTE in a_timeline["notes"] and a_timeline["header"] is None
+    assert "known at the time" in TIMELINE_NOTE
+
+
+async def test_a_late_recorded_old_event_keeps_its_event_time_position(demo: Path) -> None:
+    async with client_for(demo) as client:
+        timeline = await read_all(client, {"object_ref": _ref("story_line", "sl-atlas-cache"), "mode": "timeline"})
+    dated = list(objects(timeline, "items").values())
+    assert [i["event_time"] for i in dated] == sorted(i["event_time"] for i in dated)
+    kickoff = dated[0]
+    assert kickoff["object_ref"]["id"] == "evt-late-recorded-kickoff"
+    assert kickoff["event_time"] == "2026-02-01T02:00:00.000Z"
+    # Recorded last of all, still first by event time; the record time is reported, never used for order.
+    assert kickoff["recorded_at"] == max(i["recorded_at"] for i in dated)
+    assert kickoff["review_generated_at"] == "2026-07-15T10:00:00.000Z"
+    undated = objects(timeline, "unknown_time_items")
+    assert all(i["event_time"] is None for i in undated.values())
+    assert ("event", "evt-unknown-time-1", "res-atlas-2026-05") in undated
+    gaps = {g["kind"]: g for g in timeline["known_gaps"]}
+    assert {"type": "event", "id": "evt-unknown-time-1"} in gaps["unknown_event_time"]["refs"]
+
+
+async def test_confirmation_and_validity_stay_apart(demo: Path) -> None:
+    async with client_for(demo) as client:
+        revoked = await read_all(client, {"object_ref": _ref("entity", "ent-option-redis-cluster")})
+        edited = await read_all(client, {"object_ref": _ref("entity", "ent-edge-box-constraint")})
+    found = objects(revoked)
+    assert revoked["header"]["confirmation_state"] == "revoked"
+    assert revoked["header"]["validity"] == "unknown"
+    assert found[("entity", "ent-option-redis-cluster", None)]["confirmation_state"] == "revoked"
+    assert found[("entity", "ent-option-redis-cluster", "res-atlas-2026-03")]["confirmation_state"] == "automatic"
+    assert edited["header"]["confirmation_state"] == "user_edited"
+    for page in (revoked, edited):
+        assert {i["validity"] for i in objects(page).values()} == {"unknown"}
+
+
+async def test_memory_items_are_labelled_background_for_global_and_the_scopes_own_projects(demo: Path) -> None:
+    async with client_for(demo) as client:
+        atlas = await read_all(client, {"object_ref": _ref("entity", "ent-decision-b")})
+        pair = await read_all(client, {"object_ref": _ref("story_line", "sl-pair-release"), "scope": PAIR})
+        global_ = await read_all(client, {"object_ref": _ref("story_line", "sl-global-practices"), "scope": GLOBAL})
+        timeline = await read_all(client, {"object_ref": _ref("entity", "ent-decision-b"), "mode": "timeline"})
+
+    def memories(page: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {m["memory_id"]: m for m in page["background"]}
+
+    assert set(memories(atlas)) == {"mem-global-answer-style", "mem-atlas-boring-tech"}
+    assert set(memories(pair)) == {"mem-global-answer-style", "mem-atlas-boring-tech", "mem-beacon-offline-first"}
+    assert set(memories(global_)) == {"mem-global-answer-style"}
+    assert timeline["background"] == [] and timeline["background_note"] is None
+    boring = memories(atlas)["mem-atlas-boring-tech"]
+    assert boring["label"] == "background_preference"
+    assert boring["memory_scope"] == ATLAS and boring["updated_at"] == "2026-05-05T02:00:00.000Z"
+    assert orjson.loads(boring["content"])["body"].startswith("Prefer boring")
+    assert memories(atlas)["mem-global-answer-style"]["memory_scope"] == GLOBAL
+    assert "not events, not history" in atlas["background_note"]
+    assert atlas["header"]["background_count"] == 2
+    # Never history: no memory id among the graph items.
+    assert not any(i.startswith("mem-") for i in ids(atlas))
+
+
+async def test_a_time_range_in_current_mode_says_within_the_selected_evidence(demo: Path) -> None:
+    window = {"from": "2026-05-01T00:00:00+08:00", "to": "2026-05-31T23:59:59+08:00"}
+    async with client_for(demo) as client:
+        page = await read_all(client, {"object_ref": _ref("entity", "ent-decision-b"), "time_range": window})
+    assert page["header"]["time_note"] == TIME_FILTER_NOTE
+    assert "not the state at the end of the range" in TIME_FILTER_NOTE and TIME_FILTER_NOTE in page["notes"]
+    assert page["time_range"] == {"from": "2026-04-30T16:00:00.000Z", "to": "2026-05-31T15:59:59.000Z"}
+    kept = objects(page)
+    assert set(kept) == {
+        ("entity_change", "ent-decision-b#proposed-2026-05", "res-atlas-2026-05"),
+        ("entity_change", "ent-decision-b#verified-2026-05", "res-atlas-2026-05"),
+        ("event", "evt-revision-a-to-b", "res-atlas-2026-05"),
+        ("event", "evt-decision-b", "res-atlas-2026-05"),
+        ("summary", "sum-atlas-2026-05", "res-atlas-2026-05"),  # its covered interval intersects May
+    }
+    assert page["unknown_time_excluded_count"] > 0
+    # The header still reports the stored current row, labelled; it is not "the state at the end of May".
+    assert page["header"]["decision_status"] == "decided"
+
+
+async def test_as_of_in_any_form_is_unsupported_and_unknown_arguments_are_refused(demo: Path) -> None:
+    target = {"object_ref": _ref("entity", "ent-decision-b")}
+    async with client_for(demo) as client:
+        as_of = await error(client, CONTEXT, target | {"as_of": "2026-05-01T00:00:00Z"})
+        mode = await error(client, CONTEXT, target | {"mode": "as_of"})
+        unknown = await error(client, CONTEXT, target | {"verbose": True})
+        sizes = await error(client, CONTEXT, target | {"page_size": 51, "content_page_size": 0})
+        bad_ref = await error(client, CONTEXT, {"object_ref": {"type": "entity", "id": "x", "extra": 1}})
+        bad_type = await error(client, CONTEXT, {"object_ref": {"type": "memory_item", "id": "x"}})
+    assert as_of["error"] == mode["error"] == "unsupported_mode"
+    assert unknown["error"] == "invalid_arguments" and unknown["field"] == "verbose"
+    assert sizes["error"] == "invalid_arguments"
+    assert {p["field"] for p in sizes["problems"]} == {"page_size", "content_page_size"}
+    assert bad_ref["error"] == bad_type["error"] == "invalid_arguments"
+
+
+async def test_object_not_found_and_scope_mismatch_never_reveal_what_is_outside_the_grant(demo: Path) -> None:
+    atlas_only = Grant(default_project="atlas", projects=["atlas"], allow_global=False)
+    both = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=True)
+
+    def shape(payload: dict[str, Any], object_id: str) -> str:
+        return orjson.dumps(payload).decode().replace(object_id, "<id>")
+
+    async with client_for(demo, atlas_only) as client:
+        answers = [
+            (
+                object_id,
+                await error(client, CONTEXT, {"object_ref": _ref(object_type, object_id)}),
+                await error(client, CONTEXT, {"object_ref": _ref(object_type, "no-such-id")}),
+            )
+            for object_type, object_id in (
+                ("entity", "ent-beacon-offline-queue"),  # beacon: not granted
+                ("summary", "sum-pair-2026-06"),  # atlas+beacon: not granted as a whole
+                ("entity", "ent-global-adr-practice"),  # global: not granted
+                ("story_line", "sl-legacy-import"),  # an inactive project
+            )
+        ]
+        mine = await ok(client, CONTEXT, {"object_ref": _ref("entity", "ent-decision-b")})
+    for object_id, hidden, missing in answers:
+        assert missing["error"] == "object_not_found"
+        assert shape(hidden, object_id) == shape(missing, "no-such-id")
+        assert "beacon" not in orjson.dumps(hidden).decode().replace(object_id, "")
+    assert mine["header"]["object_ref"]["id"] == "ent-decision-b"
+
+    async with client_for(demo, both) as client:
+        mismatch = await error(client, CONTEXT, {"object_ref": _ref("entity", "ent-beacon-offline-queue")})
+        in_beacon = await ok(
+            client, CONTEXT, {"object_ref": _ref("entity", "ent-beacon-offline-queue"), "scope": BEACON}
+        )
+        pair_from_atlas = await error(client, CONTEXT, {"object_ref": _ref("summary", "sum-pair-2026-06")})
+        still_hidden = await error(client, CONTEXT, {"object_ref": _ref("story_line", "sl-legacy-import")})
+    assert mismatch["error"] == pair_from_atlas["error"] == "scope_mismatch"
+    assert mismatch["field"] == "scope" and "beacon" in mismatch["next_step"]
+    assert in_beacon["resolved_scope"] == BEACON and in_beacon["items"]
+    assert still_hidden["error"] == "object_not_found"
+
+
+async def test_a_relation_end_outside_the_scope_is_never_read(demo: Path) -> None:
+    with sqlite3.connect(demo) as conn:
+        conn.execute(
+            "INSERT INTO relations (id, result_id, scope_key, from_type, from_id, to_type, to_id, relation_type,"
+            " reason, recorded_at) VALUES ('rel-cross', 'res-atlas-2026-07', 'projects:[\"atlas\"]', 'entity',"
+            " 'ent-decision-b', 'entity', 'ent-beacon-session-cache', 'related', 'legacy mapping',"
+            " '2026-07-15T10:03:00.000Z')"
+        )
+    async with client_for(demo) as client:
+        page = await read_all(client, {"object_ref": _ref("entity", "ent-decision-b")})
+        relation = await read_all(client, {"object_ref": _ref("relation", "rel-cross")})
+    cross = objects(page)[("relation", "rel-cross", "res-atlas-2026-07")]
+    assert cross["relation"]["to"] == {"ref": _ref("entity", "ent-beacon-session-cache"), "in_scope": False}
+    assert ("entity", "ent-beacon-session-cache", None) not in objects(page)
+    stored = next(r for r in page["header"]["relations"] if r["relation_ref"]["id"] == "rel-cross")
+    assert stored["other_end"]["in_scope"] is False and stored["other_label"] is None
+    for answer in (page, relation):
+        text = orjson.dumps(answer).decode()
+        assert "token only" not in text and "Keychain" not in text  # the beacon entity's label and description
+    gaps = {g["kind"]: g for g in relation["known_gaps"]}
+    assert gaps["relation_end_not_in_scope"]["count"] == 1
+    assert [i["object_ref"]["id"] for i in relation["items"] if i["role"] == "related"] == ["ent-decision-b"]
+
+
+@pytest.mark.parametrize(
+    ("object_ref", "expected"),
+    [
+        (_ref("event", "evt-revision-a-to-b"), {"ent-decision-a", "ent-decision-b"}),
+        (_ref("entity_change", "ent-decision-a#revised-2026-05"), {"ent-decision-a", "evt-revision-a-to-b"}),
+        (_ref("relation", "rel-b-replaces-a"), {"ent-decision-a", "ent-decision-b", "ref-revision-3"}),
+        (_ref("summary", "sum-atlas-2026-05"), {"ent-decision-b", "evt-decision-b"}),
+        (_ref("source_reference", "ref-revision-3"), {"rel-b-replaces-a", "ent-decision-b"}),
+        (_ref("entity", "leaf:leaf-atlas-2026-05-a:ent-decision-b"), {"ent-decision-b", "rel-b-revised-a"}),
+    ],
+)
+async def test_every_object_type_reads_with_its_neighbourhood(
+    demo: Path, object_ref: dict[str, str], expected: set[str]
+) -> None:
+    async with client_for(demo) as client:
+        current = await read_all(client, {"object_ref": object_ref})
+        timeline = await read_all(client, {"object_ref": object_ref, "mode": "timeline"})
+    assert expected <= set(ids(current))
+    assert set(objects(current)) == set(objects(timeline))
+    assert current["header"]["object_ref"] == current["object_ref"]
+    assert all(i["scope"] == ATLAS for i in current["items"])
+
+
+async def test_open_issues_come_from_the_summaries_that_list_the_object(demo: Path) -> None:
+    async with client_for(demo) as client:
+        page = await ok(client, CONTEXT, {"object_ref": _ref("entity", "ent-ttl-30m")})
+    issues = page["header"]["open_items"]
+    assert issues and all(i["summary_id"].startswith("sum-atlas-") for i in issues)
+    assert page["header"]["open_item_count"] == len(issues)
+    [conflict] = page["header"]["conflicts"]
+    assert conflict["relation_ref"]["id"] == "rel-ttl-conflict"
+    assert {c["ref"]["id"] for c in conflict["claims"]} == {"ent-ttl-2h", "ent-ttl-30m"}

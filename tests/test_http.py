@@ -1,0 +1,271 @@
+"""Streamable HTTP against real uvicorn processes on free loopback ports, started and stopped by each test:
+bearer tokens and 401s, Host/Origin checks, /healthz, per-client grants and switches, the one-run token,
+and statelessness (a cursor from one process is accepted by another sharing the secret; several workers)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from http_support import (
+    PYTHON,
+    SECRET,
+    TOKENS,
+    HttpServer,
+    http_client,
+    http_server,
+    policy_text,
+    server_env,
+    write_secret,
+)
+from mcp import Client
+from support import demo_db, error, ok
+
+from server.cli import _parser
+from server.policy import hash_token
+from server.tools import TOOLS
+
+pytestmark = pytest.mark.anyio
+
+STORY_TOOLS = {spec.name for spec in TOOLS}
+ATLAS = {"kind": "projects", "projectIds": ["atlas"]}
+BEACON = {"kind": "projects", "projectIds": ["beacon"]}
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+JSON_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2025-11-25",
+}
+
+
+def write_policy(path: Path, *, server_on: bool = True, alpha_on: bool = True) -> Path:
+    text = policy_text(
+        enabled=server_on,
+        clients={
+            "alpha": {"projects": ["atlas", "beacon"], "default_project": "atlas", "enabled": alpha_on},
+            "beta": {"projects": ["beacon"]},
+        },
+    )
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+def setup(tmp_path: Path) -> tuple[Path, Path, Path]:
+    return demo_db(tmp_path), write_policy(tmp_path / "policy.toml"), write_secret(tmp_path)
+
+
+def another_secret(tmp_path: Path) -> Path:
+    (tmp_path / "other").mkdir()
+    return write_secret(tmp_path / "other", "another-cursor-secret-" + "x" * 20)
+
+
+def serve_args(db: Path, policy: Path, secret: Path, *extra: str) -> list[str]:
+    return ["--db", str(db), "--policy", str(policy), "--cursor-secret-file", str(secret), *extra]
+
+
+async def listed(client: Client) -> set[str]:
+    return {t.name for t in (await client.list_tools()).tools} & STORY_TOOLS
+
+
+def assert_no_secrets_logged(server: HttpServer, *secrets: str) -> None:
+    output = server.output()
+    for secret in secrets:
+        assert secret not in output
+
+
+def test_http_binds_loopback_by_default() -> None:
+    args = _parser().parse_args(["serve", "--transport", "http", "--db", "x.db"])
+    assert args.host == "127.0.0.1"
+
+
+async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
+    db, policy, secret = setup(tmp_path)
+    extra = ["--allowed-host", "mcp.example.test", "--allowed-origin", "https://agents.example.test"]
+    async with http_server(serve_args(db, policy, secret, *extra), tmp_path) as server, httpx2.AsyncClient() as http:
+        health = await http.get(f"{server.base}/healthz")
+        assert health.status_code == 200 and health.json() == {"status": "ok", "database": "readable"}
+
+        metadata_url = f"{server.base}/.well-known/oauth-protected-resource/mcp"
+        for headers in ({}, {"Authorization": "Bearer sgm_wrong"}, {"Authorization": f"Bearer {hash_token('x')}"}):
+            refused = await http.post(server.url, json=LIST, headers={**JSON_HEADERS, **headers})
+            assert refused.status_code == 401
+            challenge = refused.headers["www-authenticate"]
+            assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
+            assert f'resource_metadata="{metadata_url}"' in challenge
+        metadata = (await http.get(metadata_url)).json()
+        assert metadata["resource"] == server.url and metadata["bearer_methods_supported"] == ["header"]
+
+        alpha = {**JSON_HEADERS, "Authorization": f"Bearer {TOKENS['alpha']}"}
+        listing = await http.post(server.url, json=LIST, headers=alpha)
+        assert listing.status_code == 200
+        assert {t["name"] for t in listing.json()["result"]["tools"]} == STORY_TOOLS
+        # DNS rebinding: unknown Host or Origin refused; the configured real names accepted
+        assert (await http.post(server.url, json=LIST, headers={**alpha, "Host": "evil.example"})).status_code == 421
+        bad_origin = {**alpha, "Origin": "https://evil.example"}
+        assert (await http.post(server.url, json=LIST, headers=bad_origin)).status_code == 403
+        for good in ({"Host": "mcp.example.test"}, {"Host": "mcp.example.test:8443"}):
+            assert (await http.post(server.url, json=LIST, headers={**alpha, **good})).status_code == 200
+        good_origin = {**alpha, "Origin": "https://agents.example.test"}
+        assert (await http.post(server.url, json=LIST, headers=good_origin)).status_code == 200
+        local_origin = {**alpha, "Origin": f"http://localhost:{server.port}"}
+        assert (await http.post(server.url, json=LIST, headers=local_origin)).status_code == 200
+
+        # /healthz says only whether the database is readable
+        moved = db.with_name("moved.db")
+        db.rename(moved)
+        try:
+            down = await http.get(f"{server.base}/healthz")
+            assert down.status_code == 503 and down.json() == {"status": "unavailable", "database": "unreadable"}
+        finally:
+            moved.rename(db)
+        assert (await http.get(f"{server.base}/healthz")).status_code == 200
+    assert_no_secrets_logged(server, *TOKENS.values(), "sgm_wrong")
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_each_client_reads_with_its_own_grant(tmp_path: Path, mode: str) -> None:
+    db, policy, secret = setup(tmp_path)
+    async with http_server(serve_args(db, policy, secret), tmp_path) as server:
+        async with http_client(server.url, TOKENS["alpha"], mode) as alpha:
+            found = await ok(alpha, "story_graph_search", {"query": "session cache"})
+            assert found["requested_scope"] == "current_project" and found["resolved_scope"] == ATLAS
+            assert (await ok(alpha, "story_graph_search", {"query": "s", "scope": BEACON}))["resolved_scope"] == BEACON
+            glob = await error(alpha, "story_graph_search", {"query": "s", "scope": {"kind": "global"}})
+            assert glob["error"] == "scope_unavailable"
+            # the grant comes from the token, never from arguments
+            smuggled = await error(alpha, "story_graph_search", {"query": "s", "grant": {"projects": "*"}})
+            assert smuggled["error"] == "invalid_arguments"
+        async with http_client(server.url, TOKENS["beta"], mode) as beta:
+            assert (await error(beta, "story_graph_search", {"query": "session"}))["error"] == "scope_required"
+            other = await error(beta, "story_graph_search", {"query": "session", "scope": ATLAS})
+            assert other["error"] == "scope_unavailable"
+            assert (await ok(beta, "story_graph_search", {"query": "session", "scope": BEACON}))["items"]
+    assert_no_secrets_logged(server, *TOKENS.values())
+
+
+async def test_switches_per_client_and_for_the_server(tmp_path: Path) -> None:
+    db, policy, secret = setup(tmp_path)
+    search: dict[str, Any] = {"query": "session", "scope": BEACON}
+
+    async def state(alpha: Client, beta: Client) -> tuple[bool, bool]:
+        seen = []
+        for client in (alpha, beta):
+            tools = await listed(client)
+            result = await client.call_tool("story_graph_search", search)
+            assert (tools == STORY_TOOLS) is (not result.is_error)
+            if result.is_error:
+                assert result.structured_content is not None
+                assert result.structured_content["error"] == "story_graph_unavailable"
+            seen.append(not result.is_error)
+        return seen[0], seen[1]
+
+    async with (
+        http_server(serve_args(db, policy, secret), tmp_path) as server,
+        http_client(server.url, TOKENS["alpha"]) as alpha,
+        http_client(server.url, TOKENS["beta"]) as beta,
+    ):
+        assert await state(alpha, beta) == (True, True)
+        write_policy(policy, alpha_on=False)
+        assert await state(alpha, beta) == (False, True), "one client off leaves the other on"
+        write_policy(policy, server_on=False, alpha_on=False)
+        assert await state(alpha, beta) == (False, False)
+        write_policy(policy, server_on=True, alpha_on=False)
+        assert await state(alpha, beta) == (False, True), "the server switch does not erase a client's own switch"
+        write_policy(policy, server_on=False)
+        assert await state(alpha, beta) == (False, False), "the server switch overrides every client"
+        write_policy(policy)
+        assert await state(alpha, beta) == (True, True)
+        found = await ok(alpha, "story_graph_search", {"query": "session cache"})
+        assert found["resolved_scope"] == ATLAS, "the grant survived the switches unchanged"
+
+
+async def test_a_cursor_from_one_process_is_accepted_by_another(tmp_path: Path) -> None:
+    db, policy, secret = setup(tmp_path)
+    other_secret = another_secret(tmp_path)
+    query = {"query": "cache", "page_size": 5}
+    async with (
+        http_server(serve_args(db, policy, secret), tmp_path) as first,
+        http_server(serve_args(db, policy, secret), tmp_path) as second,
+        http_server(serve_args(db, policy, other_secret), tmp_path) as foreign,
+        http_client(first.url, TOKENS["alpha"]) as a,
+        http_client(second.url, TOKENS["alpha"]) as b,
+        http_client(foreign.url, TOKENS["alpha"]) as c,
+    ):
+        page1 = await ok(a, "story_graph_search", query)
+        cursor = page1["page"]["next_cursor"]
+        from_a = await ok(a, "story_graph_search", {**query, "cursor": cursor})
+        from_b = await ok(b, "story_graph_search", {**query, "cursor": cursor})
+        assert {**from_a, "read_at": None} == {**from_b, "read_at": None}
+        assert (await error(c, "story_graph_search", {**query, "cursor": cursor}))["error"] == "invalid_cursor"
+
+
+async def test_without_a_policy_a_one_run_token_is_printed_once(tmp_path: Path) -> None:
+    async with http_server(["--demo"], tmp_path) as server:
+        stderr = server.log.read_text()
+        tokens = re.findall(r"sgm_[A-Za-z0-9_-]{20,}", stderr)
+        assert len(tokens) == 3 and len(set(tokens)) == 1, "the token line and two ready-to-paste commands"
+        token = tokens[0]
+        assert f"inspector --transport http --server-url {server.url} --header" in stderr
+        assert f"inspector --cli {server.url} --transport http" in stderr
+        assert f'--header "Authorization: Bearer {token}"' in stderr
+        assert token not in server.out.read_text()
+        async with httpx2.AsyncClient() as http:
+            assert (await http.post(server.url, json=LIST, headers=JSON_HEADERS)).status_code == 401
+        async with http_client(server.url, token) as client:
+            found = await ok(client, "story_graph_search", {"query": "session cache"})
+            assert found["resolved_scope"] == ATLAS, "the demo's main project is the default"
+            assert (await ok(client, "story_graph_search", {"query": "a", "scope": {"kind": "global"}}))["items"]
+        # the token is not repeated in anything logged afterwards
+        assert server.log.read_text().count(token) == 3
+
+
+async def test_several_workers_from_the_factory(tmp_path: Path) -> None:
+    """`uvicorn --factory server.http:create_app --workers 2`: fresh connections land on either worker."""
+    db, policy, secret = setup(tmp_path)
+    env = {
+        **server_env(),
+        "STORY_GRAPH_DB": str(db),
+        "STORY_GRAPH_POLICY": str(policy),
+        "STORY_GRAPH_CURSOR_SECRET_FILE": str(secret),
+    }
+    command = [PYTHON, "-m", "uvicorn", "--factory", "server.http:create_app", "--host", "127.0.0.1"]
+    command += ["--port", "{port}", "--workers", "2", "--log-level", "warning"]
+    query: dict[str, Any] = {"query": "cache", "page_size": 5}
+    async with http_server([], tmp_path, command=command, env=env) as server:
+        pages: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            # a new client (a new connection) per page, as behind a load balancer
+            async with http_client(server.url, TOKENS["alpha"]) as client:
+                page = await ok(client, "story_graph_search", {**query, **({"cursor": cursor} if cursor else {})})
+            pages.append(page)
+            cursor = page["page"]["next_cursor"]
+            if cursor is None:
+                break
+        assert len(pages) > 2 and all(p["resolved_scope"] == ATLAS for p in pages)
+        async with httpx2.AsyncClient() as http:
+            assert (await http.post(server.url, json=LIST, headers=JSON_HEADERS)).status_code == 401
+
+
+def test_factory_refuses_to_start_without_its_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from server.http import create_app
+    from server.store.errors import StoreError
+
+    db, policy, _ = setup(tmp_path)
+    for name in ("STORY_GRAPH_DB", "STORY_GRAPH_POLICY", "STORY_GRAPH_CURSOR_SECRET", "STORY_GRAPH_CURSOR_SECRET_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(StoreError, match="STORY_GRAPH_DB"):
+        create_app()
+    monkeypatch.setenv("STORY_GRAPH_DB", str(db))
+    with pytest.raises(StoreError, match="CURSOR_SECRET"):
+        create_app()
+    monkeypatch.setenv("STORY_GRAPH_CURSOR_SECRET", SECRET)
+    with pytest.raises(StoreError, match="STORY_GRAPH_POLICY"):
+        create_app()
+    monkeypatch.setenv("STORY_GRAPH_POLICY", str(policy))
+    assert create_app() is not None

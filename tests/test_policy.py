@@ -1,0 +1,379 @@
+"""The policy file: its strict format, re-reading on change, the switches, the token hook and the CLI helpers.
+
+Switch behaviour is checked through a real in-process MCP client; HTTP clients are in test_http.py and the
+same scenarios over every transport in test_transports.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from http_support import TOKENS, policy_text
+from mcp import Client
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from pydantic import BaseModel
+from support import demo_db, error, ok
+
+from server.app import StoryGraphServer
+from server.cli import main
+from server.contracts.base import Contract
+from server.contracts.errors import StoryGraphError
+from server.policy import (
+    FixedPolicy,
+    HttpPolicyAccess,
+    PolicyError,
+    PolicyFile,
+    PolicyTokenVerifier,
+    StdioPolicyAccess,
+    hash_token,
+    one_run_policy,
+    parse_policy,
+)
+from server.reader.cursor import CursorCodec
+from server.tools import TOOLS
+from server.tools.base import Call, ToolSpec
+
+pytestmark = pytest.mark.anyio
+
+STORY_TOOLS = {spec.name for spec in TOOLS}
+
+
+def write(path: Path, text: str) -> Path:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+def both_clients(**top: Any) -> str:
+    return policy_text(
+        clients={
+            "alpha": {"projects": ["atlas"], "default_project": "atlas"},
+            "beta": {"projects": "*", "allow_global": True},
+        },
+        **top,
+    )
+
+
+# ---------------------------------------------------------------- format
+
+
+def test_defaults_and_a_full_policy() -> None:
+    minimal = parse_policy(b"version = 1\n", "p")
+    assert minimal.enabled and minimal.stdio.enabled and minimal.stdio.projects == "*" and minimal.clients == {}
+    full = parse_policy(both_clients(enabled=False, stdio={"default_project": "beacon"}).encode(), "p")
+    assert not full.enabled
+    assert full.stdio.default_project == "beacon"
+    alpha = full.clients["alpha"]
+    assert alpha.enabled and alpha.projects == ["atlas"] and alpha.allow_global is False
+    assert full.client_for_token(hash_token(TOKENS["beta"])) == "beta"
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("", "version"),
+        ("version = 2\n", "version"),
+        ("version = 1\nenable = false\n", "enable"),
+        ('version = 1\nenabled = "no"\n', "enabled"),
+        ('version = 1\n[clients.a]\nprojects = "*"\n', "token_sha256"),
+        ('version = 1\n[clients.a]\ntoken_sha256 = ["abc"]\nprojects = "*"\n', "token_sha256"),
+        (f'version = 1\n[clients.a]\ntoken_sha256 = ["{"0" * 64}"]\n', "projects"),
+        (f'version = 1\n[clients.a]\ntoken_sha256 = ["{"0" * 64}"]\nprojects = []\n', "projects"),
+        (f'version = 1\n[clients."a b"]\ntoken_sha256 = ["{"0" * 64}"]\nprojects = "*"\n', "clients"),
+        (
+            f'version = 1\n[clients.a]\ntoken_sha256 = ["{"0" * 64}"]\nprojects = ["atlas"]\ndefault_project = "x"\n',
+            "default_project 'x' is not in projects",
+        ),
+        (
+            f'version = 1\n[clients.a]\ntoken_sha256 = ["{"0" * 64}"]\nprojects = "*"\n'
+            f'[clients.b]\ntoken_sha256 = ["{"0" * 64}"]\nprojects = "*"\n',
+            "listed twice",
+        ),
+        ("version = 1\n[stdio\n", "not valid TOML"),
+    ],
+)
+def test_invalid_policies_are_refused_with_the_place(text: str, problem: str) -> None:
+    with pytest.raises(PolicyError, match=r"invalid policy|not valid TOML") as exc:
+        parse_policy(text.encode(), "policy.toml")
+    assert problem in str(exc.value)
+    assert str(exc.value).startswith("policy.toml: ")
+
+
+def test_an_error_never_repeats_the_offending_value() -> None:
+    """Someone pastes the raw token instead of its hash: the message must not echo it."""
+    raw = TOKENS["alpha"]
+    text = f'version = 1\n[clients.a]\ntoken_sha256 = ["{raw}"]\nprojects = "*"\n'
+    with pytest.raises(PolicyError) as exc:
+        parse_policy(text.encode(), "p")
+    assert raw not in str(exc.value) and "token_sha256" in str(exc.value)
+
+
+def test_token_hash_is_sha256_hex() -> None:
+    assert hash_token("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def test_missing_policy_file_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="cannot read the policy file"):
+        PolicyFile(tmp_path / "nope.toml")
+
+
+# ---------------------------------------------------------------- re-reading and switches
+
+
+def test_changes_apply_without_restart_even_within_one_mtime_tick(tmp_path: Path) -> None:
+    """Same inode, same size, same mtime: only the content differs (a fast editor, a coarse file system clock)."""
+    on, off = "version = 1\nenabled = true \n", "version = 1\nenabled = false\n"
+    path = tmp_path / "policy.toml"
+    path.write_text(on)
+    access = StdioPolicyAccess(PolicyFile(path), project="atlas")
+    assert access.current_grant().default_project == "atlas"
+    stat = path.stat()
+    for text, is_on in ((off, False), (on, True)):
+        path.write_text(text)  # in place
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        now = path.stat()
+        assert (now.st_ino, now.st_size, now.st_mtime_ns) == (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if is_on:
+            assert access.current_grant().client_id == "stdio"
+        else:
+            with pytest.raises(StoryGraphError, match="story_graph_unavailable"):
+                access.current_grant()
+
+
+def test_server_switch_overrides_clients_without_erasing_them(tmp_path: Path) -> None:
+    path = write(tmp_path / "policy.toml", both_clients())
+    source = PolicyFile(path)
+    access = HttpPolicyAccess(source)
+    with as_client("alpha"):
+        before = access.current_grant()
+        write(path, both_clients(enabled=False))
+        with pytest.raises(StoryGraphError, match="story_graph_unavailable"):
+            access.current_grant()
+        write(path, both_clients(enabled=True))
+        assert access.current_grant() == before
+    assert before.projects == ["atlas"] and before.default_project == "atlas" and not before.allow_global
+
+
+def test_one_client_off_leaves_the_others_on(tmp_path: Path) -> None:
+    text = both_clients().replace('default_project = "atlas"', 'default_project = "atlas"\nenabled = false')
+    access = HttpPolicyAccess(PolicyFile(write(tmp_path / "policy.toml", text)))
+    with as_client("alpha"), pytest.raises(StoryGraphError, match="story_graph_unavailable"):
+        access.current_grant()
+    with as_client("beta"):
+        grant = access.current_grant()
+    assert grant.client_id == "beta" and grant.projects == "*" and grant.allow_global
+
+
+def test_http_access_needs_a_token_and_a_known_client(tmp_path: Path) -> None:
+    access = HttpPolicyAccess(PolicyFile(write(tmp_path / "policy.toml", both_clients())))
+    with pytest.raises(StoryGraphError, match="story_graph_unavailable"):
+        access.current_grant()  # no authenticated request: never falls back to some default grant
+    with as_client("removed-client"), pytest.raises(StoryGraphError, match="story_graph_unavailable"):
+        access.current_grant()
+
+
+def test_a_broken_file_fails_closed_and_tokens_keep_authenticating(tmp_path: Path) -> None:
+    path = write(tmp_path / "policy.toml", both_clients())
+    source = PolicyFile(path)
+    access = HttpPolicyAccess(source)
+    for broken in ("version = 1\n[clients\n", ""):  # a typo; a truncated (empty) file
+        write(path, broken)
+        with as_client("alpha"), pytest.raises(StoryGraphError, match="story_graph_unavailable"):
+            access.current_grant()
+        with pytest.raises(StoryGraphError, match="story_graph_unavailable"):
+            StdioPolicyAccess(source).current_grant()
+    path.unlink()
+    with pytest.raises(StoryGraphError, match="story_graph_unavailable"):
+        StdioPolicyAccess(source).current_grant()
+    write(path, both_clients())
+    with as_client("alpha"):
+        assert access.current_grant().client_id == "alpha"
+
+
+async def test_token_verifier_accepts_listed_tokens_only(tmp_path: Path) -> None:
+    path = write(tmp_path / "policy.toml", both_clients())
+    verifier = PolicyTokenVerifier(PolicyFile(path))
+    token = await verifier.verify_token(TOKENS["alpha"])
+    assert token is not None and token.client_id == "alpha"
+    assert token.token != TOKENS["alpha"], "the raw token is not kept in the request context"
+    assert await verifier.verify_token("sgm_not-a-listed-token") is None
+    assert await verifier.verify_token(hash_token(TOKENS["alpha"])) is None, "the hash itself is not a token"
+    # rotation: a second token for alpha, then the old one removed, without a restart
+    new = "sgm_rotated-token-for-alpha-22222"
+    rotated = both_clients().replace(hash_token(TOKENS["alpha"]), hash_token(new))
+    write(path, rotated)
+    assert await verifier.verify_token(TOKENS["alpha"]) is None
+    fresh = await verifier.verify_token(new)
+    assert fresh is not None and fresh.client_id == "alpha"
+
+
+async def test_broken_file_keeps_last_good_tokens(tmp_path: Path) -> None:
+    path = write(tmp_path / "policy.toml", both_clients())
+    verifier = PolicyTokenVerifier(PolicyFile(path))
+    write(path, "version = 1\n[clients\n")
+    token = await verifier.verify_token(TOKENS["beta"])
+    assert token is not None and token.client_id == "beta"
+
+
+def test_stdio_grant_and_project_precedence(tmp_path: Path) -> None:
+    path = write(tmp_path / "policy.toml", policy_text(stdio={"default_project": "beacon", "projects": ["beacon"]}))
+    source = PolicyFile(path)
+    assert StdioPolicyAccess(source).current_grant().default_project == "beacon"
+    assert StdioPolicyAccess(source, project="atlas").current_grant().default_project == "atlas"
+    assert StdioPolicyAccess(source, fallback_project="atlas").current_grant().default_project == "beacon"
+    grant = StdioPolicyAccess(source).current_grant()
+    assert grant.projects == ["beacon"] and grant.allow_global
+    open_policy = write(tmp_path / "open.toml", "version = 1\n")
+    assert StdioPolicyAccess(PolicyFile(open_policy), fallback_project="atlas").current_grant().default_project == (
+        "atlas"
+    )
+
+
+def test_one_run_policy_makes_a_fresh_token_each_time() -> None:
+    first, token = one_run_policy("atlas")
+    second, other = one_run_policy("atlas")
+    assert token != other and token.startswith("sgm_") and len(token) > 40
+    assert first.client_for_token(hash_token(token)) == "operator"
+    assert second.client_for_token(hash_token(token)) is None
+    assert FixedPolicy(first).current() is first
+
+
+class as_client:
+    """Run code as if an HTTP request authenticated as this client (what the SDK's auth middleware sets)."""
+
+    def __init__(self, client_id: str) -> None:
+        self.user = AuthenticatedUser(AccessToken(token="x", client_id=client_id, scopes=[]))
+
+    def __enter__(self) -> None:
+        self.reset = auth_context_var.set(self.user)
+
+    def __exit__(self, *_: object) -> None:
+        auth_context_var.reset(self.reset)
+
+
+# ---------------------------------------------------------------- through a real MCP client
+
+
+def policy_server(db: Path, policy: Path, tools: tuple[ToolSpec, ...] = TOOLS) -> StoryGraphServer:
+    access = StdioPolicyAccess(PolicyFile(policy), project="atlas")
+    return StoryGraphServer(db, access, CursorCodec(b"policy-test-secret-0123456789"), tools)
+
+
+async def listed(client: Client) -> set[str]:
+    return {t.name for t in (await client.list_tools()).tools} & STORY_TOOLS
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_switches_through_a_client_session(tmp_path: Path, mode: str) -> None:
+    db = demo_db(tmp_path)
+    path = write(tmp_path / "policy.toml", "version = 1\n")
+    async with Client(policy_server(db, path), mode=mode, raise_exceptions=mode != "legacy") as client:
+        assert await listed(client) == STORY_TOOLS
+        for off in ("version = 1\nenabled = false\n", "version = 1\n[stdio]\nenabled = false\n", "garbage ["):
+            write(path, off)
+            assert await listed(client) == set()
+            payload = await error(client, "story_graph_search", {"query": "cache"})
+            assert payload["error"] == "story_graph_unavailable"
+            write(path, "version = 1\n")
+            assert await listed(client) == STORY_TOOLS
+            await ok(client, "story_graph_search", {"query": "cache"})
+
+
+class _Empty(Contract):
+    pass
+
+
+class _Done(BaseModel):
+    done: bool
+
+
+async def test_a_response_in_flight_rechecks_the_switches(tmp_path: Path) -> None:
+    """The switch turns off while a call is reading: its answer is withheld, not delivered."""
+    db = demo_db(tmp_path)
+    path = write(tmp_path / "policy.toml", "version = 1\n")
+
+    async def switch_off_midway(call: Call, _: Any) -> BaseModel:
+        assert call.grant.client_id == "stdio"
+        write(path, "version = 1\nenabled = false\n")
+        return _Done(done=True)
+
+    slow = ToolSpec(
+        "slow_read", "Slow read", "Switches the server off while it runs.", _Empty, _Done, switch_off_midway
+    )
+    async with Client(policy_server(db, path, (slow,))) as client:
+        payload = await error(client, "slow_read", {})
+        assert payload["error"] == "story_graph_unavailable"
+        write(path, "version = 1\n")
+        result = await client.call_tool("slow_read", {})
+        assert result.is_error  # it switched off again before answering
+
+
+def fingerprint(directory: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in directory.iterdir()}
+
+
+def graph_revision(db: Path) -> Any:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT data_revision FROM graph_state").fetchone()
+
+
+async def test_switching_on_writes_nothing(tmp_path: Path) -> None:
+    db = demo_db(tmp_path)
+    path = write(tmp_path / "policy.toml", "version = 1\nenabled = false\n")
+    before, revision = fingerprint(tmp_path), graph_revision(db)
+    async with Client(policy_server(db, path)) as client:
+        assert await listed(client) == set()
+        write(path, "version = 1\n")
+        assert await listed(client) == STORY_TOOLS
+        await ok(client, "story_graph_search", {"query": "cache"})
+    after = fingerprint(tmp_path)
+    assert after.pop("policy.toml") != before.pop("policy.toml")
+    # SQLite readers of a WAL database create the -wal/-shm coordination files; no frame may be written.
+    empty = hashlib.sha256(b"").hexdigest()
+    assert after.pop("demo.db-wal", empty) == empty
+    after.pop("demo.db-shm", None)
+    assert after == before
+    assert graph_revision(db) == revision
+
+
+# ---------------------------------------------------------------- CLI helpers
+
+
+def test_cli_new_token_hash_token_and_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert main(["policy", "new-token"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    token = lines[0].rsplit(" ", 1)[-1]
+    assert lines[1] == f'token_sha256 = ["{hash_token(token)}"]'
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(token + "\n"))
+    assert main(["policy", "hash-token"]) == 0
+    assert capsys.readouterr().out.strip() == hash_token(token)
+
+    path = write(tmp_path / "policy.toml", both_clients(enabled=False))
+    assert main(["policy", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "valid policy; server OFF" in out and "alpha: on" in out and hash_token(TOKENS["alpha"]) not in out
+
+    write(path, "version = 1\n[clients.x]\n")
+    assert main(["policy", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("story-graph-mcp: ") and "token_sha256" in err and len(err.splitlines()) == 1
+
+
+def test_serve_with_a_bad_policy_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = demo_db(tmp_path)
+    path = write(tmp_path / "policy.toml", "version = 1\nenabled = maybe\n")
+    assert main(["serve", "--db", str(db), "--policy", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("story-graph-mcp: ") and "not valid TOML" in err and len(err.splitlines()) == 1

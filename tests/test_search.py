@@ -1,0 +1,303 @@
+"""story_graph_search through a real MCP client session against real SQLite files."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jsonl_graph import write_jsonl
+from support import client_for, error, ok
+
+from server.contracts.common import Grant
+from server.store.importer import import_file
+from server.store.migrate import migrate
+
+pytestmark = pytest.mark.anyio
+
+ATLAS = {"kind": "projects", "projectIds": ["atlas"]}
+BEACON = {"kind": "projects", "projectIds": ["beacon"]}
+PAIR = {"kind": "projects", "projectIds": ["beacon", "atlas"]}
+GLOBAL = {"kind": "global"}
+T = "2026-05-01T08:00:00+08:00"
+SEARCH = "story_graph_search"
+
+
+def _graph(event_count: int = 23) -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "project", "id": "beacon", "name": "Beacon"},
+        {"kind": "project", "id": "empty", "name": "Empty"},
+        {"kind": "project", "id": "old", "name": "Old", "status": "inactive"},
+        *({"kind": "scope", "scope": s} for s in (ATLAS, BEACON, PAIR, GLOBAL)),
+        {
+            "kind": "result",
+            "id": "r-atlas",
+            "scope": ATLAS,
+            "review_generated_at": T,
+            "recorded_at": T,
+            "coverage": {"kind": "detailed", "unprocessed_sources": 0, "processed_range": {"from": T, "to": T}},
+        },
+        {"kind": "result", "id": "r-beacon", "scope": BEACON, "review_generated_at": T, "recorded_at": T},
+        {
+            "kind": "story_line",
+            "id": "sl-atlas",
+            "scope": ATLAS,
+            "topic": "会话缓存方案 session cache",
+            "recorded_at": T,
+        },
+        {"kind": "story_line", "id": "sl-beacon", "scope": BEACON, "topic": "Beacon session cache", "recorded_at": T},
+        {
+            "kind": "entity",
+            "id": "ent-b",
+            "story_line_id": "sl-atlas",
+            "canonical_label": "Decision B: SQLite WAL 会话缓存",
+            "description": "STRAßE ΣΑΣ mixed case",
+            "updated_at": T,
+        },
+        {
+            "kind": "event",
+            "id": "evt-unknown-time",
+            "result_id": "r-atlas",
+            "event_type": "decision",
+            "title": "方案 without a date",
+            "recorded_at": T,
+        },
+    ]
+    lines.extend(
+        {
+            "kind": "event",
+            "id": f"evt-{i:03d}",
+            "result_id": "r-atlas",
+            "event_type": "discussion",
+            "title": f"Cache review {i}: 方案 {'session cache' if i % 3 == 0 else 'tuning'}",
+            "description": "回顾调度 notes",
+            "event_time": {"start": f"2026-04-{1 + i % 28:02d}T10:00:00Z"},
+            "recorded_at": T,
+        }
+        for i in range(event_count)
+    )
+    return lines
+
+
+@pytest.fixture
+def graph_db(tmp_path: Path) -> Path:
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_file(db, write_jsonl(tmp_path / "graph.jsonl", _graph()))
+    return db
+
+
+async def _all_pages(client: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(200):
+        page = await ok(client, SEARCH, args | ({"cursor": cursor} if cursor else {}))
+        items.extend(page["items"])
+        cursor = page["page"]["next_cursor"]
+        assert page["page"]["has_more"] == (cursor is not None) == (not page["page"]["complete"])
+        if cursor is None:
+            return items
+    raise AssertionError("paging did not end")
+
+
+def _keys(items: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
+    return [(i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"]) for i in items]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_two_character_chinese_query_finds_every_object_containing_it(graph_db: Path, mode: str) -> None:
+    async with client_for(graph_db, mode=mode) as client:
+        page = await ok(client, SEARCH, {"query": "方案", "page_size": 50})
+    ids = {i["object_ref"]["id"] for i in page["items"]}
+    assert ids == {"sl-atlas", "evt-unknown-time", *(f"evt-{i:03d}" for i in range(23))}
+    assert page["page"]["total_count"] == 25
+    assert all(i["match_kind"] == "whole_query" for i in page["items"])
+
+
+async def test_one_character_and_case_insensitive_unicode_queries_match(graph_db: Path) -> None:
+    async with client_for(graph_db) as client:
+        one = await ok(client, SEARCH, {"query": "存"})
+        sharp = await ok(client, SEARCH, {"query": "straße σας"})
+        ascii_upper = await ok(client, SEARCH, {"query": "SQLITE wal"})
+    assert {"sl-atlas", "ent-b"} <= {i["object_ref"]["id"] for i in one["items"]}
+    assert [i["object_ref"]["id"] for i in sharp["items"]] == ["ent-b"]
+    assert ascii_upper["items"][0]["object_ref"]["id"] == "ent-b"
+    position = ascii_upper["items"][0]["match_position"]
+    assert position["field"] == "canonical_label"
+    assert "Decision B: SQLite WAL 会话缓存"[position["start"] : position["end"]] == "SQLite WAL"
+
+
+async def test_every_whole_query_match_ranks_above_every_term_only_match(graph_db: Path) -> None:
+    async with client_for(graph_db) as client:
+        items = await _all_pages(client, {"query": "session cache 调度", "page_size": 50})
+    kinds = [i["match_kind"] for i in items]
+    assert "terms" in kinds and "whole_query" not in kinds[kinds.index("terms") :]
+    assert kinds.count("whole_query") == 0 or kinds[0] == "whole_query"
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 7, 50])
+async def test_reading_every_page_yields_the_full_match_set_once(graph_db: Path, page_size: int) -> None:
+    async with client_for(graph_db) as client:
+        everything = await ok(client, SEARCH, {"query": "cache", "page_size": 50})
+        paged = await _all_pages(client, {"query": "cache", "page_size": page_size})
+    assert everything["page"]["complete"] is True
+    assert _keys(paged) == _keys(everything["items"])
+    assert len(set(_keys(paged))) == len(paged) == everything["page"]["total_count"]
+
+
+async def test_a_write_to_the_scope_between_pages_gives_stale_cursor_but_another_scope_does_not(
+    graph_db: Path,
+) -> None:
+    async with client_for(graph_db) as client:
+        first = await ok(client, SEARCH, {"query": "cache", "page_size": 2})
+        cursor = first["page"]["next_cursor"]
+        with sqlite3.connect(graph_db) as conn:
+            conn.execute("UPDATE events SET title = title || ' x' WHERE id = 'evt-001' AND result_id = 'r-beacon'")
+            conn.execute("UPDATE story_lines SET topic = 'Beacon cache v2' WHERE id = 'sl-beacon'")
+        second = await ok(client, SEARCH, {"query": "cache", "page_size": 2, "cursor": cursor})
+        assert second["items"] and _keys(second["items"]) != _keys(first["items"])
+        with sqlite3.connect(graph_db) as conn:
+            conn.execute("UPDATE events SET description = 'changed' WHERE id = 'evt-005'")
+        stale = await error(client, SEARCH, {"query": "cache", "page_size": 2, "cursor": cursor})
+    assert stale["error"] == "stale_cursor"
+
+
+async def test_tampered_truncated_foreign_and_mismatched_cursors_are_refused(graph_db: Path) -> None:
+    async with client_for(graph_db) as client:
+        cursor = (await ok(client, SEARCH, {"query": "cache", "page_size": 2}))["page"]["next_cursor"]
+        body, _, mac = cursor.partition(".")
+        tampered = body[:-2] + ("A" if body[-2] != "A" else "B") + body[-1] + "." + mac
+        for bad in (tampered, cursor[:-3], "not-a-cursor", body):
+            assert (await error(client, SEARCH, {"query": "cache", "page_size": 2, "cursor": bad}))[
+                "error"
+            ] == "invalid_cursor"
+        other_filter = await error(
+            client, SEARCH, {"query": "cache", "page_size": 2, "object_types": ["event"], "cursor": cursor}
+        )
+        smaller_page = await ok(client, SEARCH, {"query": "cache", "page_size": 1, "cursor": cursor})
+        other_scope = await error(client, SEARCH, {"query": "cache", "page_size": 2, "cursor": cursor, "scope": BEACON})
+    assert other_filter["error"] == other_scope["error"] == "invalid_cursor"
+    assert smaller_page["page"]["returned_count"] == 1  # page sizes may change between pages
+    async with client_for(graph_db, secret=b"another-server-secret-000") as other_server:
+        foreign = await error(other_server, SEARCH, {"query": "cache", "page_size": 2, "cursor": cursor})
+    assert foreign["error"] == "invalid_cursor"
+
+
+async def test_scopes_outside_the_grant_look_exactly_like_missing_ones(graph_db: Path) -> None:
+    grant = Grant(default_project="atlas", projects=["atlas"], allow_global=False)
+    async with client_for(graph_db, grant) as client:
+        answers = [
+            await error(client, SEARCH, {"query": "cache", "scope": scope})
+            for scope in (BEACON, {"kind": "projects", "projectIds": ["nope"]}, PAIR, GLOBAL)
+        ]
+        inactive = await error(client, SEARCH, {"query": "cache", "scope": {"kind": "projects", "projectIds": ["old"]}})
+        mine = await ok(client, SEARCH, {"query": "Beacon"})
+    assert all(a == answers[0] for a in [*answers, inactive])
+    assert answers[0]["error"] == "scope_unavailable"
+    assert "beacon" not in str(answers[0]).lower()
+    assert mine["items"] == []
+
+
+async def test_results_of_other_scopes_are_never_mixed_in(graph_db: Path) -> None:
+    async with client_for(graph_db) as client:
+        atlas = await ok(client, SEARCH, {"query": "session cache", "page_size": 50})
+        beacon = await ok(client, SEARCH, {"query": "session cache", "scope": BEACON})
+    assert "sl-beacon" not in {i["object_ref"]["id"] for i in atlas["items"]}
+    assert [i["object_ref"]["id"] for i in beacon["items"]] == ["sl-beacon"]
+    assert all(i["scope"] == ATLAS for i in atlas["items"])
+    assert beacon["resolved_scope"] == BEACON and atlas["requested_scope"] == "current_project"
+
+
+async def test_an_empty_scope_with_unknown_coverage_differs_from_zero_hits_in_a_processed_scope(
+    graph_db: Path,
+) -> None:
+    async with client_for(graph_db) as client:
+        processed = await ok(client, SEARCH, {"query": "no such words anywhere"})
+        empty = await ok(client, SEARCH, {"query": "no such words anywhere", "scope": GLOBAL})
+    assert processed["items"] == empty["items"] == []
+    assert processed["coverage"]["status"] == "complete"
+    assert processed["coverage"]["published_result_count"] == 1
+    assert empty["coverage"]["status"] == "unknown"
+    assert empty["coverage"]["published_result_count"] == 0
+    assert empty["coverage"]["unprocessed_sources"] == "unknown"
+
+
+async def test_time_range_filters_before_paging_and_counts_unknown_times(graph_db: Path) -> None:
+    window = {"from": "2026-04-01T00:00:00Z", "to": "2026-04-05T23:59:59+00:00"}
+    async with client_for(graph_db) as client:
+        page = await ok(client, SEARCH, {"query": "方案", "time_range": window, "page_size": 50})
+        recorded = await ok(client, SEARCH, {"query": "方案", "time_range": window, "time_basis": "recorded_at"})
+    assert page["time_basis"] == "event_time"
+    assert page["time_range"] == {"from": "2026-04-01T00:00:00.000Z", "to": "2026-04-05T23:59:59.000Z"}
+    assert {i["event_time"][:10] for i in page["items"]} <= {f"2026-04-0{d}" for d in range(1, 6)}
+    assert page["page"]["total_count"] == len(page["items"]) == 5
+    assert page["unknown_time_excluded_count"] == 2  # the undated event and the story line
+    assert recorded["time_basis"] == "recorded_at" and recorded["items"] == []
+
+
+async def test_story_and_experience_types_match_nothing_yet_and_coverage_says_so(graph_db: Path) -> None:
+    async with client_for(graph_db) as client:
+        page = await ok(client, SEARCH, {"query": "cache", "object_types": ["story", "experience"]})
+        events = await ok(client, SEARCH, {"query": "cache", "object_types": ["event"], "page_size": 50})
+    assert page["items"] == []
+    assert page["coverage"]["object_types_not_included"] == ["story", "experience"]
+    assert {i["object_ref"]["type"] for i in events["items"]} == {"event"}
+    assert events["coverage"]["object_types_not_included"] == []
+
+
+async def test_as_of_unknown_arguments_and_bad_times_are_refused_clearly(graph_db: Path) -> None:
+    async with client_for(graph_db) as client:
+        as_of = await error(client, SEARCH, {"query": "x", "as_of": "2026-01-01T00:00:00Z", "bogus": 1})
+        unknown = await error(client, SEARCH, {"query": "x", "limit": 5})
+        naive = await error(client, SEARCH, {"query": "x", "time_range": {"from": "2026-01-01T00:00:00", "to": T}})
+        blank = await error(client, SEARCH, {"query": "   "})
+    assert as_of["error"] == "unsupported_mode"
+    assert unknown["error"] == "invalid_arguments" and unknown["field"] == "limit"
+    assert naive["error"] == "invalid_arguments" and "offset" in naive["message"]
+    assert blank["error"] == "invalid_arguments" and blank["field"] == "query"
+
+
+async def test_without_a_current_project_a_scope_is_required_never_global(graph_db: Path) -> None:
+    async with client_for(graph_db, Grant(default_project=None)) as client:
+        missing = await error(client, SEARCH, {"query": "cache"})
+        explicit = await ok(client, SEARCH, {"query": "cache", "scope": GLOBAL})
+    assert missing["error"] == "scope_required"
+    assert explicit["resolved_scope"] == GLOBAL
+
+
+async def test_search_lists_a_read_only_tool_with_schemas(graph_db: Path) -> None:
+    async with client_for(graph_db) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    tool = tools[SEARCH]
+    assert tool.annotations is not None and tool.annotations.read_only_hint is True
+    assert tool.input_schema["additionalProperties"] is False
+    assert "query" in tool.input_schema["required"]
+    assert tool.output_schema is not None and "items" in tool.output_schema["properties"]
+    assert tool.title and tool.description and "story_graph_get_context" in tool.description
+
+
+_WORDS = ["cache", "方案", "session", "回顾", "调度", "review", "1", "存", "tuning 方案", "SQLite WAL"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    page_size=st.integers(min_value=1, max_value=50), words=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3)
+)
+def test_any_page_size_walks_every_match_exactly_once(graph_db: Path, page_size: int, words: list[str]) -> None:
+    query = " ".join(words)
+
+    async def walk() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        async with client_for(graph_db) as client:
+            return await _all_pages(client, {"query": query, "page_size": page_size}), await ok(
+                client, SEARCH, {"query": query, "page_size": 50}
+            )
+
+    paged, whole = anyio.run(walk, backend="asyncio")
+    if whole["page"]["total_count"] <= 50:
+        assert _keys(paged) == _keys(whole["items"])
+    assert len(paged) == len(set(_keys(paged))) == whole["page"]["total_count"]

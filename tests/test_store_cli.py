@@ -1,0 +1,83 @@
+"""`python -m server db ...` end to end in a subprocess: output, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from jsonl_graph import small_graph, write_jsonl
+
+from server.store.migrate import SCHEMA_VERSION
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "server", *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _one_line_error(run: subprocess.CompletedProcess[str]) -> str:
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    assert run.stderr.count("\n") == 1
+    assert run.stderr.startswith("story-graph-mcp: ")
+    return run.stderr
+
+
+def test_migrate_import_export_and_stats_work_end_to_end(tmp_path: Path) -> None:
+    db = tmp_path / "graph.db"
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+
+    migrated = _cli("db", "migrate", "--db", db)
+    assert (migrated.returncode, migrated.stdout) == (0, f"{db}: schema version 0 -> {SCHEMA_VERSION}\n")
+    assert _cli("db", "migrate", "--db", db).stdout == f"{db}: up to date ({SCHEMA_VERSION})\n"
+
+    imported = _cli("db", "import", "--db", db, graph)
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.startswith(f"imported {len(small_graph())} lines (2 project, ")
+
+    to_stdout = _cli("db", "export", "--db", db)
+    to_file = _cli("db", "export", "--db", db, tmp_path / "out.jsonl")
+    assert to_stdout.returncode == to_file.returncode == 0
+    assert to_stdout.stdout.encode() == (tmp_path / "out.jsonl").read_bytes()
+    assert len(to_stdout.stdout.splitlines()) == len(small_graph())
+
+    stats = _cli("db", "stats", "--db", db)
+    assert stats.returncode == 0
+    assert f"schema version: {SCHEMA_VERSION}" in stats.stdout
+    assert 'projects:["alpha"]' in stats.stdout
+    assert "relations" in stats.stdout
+
+
+def test_import_and_stats_on_a_missing_database_fail_with_one_line(tmp_path: Path) -> None:
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    missing = tmp_path / "missing.db"
+
+    for run in (_cli("db", "import", "--db", missing, graph), _cli("db", "stats", "--db", missing)):
+        assert "does not exist; create it with `story-graph-mcp db migrate --db" in _one_line_error(run)
+    assert not missing.exists()
+
+
+def test_a_bad_line_fails_the_import_with_one_line_naming_it(tmp_path: Path) -> None:
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    bad = write_jsonl(tmp_path / "bad.jsonl", [*small_graph(), {"kind": "project", "id": "x"}])
+
+    error = _one_line_error(_cli("db", "import", "--db", db, bad))
+
+    assert f"line {len(small_graph()) + 1}, field 'name': required field is missing" in error
+
+
+def test_stats_on_a_file_that_is_not_sqlite_fails_with_one_line(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"\x00not sqlite" * 100)
+
+    assert "is not a SQLite database" in _one_line_error(_cli("db", "stats", "--db", junk))

@@ -1,0 +1,357 @@
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from jsonl_graph import (
+    ALPHA_KEY,
+    LONG_TEXT,
+    T0,
+    Line,
+    by_id,
+    content,
+    dump,
+    file_hash,
+    revisions,
+    small_graph,
+    write_jsonl,
+)
+
+from server.contracts.interchange import KIND_ORDER
+from server.store.demo import demo_path, write_demo
+from server.store.errors import DatabaseUnusable, ImportRejected, StoreError
+from server.store.exporter import export_file
+from server.store.importer import CHUNK_CODE_POINTS, import_file
+from server.store.migrate import migrate
+from server.store.stats import stats_text
+
+
+def _imported(db: Path, tmp_path: Path, lines: list[Line]) -> Path:
+    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    return db
+
+
+def _fresh(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    migrate(path)
+    return path
+
+
+def test_export_then_import_into_a_fresh_database_exports_the_same_bytes(migrated_db: Path, tmp_path: Path) -> None:
+    _imported(migrated_db, tmp_path, small_graph())
+    first = tmp_path / "a.jsonl"
+    export_file(migrated_db, first)
+    other = _fresh(tmp_path, "b.db")
+    import_file(other, first)
+    second = tmp_path / "b.jsonl"
+    export_file(other, second)
+
+    assert first.read_bytes() == second.read_bytes()
+    assert content(migrated_db) == content(other)
+
+
+def test_lines_may_come_in_any_order_in_the_file(migrated_db: Path, tmp_path: Path) -> None:
+    in_order = _fresh(tmp_path, "ordered.db")
+    _imported(in_order, tmp_path, small_graph())
+    import_file(migrated_db, write_jsonl(tmp_path / "reversed.jsonl", list(reversed(small_graph()))))
+
+    assert content(migrated_db) == content(in_order)
+
+
+def test_importing_the_same_file_twice_changes_nothing(migrated_db: Path, tmp_path: Path) -> None:
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    first = import_file(migrated_db, graph)
+    before, revisions_before = dump(migrated_db), revisions(migrated_db)
+
+    again = import_file(migrated_db, graph)
+
+    assert (first.total, first.unchanged) == (len(small_graph()), 0)
+    assert (again.total, again.unchanged) == (0, len(small_graph()))
+    assert dump(migrated_db) == before
+    assert revisions(migrated_db) == revisions_before
+
+
+def test_importing_an_export_into_its_own_database_changes_nothing(migrated_db: Path, tmp_path: Path) -> None:
+    _imported(migrated_db, tmp_path, small_graph())
+    exported = tmp_path / "export.jsonl"
+    export_file(migrated_db, exported)
+    before = dump(migrated_db)
+
+    report = import_file(migrated_db, exported)
+
+    assert report.total == 0
+    assert dump(migrated_db) == before
+
+
+def test_the_import_report_counts_new_lines_per_kind(migrated_db: Path, tmp_path: Path) -> None:
+    report = import_file(migrated_db, write_jsonl(tmp_path / "g.jsonl", small_graph()))
+
+    assert report.written["event"] == 2
+    assert report.written["source_version"] == 2
+    assert str(report).startswith(f"imported {len(small_graph())} lines (2 project, 3 scope, 3 result")
+    assert str(report).endswith(f"into {migrated_db}; 0 unchanged")
+
+
+def test_source_text_is_stored_in_chunks_of_4096_code_points(migrated_db: Path, tmp_path: Path) -> None:
+    _imported(migrated_db, tmp_path, small_graph())
+    with sqlite3.connect(migrated_db) as conn:
+        length = conn.execute("SELECT length FROM source_versions WHERE version = 'v2'").fetchone()[0]
+        chunks = conn.execute("SELECT start, text FROM source_chunks WHERE version = 'v2' ORDER BY start").fetchall()
+
+    assert length == len(LONG_TEXT) == 5000
+    assert [start for start, _ in chunks] == [0, CHUNK_CODE_POINTS]
+    assert [len(text) for _, text in chunks] == [4096, 904]
+    assert "".join(text for _, text in chunks) == LONG_TEXT
+
+
+def test_rows_carry_the_scope_of_their_result_or_story_line(migrated_db: Path, tmp_path: Path) -> None:
+    _imported(migrated_db, tmp_path, small_graph())
+    with sqlite3.connect(migrated_db) as conn:
+        scopes = conn.execute(
+            "SELECT DISTINCT scope_key FROM (SELECT scope_key FROM events"
+            " UNION ALL SELECT scope_key FROM event_entities UNION ALL SELECT scope_key FROM object_sources"
+            " UNION ALL SELECT scope_key FROM fact_links"
+            " UNION ALL SELECT scope_key FROM entity_changes)"
+        ).fetchall()
+        entity_scope = conn.execute("SELECT scope_key FROM entities WHERE id = 'ent-b'").fetchone()[0]
+        change_evidence = conn.execute(
+            "SELECT object_id FROM object_sources WHERE object_type = 'entity_change'"
+        ).fetchall()
+
+    assert scopes == [(ALPHA_KEY,)]
+    assert entity_scope == 'projects:["beta"]'
+    assert change_evidence == [("ent-a#decided",)]
+
+
+def test_locators_and_coverage_are_stored_as_compact_json(migrated_db: Path, tmp_path: Path) -> None:
+    _imported(migrated_db, tmp_path, small_graph())
+    with sqlite3.connect(migrated_db) as conn:
+        locators = dict(conn.execute("SELECT id, locator_json FROM source_references").fetchall())
+        coverage = dict(conn.execute("SELECT id, coverage_json FROM results").fetchall())
+        open_items = conn.execute("SELECT open_items FROM summaries").fetchone()[0]
+
+    assert locators == {
+        "ref-1": '{"project_id":"alpha","conversation_id":"conv-1","message_id":"m-7","order":7}',
+        "ref-2": None,
+    }
+    assert coverage["r-global"] is None
+    assert orjson.loads(coverage["r-beta"]) == {"kind": "legacy_count", "count": 4}
+    assert orjson.loads(open_items) == ["benchmark", "备份策略"]
+
+
+def test_a_project_set_scope_is_stored_under_its_sorted_key(migrated_db: Path, tmp_path: Path) -> None:
+    pair = {"kind": "projects", "projectIds": ["beta", "alpha"]}
+    lines = [
+        *small_graph(),
+        {"kind": "scope", "scope": pair},
+        {"kind": "result", "id": "r-pair", "scope": pair, "review_generated_at": T0, "recorded_at": T0},
+    ]
+    _imported(migrated_db, tmp_path, lines)
+    before = dump(migrated_db)
+    # The same set in another order is the same scope, so nothing differs.
+    import_file(
+        migrated_db,
+        write_jsonl(tmp_path / "again.jsonl", [{**lines[-1], "scope": {**pair, "projectIds": ["alpha", "beta"]}}]),
+    )
+
+    with sqlite3.connect(migrated_db) as conn:
+        members = conn.execute('SELECT project_id FROM scope_projects WHERE scope_key = \'projects:["alpha","beta"]\'')
+        assert [row[0] for row in members] == ["alpha", "beta"]
+    assert dump(migrated_db) == before
+
+
+def _replace(index: int, line: Line) -> Callable[[list[Line | str]], list[Line | str]]:
+    def change(lines: list[Line | str]) -> list[Line | str]:
+        return [*lines[:index], line, *lines[index + 1 :]]
+
+    return change
+
+
+def _append(*extra: Line | str) -> Callable[[list[Line | str]], list[Line | str]]:
+    return lambda lines: [*lines, *extra]
+
+
+def _event(**changes: object) -> Line:
+    base: Line = {"kind": "event", "id": "ev-9", "result_id": "r-alpha", "event_type": "change", "title": "New"}
+    return {**base, "recorded_at": T0, **changes}
+
+
+GRAPH = small_graph()
+N = len(GRAPH)
+# (how to spoil the file, line number, field, words the problem must contain)
+BAD_IMPORTS = {
+    "malformed JSON": (_append('{"kind": "project", "id": '), N + 2, "", "malformed JSON"),
+    "unknown kind": (_append({"kind": "story", "id": "s-1"}), N + 2, "kind", "unknown kind 'story'"),
+    "missing field": (_append({"kind": "project", "id": "gamma"}), N + 2, "name", "required field is missing"),
+    "time without offset": (
+        _append(_event(event_time={"start": "2026-03-01T10:00:00"})),
+        N + 2,
+        "event_time.start",
+        "has no UTC offset",
+    ),
+    "unknown field": (_append(_event(colour="red")), N + 2, "colour", "unknown field"),
+    "reference to a missing object": (
+        _append(_event(entity_ids=["ent-a", "ent-missing"])),
+        N + 2,
+        "entity_ids[1]",
+        "no entity 'ent-missing'",
+    ),
+    "forward reference to a missing object": (
+        _append({**by_id(GRAPH, "rel-1"), "id": "rel-9", "to_ref": {"type": "summary", "id": "sum-9"}}),
+        N + 2,
+        "to_ref",
+        "no summary 'sum-9'",
+    ),
+    "link across scopes": (
+        _append(_event(entity_ids=["ent-b"])),
+        N + 2,
+        "entity_ids[0]",
+        "links across scopes are not allowed",
+    ),
+    "evidence from another scope": (
+        _append(_event(source_reference_ids=["ref-2"])),
+        N + 2,
+        "source_reference_ids[0]",
+        'belongs to scope projects:["beta"]',
+    ),
+    "undeclared scope": (
+        _append(
+            {
+                "kind": "story_line",
+                "id": "sl-x",
+                "scope": {"kind": "projects", "projectIds": ["beta", "alpha"]},
+                "topic": "t",
+                "recorded_at": T0,
+            }
+        ),
+        N + 2,
+        "scope",
+        'scope projects:["alpha","beta"] is not declared',
+    ),
+    "id reused with different content in the file": (
+        _append({"kind": "project", "id": "beta", "name": "Another beta"}),
+        N + 2,
+        "id",
+        "already defined by line 2 with different content (differs in: name)",
+    ),
+    "source version missing": (
+        _replace(10, {**GRAPH[10], "current_version": "v9"}),
+        11,
+        "current_version",
+        "no version 'v9'",
+    ),
+    "duplicate in a list": (_append(_event(entity_ids=["ent-a", "ent-a"])), N + 2, "entity_ids[1]", "more than once"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_IMPORTS), ids=list(BAD_IMPORTS))
+def test_a_bad_line_aborts_the_import_naming_line_and_field_and_writes_nothing(
+    case: str, migrated_db: Path, tmp_path: Path
+) -> None:
+    spoil, line_number, field, problem = BAD_IMPORTS[case]
+    _imported(migrated_db, tmp_path, [GRAPH[0]])
+    # A new, valid line before the bad one must not be written either.
+    lines = spoil([*GRAPH[:N], {"kind": "project", "id": "gamma", "name": "Gamma"}])
+    bad_file = write_jsonl(tmp_path / "bad.jsonl", lines)
+    before, hash_before = dump(migrated_db), file_hash(migrated_db)
+
+    with pytest.raises(ImportRejected) as caught:
+        import_file(migrated_db, bad_file)
+
+    assert (caught.value.line_number, caught.value.field) == (line_number, field)
+    assert problem in caught.value.problem
+    assert str(caught.value).startswith(f"import aborted, nothing was written: line {line_number}")
+    assert dump(migrated_db) == before
+    assert file_hash(migrated_db) == hash_before
+
+
+def test_an_id_stored_with_different_content_is_refused(migrated_db: Path, tmp_path: Path) -> None:
+    _imported(migrated_db, tmp_path, small_graph())
+    changed = {**by_id(GRAPH, "ev-1"), "title": "Chose Postgres after all"}
+    before = dump(migrated_db)
+
+    with pytest.raises(ImportRejected) as caught:
+        import_file(migrated_db, write_jsonl(tmp_path / "changed.jsonl", [changed]))
+
+    assert (caught.value.line_number, caught.value.field) == (1, "id")
+    assert "event 'ev-1' is already defined by the database with different content (differs in: title)" in str(
+        caught.value
+    )
+    assert dump(migrated_db) == before
+
+
+def test_importing_into_a_missing_database_asks_to_migrate_first(tmp_path: Path) -> None:
+    graph = write_jsonl(tmp_path / "g.jsonl", small_graph())
+
+    with pytest.raises(DatabaseUnusable, match="does not exist; create it with `story-graph-mcp db migrate --db "):
+        import_file(tmp_path / "missing.db", graph)
+    assert not (tmp_path / "missing.db").exists()
+
+
+def test_importing_a_missing_file_is_one_clear_error(migrated_db: Path, tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=r"cannot read .*nope\.jsonl"):
+        import_file(migrated_db, tmp_path / "nope.jsonl")
+
+
+def test_blank_lines_are_skipped_but_counted(migrated_db: Path, tmp_path: Path) -> None:
+    path = tmp_path / "blank.jsonl"
+    path.write_bytes(b'{"kind": "project", "id": "a", "name": "A"}\n\n   \n{"kind": "project", "id": "b"}\n')
+
+    with pytest.raises(ImportRejected) as caught:
+        import_file(migrated_db, path)
+
+    assert (caught.value.line_number, caught.value.field) == (4, "name")
+
+
+def test_the_demo_is_written_to_a_new_file_only(tmp_path: Path) -> None:
+    existing = tmp_path / "taken.db"
+    existing.write_bytes(b"")
+
+    with pytest.raises(StoreError, match="already exists"):
+        write_demo(existing)
+
+
+@pytest.mark.skipif(not demo_path().is_file(), reason="the demo graph has not been written yet")
+def test_the_demo_graph_imports_and_exports_stably(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    write_demo(db)
+    first, second = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    export_file(db, first)
+    again = _fresh(tmp_path, "again.db")
+    import_file(again, first)
+    export_file(again, second)
+
+    assert first.read_bytes() == second.read_bytes()
+    assert import_file(db, first).total == 0
+
+
+def test_the_documented_example_lines_import_and_cover_every_kind(migrated_db: Path, tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "interchange.md").read_text(encoding="utf-8")
+    example = doc.split("## One line of each kind", 1)[1].split("```json\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "example.jsonl"
+    path.write_text(example, encoding="utf-8")
+
+    report = import_file(migrated_db, path)
+
+    assert list(report.written) == list(KIND_ORDER)
+    assert set(report.written.values()) == {1}
+
+
+def test_stats_count_objects_per_scope_and_report_revisions(migrated_db: Path, tmp_path: Path) -> None:
+    _imported(migrated_db, tmp_path, small_graph())
+
+    text = stats_text(migrated_db)
+
+    rows = {line[:17].strip(): line[17:].split() for line in text.splitlines()[6:]}
+    header = text.splitlines()[5].split()
+    assert header == ["global", ALPHA_KEY, 'projects:["beta"]', "total"]
+    assert rows["events"] == ["0", "2", "0", "2"]
+    assert rows["entities"] == ["0", "1", "1", "2"]
+    assert rows["memory items"] == ["1", "1", "0", "2"]
+    stored = revisions(migrated_db)
+    assert rows["data revision"] == [str(stored[key]) for key in ("global", ALPHA_KEY, 'projects:["beta"]')]
+    assert f"graph data revision: {stored['graph']}" in text
+    assert "overall: projects 2, scopes 3, sources 1, source versions 2, memory items 2" in text

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from server.store.errors import DatabaseUnusable
+from server.store.importer import import_file
+from server.store.migrate import SCHEMA_VERSION, migrate, migration_files, migrations_dir, open_store
+
+SEARCHABLE_V1_ROWS = """
+INSERT INTO projects (id, name) VALUES ('alpha', 'Alpha');
+INSERT INTO scopes (scope_key, kind) VALUES ('projects:["alpha"]', 'projects');
+INSERT INTO scope_projects (scope_key, project_id) VALUES ('projects:["alpha"]', 'alpha');
+INSERT INTO results (id, scope_key, review_generated_at, recorded_at)
+  VALUES ('r-1', 'projects:["alpha"]', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:00.000Z');
+INSERT INTO story_lines (id, scope_key, topic, recorded_at)
+  VALUES ('sl-1', 'projects:["alpha"]', 'Backup strategy', '2026-01-01T00:00:00.000Z');
+INSERT INTO events (id, result_id, scope_key, event_type, title, description, recorded_at)
+  VALUES ('ev-1', 'r-1', 'projects:["alpha"]', 'decision', 'Nightly snapshots', '每晚备份', '2026-01-01T00:00:00.000Z');
+"""
+
+
+def _version(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def test_the_schema_version_is_the_highest_migration_file() -> None:
+    files = migration_files()
+
+    assert migrations_dir().is_dir()
+    assert [number for number, _ in files] == list(range(1, SCHEMA_VERSION + 1))
+    assert files[-1][1].name.startswith(f"{SCHEMA_VERSION:04d}_")
+
+
+def test_migrating_a_new_file_creates_it_at_the_current_version_in_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+
+    assert migrate(path) == (0, SCHEMA_VERSION)
+    assert _version(path) == SCHEMA_VERSION
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_migrating_an_up_to_date_database_changes_nothing(migrated_db: Path) -> None:
+    before = migrated_db.read_bytes()
+
+    assert migrate(migrated_db) == (SCHEMA_VERSION, SCHEMA_VERSION)
+    assert migrated_db.read_bytes() == before
+
+
+def test_upgrading_a_version_1_database_keeps_its_data_and_backfills_the_search_index(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript((migrations_dir() / "0001_story_graph.sql").read_text(encoding="utf-8"))
+        conn.executescript(SEARCHABLE_V1_ROWS)
+    assert _version(path) == 1
+
+    assert migrate(path) == (1, SCHEMA_VERSION)
+
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT title FROM events").fetchall() == [("Nightly snapshots",)]
+        docs = conn.execute("SELECT object_type, object_id, field FROM search_docs ORDER BY doc_id").fetchall()
+        hits = conn.execute("SELECT rowid FROM search_fts WHERE search_fts MATCH '\"每晚备\"'").fetchall()
+        doc = conn.execute("SELECT object_id, field FROM search_docs WHERE doc_id = ?", hits[0]).fetchone()
+    assert docs == [
+        ("story_line", "sl-1", "topic"),
+        ("event", "ev-1", "title"),
+        ("event", "ev-1", "description"),
+        ("event", "ev-1", "event_type"),
+    ]
+    assert doc == ("ev-1", "description")
+
+
+def test_a_database_newer_than_this_build_is_refused_naming_both_versions(migrated_db: Path) -> None:
+    with sqlite3.connect(migrated_db) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+
+    with pytest.raises(DatabaseUnusable) as caught:
+        migrate(migrated_db)
+    message = str(caught.value)
+    assert f"schema version {SCHEMA_VERSION + 1}" in message
+    assert f"supports ({SCHEMA_VERSION})" in message
+    with pytest.raises(DatabaseUnusable, match=f"schema version {SCHEMA_VERSION + 1}"):
+        open_store(migrated_db, write=False)
+
+
+def test_an_older_database_is_refused_for_import_with_the_command_that_fixes_it(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript((migrations_dir() / "0001_story_graph.sql").read_text(encoding="utf-8"))
+    graph = tmp_path / "empty.jsonl"
+    graph.write_text("")
+
+    with pytest.raises(DatabaseUnusable) as caught:
+        import_file(path, graph)
+    assert str(caught.value) == (
+        f"{path} has schema version 1, older than the version {SCHEMA_VERSION} this build uses;"
+        f" run `story-graph-mcp db migrate --db {path}`"
+    )
+
+
+def test_a_file_that_is_not_sqlite_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "notes.db"
+    path.write_text("these are my notes, not a database\n" * 20)
+
+    with pytest.raises(DatabaseUnusable, match=r"notes.db is not a SQLite database \(file is not a database\)$"):
+        migrate(path)
+    with pytest.raises(DatabaseUnusable, match="is not a SQLite database"):
+        open_store(path, write=True)
+    assert path.read_text() == "these are my notes, not a database\n" * 20
+
+
+def test_another_applications_database_is_not_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+
+    with pytest.raises(DatabaseUnusable, match="holds tables but no schema version"):
+        migrate(path)
+    assert _version(path) == 0
+
+
+def test_a_database_in_a_missing_folder_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(DatabaseUnusable, match="cannot open or create"):
+        migrate(tmp_path / "no" / "such" / "folder.db")

@@ -1,0 +1,208 @@
+"""Another application writes with raw SQL: the triggers keep the search index and revisions right."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ALPHA = 'projects:["alpha"]'
+BETA = 'projects:["beta"]'
+T = "2026-05-01T08:00:00.000Z"
+
+BASE_ROWS = f"""
+INSERT INTO projects (id, name) VALUES ('alpha', 'Alpha'), ('beta', 'Beta');
+INSERT INTO scopes (scope_key, kind) VALUES ('{ALPHA}', 'projects'), ('{BETA}', 'projects'), ('global', 'global');
+INSERT INTO scope_projects (scope_key, project_id) VALUES ('{ALPHA}', 'alpha'), ('{BETA}', 'beta');
+INSERT INTO results (id, scope_key, review_generated_at, recorded_at) VALUES ('r-a', '{ALPHA}', '{T}', '{T}');
+INSERT INTO results (id, scope_key, review_generated_at, recorded_at) VALUES ('r-b', '{BETA}', '{T}', '{T}');
+INSERT INTO story_lines (id, scope_key, topic, recorded_at) VALUES ('sl-a', '{ALPHA}', 'Storage', '{T}');
+INSERT INTO entities (id, story_line_id, scope_key, canonical_label, updated_at)
+  VALUES ('en-base', 'sl-a', '{ALPHA}', 'Base entity', '{T}');
+INSERT INTO events (id, result_id, scope_key, event_type, title, recorded_at)
+  VALUES ('ev-base', 'r-a', '{ALPHA}', 'change', 'Base event', '{T}');
+INSERT INTO leaves (id, result_id, scope_key, recorded_at) VALUES ('leaf-a', 'r-a', '{ALPHA}', '{T}');
+"""
+
+
+@dataclass(frozen=True)
+class Write:
+    """One table's raw insert, update and delete of a searchable field, and the search row it must yield."""
+
+    table: str
+    insert: str
+    update: str
+    delete: str
+    doc: tuple[str, str, str, str]  # object_type, object_id, result_key, field
+    old: str
+    new: str
+
+
+WRITES = [
+    Write(
+        "events",
+        "INSERT INTO events (id, result_id, scope_key, event_type, title, recorded_at)"
+        f" VALUES ('ev-x', 'r-a', '{ALPHA}', 'decision', 'Migrate to Postgres', '{T}')",
+        "UPDATE events SET title = 'Stay on SQLite' WHERE id = 'ev-x'",
+        "DELETE FROM events WHERE id = 'ev-x'",
+        ("event", "ev-x", "r-a", "title"),
+        "Migrate to Postgres",
+        "Stay on SQLite",
+    ),
+    Write(
+        "entities",
+        "INSERT INTO entities (id, story_line_id, scope_key, canonical_label, updated_at)"
+        f" VALUES ('en-x', 'sl-a', '{ALPHA}', 'Connection pool', '{T}')",
+        "UPDATE entities SET canonical_label = '工作线程' WHERE id = 'en-x'",
+        "DELETE FROM entities WHERE id = 'en-x'",
+        ("entity", "en-x", "", "canonical_label"),
+        "Connection pool",
+        "工作线程",
+    ),
+    Write(
+        "entity_revisions",
+        "INSERT INTO entity_revisions (entity_id, result_id, scope_key, canonical_label, recorded_at)"
+        f" VALUES ('en-base', 'r-a', '{ALPHA}', 'Quarterly review', '{T}')",
+        "UPDATE entity_revisions SET canonical_label = 'Monthly review' WHERE entity_id = 'en-base'",
+        "DELETE FROM entity_revisions WHERE entity_id = 'en-base'",
+        ("entity", "en-base", "r-a", "canonical_label"),
+        "Quarterly review",
+        "Monthly review",
+    ),
+    Write(
+        "relations",
+        "INSERT INTO relations (id, result_id, scope_key, from_type, from_id, to_type, to_id, relation_type, reason,"
+        f" recorded_at) VALUES ('rel-x', 'r-a', '{ALPHA}', 'event', 'ev-base', 'entity', 'en-base', 'contrasts',"
+        f" 'contrasts with plan A', '{T}')",
+        "UPDATE relations SET reason = 'replaces plan A' WHERE id = 'rel-x'",
+        "DELETE FROM relations WHERE id = 'rel-x'",
+        ("relation", "rel-x", "r-a", "reason"),
+        "contrasts with plan A",
+        "replaces plan A",
+    ),
+    Write(
+        "summaries",
+        "INSERT INTO summaries (id, result_id, scope_key, body, recorded_at)"
+        f" VALUES ('sum-x', 'r-a', '{ALPHA}', 'Backups settled', '{T}')",
+        "UPDATE summaries SET body = 'Backups reopened' WHERE id = 'sum-x'",
+        "DELETE FROM summaries WHERE id = 'sum-x'",
+        ("summary", "sum-x", "r-a", "summary"),
+        "Backups settled",
+        "Backups reopened",
+    ),
+    Write(
+        "source_references",
+        "INSERT INTO source_references (id, result_id, scope_key, source_type, original_source_id, fragment,"
+        f" recorded_at) VALUES ('ref-x', 'r-a', '{ALPHA}', 'conversation', 'msg-1', '原始消息片段', '{T}')",
+        "UPDATE source_references SET fragment = '更新后的片段' WHERE id = 'ref-x'",
+        "DELETE FROM source_references WHERE id = 'ref-x'",
+        ("source_reference", "ref-x", "r-a", "fragment"),
+        "原始消息片段",
+        "更新后的片段",
+    ),
+    Write(
+        "fact_links",
+        "INSERT INTO fact_links (owner_type, owner_id, object_type, object_id, scope_key, description)"
+        f" VALUES ('leaf', 'leaf-a', 'event', 'ev-base', '{ALPHA}', 'leaf says snapshots')",
+        "UPDATE fact_links SET description = 'leaf says replicas' WHERE owner_id = 'leaf-a'",
+        "DELETE FROM fact_links WHERE owner_id = 'leaf-a'",
+        ("event", "ev-base", "r-a", "leaf:leaf-a"),
+        "leaf says snapshots",
+        "leaf says replicas",
+    ),
+]
+
+
+@pytest.fixture
+def writer(migrated_db: Path) -> Iterator[sqlite3.Connection]:
+    conn = sqlite3.connect(migrated_db, isolation_level=None)
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.executescript(BASE_ROWS)
+    yield conn
+    conn.close()
+
+
+def _bodies(conn: sqlite3.Connection, doc: tuple[str, str, str, str]) -> list[str]:
+    rows = conn.execute(
+        "SELECT body FROM search_docs WHERE object_type = ? AND object_id = ? AND result_key = ? AND field = ?", doc
+    )
+    return [row[0] for row in rows]
+
+
+def _hits(conn: sqlite3.Connection, phrase: str) -> list[tuple[str, str]]:
+    rows = conn.execute(
+        "SELECT d.object_id, d.field FROM search_fts JOIN search_docs AS d ON d.doc_id = search_fts.rowid"
+        " WHERE search_fts MATCH ? ORDER BY d.doc_id",
+        ['"' + phrase.replace('"', '""') + '"'],
+    )
+    return rows.fetchall()
+
+
+def _revisions(conn: sqlite3.Connection) -> tuple[int, int, int, int]:
+    graph = conn.execute("SELECT data_revision FROM graph_state").fetchone()[0]
+    scopes = dict(conn.execute("SELECT scope_key, data_revision FROM scopes").fetchall())
+    return graph, scopes[ALPHA], scopes[BETA], scopes["global"]
+
+
+def _assert_index_consistent(conn: sqlite3.Connection) -> None:
+    # FTS5 checks that its index matches the external content table exactly.
+    conn.execute("INSERT INTO search_fts (search_fts) VALUES ('integrity-check')")
+
+
+@pytest.mark.parametrize("write", WRITES, ids=[write.table for write in WRITES])
+def test_raw_insert_update_and_delete_keep_search_index_and_only_their_scope_revision_current(
+    writer: sqlite3.Connection, write: Write
+) -> None:
+    field = write.doc[3]
+    graph, alpha, beta, global_ = _revisions(writer)
+
+    writer.execute(write.insert)
+    assert _bodies(writer, write.doc) == [write.old + "\x01\x01"]
+    assert _hits(writer, write.old) == [(write.doc[1], field)]
+    after_insert = _revisions(writer)
+    assert after_insert[0] > graph and after_insert[1] > alpha
+    assert after_insert[2:] == (beta, global_)
+
+    writer.execute(write.update)
+    assert _bodies(writer, write.doc) == [write.new + "\x01\x01"]
+    assert _hits(writer, write.old) == []
+    assert _hits(writer, write.new) == [(write.doc[1], field)]
+    after_update = _revisions(writer)
+    assert after_update[0] > after_insert[0] and after_update[1] > after_insert[1]
+    assert after_update[2:] == (beta, global_)
+
+    writer.execute(write.delete)
+    assert _bodies(writer, write.doc) == []
+    assert _hits(writer, write.new) == []
+    after_delete = _revisions(writer)
+    assert after_delete[0] > after_update[0] and after_delete[1] > after_update[1]
+    assert after_delete[2:] == (beta, global_)
+    _assert_index_consistent(writer)
+
+
+def test_a_global_memory_item_bumps_every_scope_and_a_project_one_only_its_scopes(writer: sqlite3.Connection) -> None:
+    _, alpha, beta, global_ = _revisions(writer)
+
+    writer.execute(f"INSERT INTO memory_items (id, project_id, body, updated_at) VALUES ('m-a', 'alpha', 'x', '{T}')")
+    assert _revisions(writer)[1:] == (alpha + 1, beta, global_)
+
+    writer.execute(f"INSERT INTO memory_items (id, body, updated_at) VALUES ('m-g', 'y', '{T}')")
+    assert _revisions(writer)[1:] == (alpha + 2, beta + 1, global_ + 1)
+
+
+def test_deleting_an_event_removes_all_its_search_rows_and_entity_links(writer: sqlite3.Connection) -> None:
+    writer.execute(
+        "INSERT INTO events (id, result_id, scope_key, event_type, title, description, recorded_at)"
+        f" VALUES ('ev-y', 'r-a', '{ALPHA}', 'milestone', 'Launch day', 'went live', '{T}')"
+    )
+    writer.execute(f"INSERT INTO event_entities (event_id, entity_id, scope_key) VALUES ('ev-y', 'en-base', '{ALPHA}')")
+    assert {row[1] for row in _hits(writer, "Launch")} == {"title"}
+
+    writer.execute("DELETE FROM events WHERE id = 'ev-y'")
+
+    assert writer.execute("SELECT count(*) FROM search_docs WHERE object_id = 'ev-y'").fetchone()[0] == 0
+    assert writer.execute("SELECT count(*) FROM event_entities WHERE event_id = 'ev-y'").fetchone()[0] == 0
+    _assert_index_consistent(writer)
