@@ -73,15 +73,15 @@ CASES: Final[tuple[Case, ...]] = (
     Case("rare", "rare 3+ char word (~20 hits at 1M)", "xylophone"),
     Case("common", "common 3+ char word", "cache"),
     Case("common_p20", "common word, page 20 via cursor", "cache", page=20),
-    Case("medium", "medium-rare word (~0.2 % of events)", "moderato"),
-    Case("medium_p20", "medium-rare word, page 20 via cursor", "moderato", page=20),
+    Case("medium", "medium-rare word (~0.2 % of events), 5 a page", "moderato", page_size=5),
+    Case("medium_p20", "medium-rare word, page 20 via cursor, 5 a page", "moderato", page=20, page_size=5),
     Case("zh2", "2-char Chinese (common)", "方案"),
     Case("zh2_rare", "2-char Chinese (rare)", "麒麟"),
     Case("zh2_p20", "2-char Chinese, page 20 via cursor", "方案", page=20),
     Case("zh1", "1-char Chinese (common)", "缓"),
     Case("en1", "1-char latin (in most texts)", "e"),
     Case("multi", "multi-term (term path, 4 terms)", "cache rollback 回顾调度 budget"),
-    Case("multi_rare", "multi-term, rare terms", "xylophone 麒麟 moderato"),
+    Case("multi_rare", "multi-term, rare terms, no object has half", "xylophone 麒麟 moderato"),
     Case("common_time", "common word + time_range (1 month)", "cache", time_range=MONTH),
     Case("zh2_time", "2-char Chinese + time_range (1 month)", "方案", time_range=MONTH),
     Case("rare_time", "rare word + time_range (1 month)", "xylophone", time_range=MONTH),
@@ -119,6 +119,11 @@ class Measurement:
 
 _BREAKDOWN: dict[str, float] = {}
 """Phase timings (ms, summed) collected by `_instrument`; cleared after the warm-up call."""
+
+
+def _steps(items: int) -> list[int]:
+    """Page sizes (each at most 50) that skip exactly `items` results."""
+    return [min(50, items - done) for done in range(0, items, 50)]
 
 
 def _rss_mib() -> float:
@@ -169,8 +174,9 @@ async def _run_client(db: Path, case: Case, runs: int) -> Measurement:
             content: dict[str, Any] = result.structured_content
             return content
 
-        for _ in range(case.page - 1):  # walk to the page, untimed
-            cursor = (await page(args))["page"]["next_cursor"]
+        # Walk to the page, untimed, in steps of up to 50 items (the cursor does not bind page_size).
+        for step in _steps((case.page - 1) * case.page_size):
+            cursor = (await page(args | {"page_size": step}))["page"]["next_cursor"]
             if cursor is None:
                 raise RuntimeError(f"{case.name}: fewer than {case.page} pages")
             args = case.arguments() | {"cursor": cursor}
@@ -206,7 +212,7 @@ async def _run_reader(db: Path, case: Case, runs: int) -> Measurement:
         types = ["story_line", "event", "entity", "entity_change", "relation", "summary", "source_reference"]
         after: tuple[int, int, str, str, str] | None = None
 
-        async def page() -> reader.SearchPage:
+        async def page(size: int = parsed.page_size) -> reader.SearchPage:
             async with database.snapshot() as conn:
                 return await reader.search(
                     conn,
@@ -216,12 +222,12 @@ async def _run_reader(db: Path, case: Case, runs: int) -> Measurement:
                     object_types=types,
                     time_range=time_range,
                     time_basis=parsed.time_basis,
-                    page_size=parsed.page_size,
+                    page_size=size,
                     after=after,
                 )
 
-        for _ in range(case.page - 1):
-            found = await page()
+        for step in _steps((case.page - 1) * case.page_size):
+            found = await page(step)
             if not found.has_more:
                 raise RuntimeError(f"{case.name}: fewer than {case.page} pages")
             after = _after({"after": list(found.ranked[-1].sort_key)})
@@ -244,7 +250,9 @@ def _instrument(breakdown: dict[str, float]) -> None:
     import server.tools.search as tool_search
 
     def wrap(module: Any, name: str, label: str) -> None:
-        original = getattr(module, name)
+        original = getattr(module, name, None)
+        if original is None:  # the server changed shape: time what is still there
+            return
 
         async def timed(*args: Any, **kwargs: Any) -> Any:
             started = time.perf_counter()
@@ -263,7 +271,7 @@ def _instrument(breakdown: dict[str, float]) -> None:
     wrap(reader_search, "evolution_refs", "items: evolution_refs")
     wrap(tool_search, "source_reference_ids", "items: source_reference_ids")
     wrap(tool_search, "read_coverage", "frame: read_coverage")
-    wrap(tool_search, "resolve_scope", "frame: resolve_scope")
+    wrap(tool_search, "resolve_page_scope", "frame: resolve_page_scope")
 
 
 def worker(db: Path, case_name: str, mode: str, runs: int, breakdown: bool) -> None:
@@ -288,7 +296,8 @@ def run_case(db: Path, case: Case, mode: str, runs: int, breakdown: bool, timeou
     except subprocess.TimeoutExpired:
         return f"timeout > {timeout:.0f} s"
     if done.returncode != 0:
-        return "error: " + (done.stderr.strip().splitlines() or ["?"])[-1]
+        lines = [line.strip(" |+-") for line in done.stderr.splitlines() if "Error" in line or "error" in line]
+        return "error: " + (lines or ["?"])[-1]
     data = orjson.loads(done.stdout.strip().splitlines()[-1])
     return Measurement(**data)
 
@@ -345,11 +354,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             for mode in modes:
                 measured = run_case(db, case, mode, args.runs, args.breakdown, args.timeout)
                 rows.append((case, mode, measured))
-                if args.breakdown and isinstance(measured, Measurement):
+                if isinstance(measured, str):
+                    print(f"{case.name} [{mode}]: {measured}", flush=True)
+                elif args.breakdown:
                     print(f"{case.name} [{mode}] total={measured.total}")
                     for label, ms in measured.breakdown.items():
                         print(f"    {label:<34} {ms:10.1f}" + ("" if "(calls)" in label else " ms"))
-                elif not args.breakdown:
+                else:
                     print(table(rows[-1:]).splitlines()[-1], flush=True)
         if not args.breakdown:
             print("\n" + table(rows))

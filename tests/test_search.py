@@ -301,3 +301,19 @@ def test_any_page_size_walks_every_match_exactly_once(graph_db: Path, page_size:
     if whole["page"]["total_count"] <= 50:
         assert _keys(paged) == _keys(whole["items"])
     assert len(paged) == len(set(_keys(paged))) == whole["page"]["total_count"]
+
+
+async def test_time_filters_follow_raw_sql_writes_to_the_rows_they_copy(graph_db: Path) -> None:
+    window = {"from": "2026-04-30T00:00:00Z", "to": "2026-05-02T00:00:00Z"}
+    args = {"query": "方案", "time_range": window, "time_basis": "review_generated_at", "page_size": 50}
+    async with client_for(graph_db) as client:
+        before = await ok(client, SEARCH, args)
+        with sqlite3.connect(graph_db) as conn:
+            conn.execute("UPDATE results SET review_generated_at = '2027-01-01T00:00:00.000Z' WHERE id = 'r-atlas'")
+            conn.execute("UPDATE events SET event_time_start = NULL WHERE id = 'evt-000'")
+        after = await ok(client, SEARCH, args)
+        undated = await ok(client, SEARCH, {"query": "方案", "time_range": window, "page_size": 50})
+    assert before["page"]["total_count"] == 24  # every event of r-atlas; the story line has no review time
+    assert before["unknown_time_excluded_count"] == 1
+    assert after["items"] == [] and after["unknown_time_excluded_count"] == 1
+    assert undated["unknown_time_excluded_count"] == 3  # the story line and two undated events

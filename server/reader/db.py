@@ -1,20 +1,29 @@
-"""Open the story graph read-only, check its schema, and hand out consistent read snapshots."""
+"""Open the story graph read-only, check its schema, hand out consistent read snapshots, and bind id lists."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Final
 
 import aiosqlite
 import anyio
+import orjson
 
 from server.store.errors import DatabaseUnusable
 from server.store.migrate import migrate_command, read_version, schema_problem
 from server.store.paths import sqlite_uri
 
 Row = aiosqlite.Row
+IDS: Final = "(SELECT value FROM json_each(:ids))"
+"""The list parameter :ids (bound with json_ids) as a subquery, for `x IN {IDS}`."""
+
+
+def json_ids(ids: Iterable[str]) -> str:
+    """A list of ids bound as one parameter: JSON text, sorted and without duplicates."""
+    return orjson.dumps(sorted(set(ids))).decode()
 
 
 class Database:

@@ -7,72 +7,71 @@ projection or a story line. A successful leaf's independent description of an ob
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 import aiosqlite
-import orjson
+
+from server.reader.db import IDS, json_ids
 
 Key = tuple[str, str, str]
+T = TypeVar("T")
 
-_COLUMNS: Final = (
-    "object_id, result_key, scope_key, row_kind, title, event_time_start, event_time_end, event_time_precision,"
-    " event_time_basis, review_generated_at, recorded_at, confirmation_state, revision"
-)
-_IDS: Final = "(SELECT value FROM json_each(:ids))"
-
+# Each query selects the ObjectRow fields after object_type, in order. A unary + on a scope or owner-type
+# test keeps SQLite on the primary key: without ANALYZE statistics it would scan the scope's index instead.
 OBJECT_ROWS: Final[dict[str, str]] = {
     "story_line": f"""
 SELECT s.id AS object_id, '' AS result_key, s.scope_key, 'current' AS row_kind, s.topic AS title,
        NULL AS event_time_start, NULL AS event_time_end, NULL AS event_time_precision, NULL AS event_time_basis,
        NULL AS review_generated_at, s.recorded_at, NULL AS confirmation_state, s.revision
-  FROM story_lines AS s WHERE s.id IN {_IDS} AND s.scope_key = :scope_key""",
+  FROM story_lines AS s WHERE s.id IN {IDS} AND +s.scope_key = :scope_key""",
     "event": f"""
 SELECT e.id, e.result_id, e.scope_key, 'result', e.title, e.event_time_start, e.event_time_end,
        e.event_time_precision, e.event_time_basis, r.review_generated_at, e.recorded_at, e.confirmation_state,
        e.revision
-  FROM events AS e JOIN results AS r ON r.id = e.result_id WHERE e.id IN {_IDS} AND e.scope_key = :scope_key""",
+  FROM events AS e JOIN results AS r ON r.id = e.result_id WHERE e.id IN {IDS} AND +e.scope_key = :scope_key""",
     "entity": f"""
 SELECT n.id, '', n.scope_key, 'current', n.canonical_label, NULL, NULL, NULL, NULL, NULL, n.updated_at,
        n.confirmation_state, n.revision
-  FROM entities AS n WHERE n.id IN {_IDS} AND n.scope_key = :scope_key
+  FROM entities AS n WHERE n.id IN {IDS} AND +n.scope_key = :scope_key
 UNION ALL
 SELECT v.entity_id, v.result_id, v.scope_key, 'result', v.canonical_label, NULL, NULL, NULL, NULL,
        r.review_generated_at, v.recorded_at, v.confirmation_state, v.revision
   FROM entity_revisions AS v JOIN results AS r ON r.id = v.result_id
- WHERE v.entity_id IN {_IDS} AND v.scope_key = :scope_key""",
+ WHERE v.entity_id IN {IDS} AND v.scope_key = :scope_key""",
     "entity_change": f"""
 SELECT c.entity_id || '#' || c.association_key, c.result_id, c.scope_key, 'result', c.change_type,
        e.event_time_start, e.event_time_end, e.event_time_precision, e.event_time_basis, r.review_generated_at,
        c.recorded_at, c.confirmation_state, c.entity_revision
-  FROM entity_changes AS c JOIN results AS r ON r.id = c.result_id LEFT JOIN events AS e ON e.id = c.event_id
- WHERE c.entity_id IN {_IDS} AND c.scope_key = :scope_key""",
+  FROM entity_changes AS c JOIN results AS r ON r.id = c.result_id
+  LEFT JOIN events AS e ON e.id = c.event_id AND e.scope_key = c.scope_key
+ WHERE c.entity_id IN {IDS} AND c.scope_key = :scope_key""",
     "relation": f"""
 SELECT l.id, l.result_id, l.scope_key, 'result', l.relation_type, NULL, NULL, NULL, NULL,
        r.review_generated_at, l.recorded_at, l.confirmation_state, l.revision
-  FROM relations AS l JOIN results AS r ON r.id = l.result_id WHERE l.id IN {_IDS} AND l.scope_key = :scope_key""",
+  FROM relations AS l JOIN results AS r ON r.id = l.result_id WHERE l.id IN {IDS} AND l.scope_key = :scope_key""",
     "summary": f"""
 SELECT m.id, m.result_id, m.scope_key, 'result', NULL, m.interval_from, m.interval_to,
        CASE WHEN m.interval_from IS NULL THEN NULL ELSE 'interval' END,
        CASE WHEN m.interval_from IS NULL THEN NULL ELSE 'summary_interval' END,
        r.review_generated_at, m.recorded_at, NULL, m.revision
-  FROM summaries AS m JOIN results AS r ON r.id = m.result_id WHERE m.id IN {_IDS} AND m.scope_key = :scope_key""",
+  FROM summaries AS m JOIN results AS r ON r.id = m.result_id WHERE m.id IN {IDS} AND m.scope_key = :scope_key""",
     "source_reference": f"""
 SELECT x.id, x.result_id, x.scope_key, 'result', x.title, NULL, NULL, NULL, NULL,
        r.review_generated_at, x.recorded_at, NULL, NULL
   FROM source_references AS x JOIN results AS r ON r.id = x.result_id
- WHERE x.id IN {_IDS} AND x.scope_key = :scope_key""",
+ WHERE x.id IN {IDS} AND x.scope_key = :scope_key""",
 }
 LEAF_ROWS: Final = f"""
 SELECT f.object_id, l.result_id, f.scope_key, 'leaf', NULL, NULL, NULL, NULL, NULL,
        r.review_generated_at, l.recorded_at, NULL, NULL
   FROM fact_links AS f JOIN leaves AS l ON l.id = f.owner_id JOIN results AS r ON r.id = l.result_id
- WHERE f.owner_type = 'leaf' AND f.object_type = :object_type AND f.object_id IN {_IDS} AND f.scope_key = :scope_key
+ WHERE +f.owner_type = 'leaf' AND f.object_type = :object_type AND f.object_id IN {IDS} AND f.scope_key = :scope_key
 """
 SOURCE_REFERENCE_IDS: Final = f"""
 SELECT object_id, source_reference_id FROM object_sources
- WHERE object_type = :object_type AND object_id IN {_IDS} AND scope_key = :scope_key
+ WHERE object_type = :object_type AND object_id IN {IDS} AND scope_key = :scope_key
  ORDER BY object_id, source_reference_id
 """
 
@@ -84,19 +83,31 @@ class ObjectRow:
     result_key: str
     scope_key: str
     row_kind: str
-    title: str | None
-    event_time_start: str | None
-    event_time_end: str | None
-    event_time_precision: str | None
-    event_time_basis: str | None
-    review_generated_at: str | None
-    recorded_at: str | None
-    confirmation_state: str | None
-    revision: str | None
+    title: str | None = None
+    event_time_start: str | None = None
+    event_time_end: str | None = None
+    event_time_precision: str | None = None
+    event_time_basis: str | None = None
+    review_generated_at: str | None = None
+    recorded_at: str | None = None
+    confirmation_state: str | None = None
+    revision: str | None = None
 
     @property
     def key(self) -> Key:
         return (self.object_type, self.object_id, self.result_key)
+
+    @property
+    def event_interval(self) -> dict[str, str | None] | None:
+        """The event time as {start, end, precision, basis}; None when unknown."""
+        if self.event_time_start is None:
+            return None
+        return {
+            "start": self.event_time_start,
+            "end": self.event_time_end,
+            "precision": self.event_time_precision,
+            "basis": self.event_time_basis,
+        }
 
     def time_on(self, basis: str) -> tuple[str, str] | None:
         """The (start, end) of this row's time on a basis; None when unknown."""
@@ -106,6 +117,29 @@ class ObjectRow:
             return (self.event_time_start, self.event_time_end or self.event_time_start)
         value = self.review_generated_at if basis == "review_generated_at" else self.recorded_at
         return None if value is None else (value, value)
+
+
+def split_change_id(change_id: str) -> tuple[str, str] | None:
+    """(entity_id, association_key) of an entity change id '<entity_id>#<association_key>'; None without '#'."""
+    entity_id, hash_mark, key = change_id.rpartition("#")
+    return (entity_id, key) if hash_mark else None
+
+
+def in_time_range(
+    items: Iterable[T], row_of: Callable[[T], ObjectRow], time_range: tuple[str, str] | None, basis: str
+) -> tuple[list[T], int]:
+    """The items whose row's time on `basis` intersects [from, to], in order, and how many have no such time."""
+    if time_range is None:
+        return list(items), 0
+    kept: list[T] = []
+    excluded = 0
+    for item in items:
+        span = row_of(item).time_on(basis)
+        if span is None:
+            excluded += 1
+        elif span[0] <= time_range[1] and span[1] >= time_range[0]:
+            kept.append(item)
+    return kept, excluded
 
 
 async def object_rows(conn: aiosqlite.Connection, scope_key: str, keys: Iterable[Key]) -> dict[Key, ObjectRow]:
@@ -118,11 +152,13 @@ async def object_rows(conn: aiosqlite.Connection, scope_key: str, keys: Iterable
         sql = OBJECT_ROWS.get(object_type)
         if sql is None:
             continue
-        ids = sorted({k[1] for k in type_keys})
+        ids = {k[1] for k in type_keys}
         # An entity change is found through its owner's primary key; the exact key is checked below.
-        owner_ids = sorted({i.rpartition("#")[0] for i in ids}) if object_type == "entity_change" else ids
+        owner_ids = {p[0] for i in ids if (p := split_change_id(i))} if object_type == "entity_change" else ids
         for query, lookup, extra in ((sql, owner_ids, {}), (LEAF_ROWS, ids, {"object_type": object_type})):
-            params = {"ids": orjson.dumps(lookup).decode(), "scope_key": scope_key} | extra
+            if type_keys <= found.keys():  # leaf rows only stand in for objects without a row of their own
+                break
+            params = {"ids": json_ids(lookup), "scope_key": scope_key} | extra
             async with conn.execute(query, params) as cur:
                 for row in await cur.fetchall():
                     item = ObjectRow(object_type, *row)
@@ -138,7 +174,7 @@ async def source_reference_ids(
     ids = sorted(set(object_ids))
     if object_type == "source_reference":
         return {object_id: [object_id] for object_id in ids}
-    params = {"object_type": object_type, "ids": orjson.dumps(ids).decode(), "scope_key": scope_key}
+    params = {"object_type": object_type, "ids": json_ids(ids), "scope_key": scope_key}
     links: dict[str, list[str]] = {object_id: [] for object_id in ids}
     async with conn.execute(SOURCE_REFERENCE_IDS, params) as cur:
         for object_id, reference_id in await cur.fetchall():

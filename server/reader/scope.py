@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 import aiosqlite
-import orjson
 
 from server.contracts.base import GlobalScope, ProjectsScope, normalise_scope, scope_from_key, scope_key
 from server.contracts.common import Grant
 from server.contracts.errors import StoryGraphError, invalid_cursor, scope_unavailable, stale_cursor
 from server.reader.cursor import DecodedCursor
+from server.reader.db import IDS, json_ids
 
-ACTIVE_PROJECTS: Final = "SELECT id FROM projects WHERE status = 'active' AND id IN (SELECT value FROM json_each(:ids))"
+ACTIVE_PROJECTS: Final = f"SELECT id FROM projects WHERE status = 'active' AND id IN {IDS}"
 SCOPE_REVISION: Final = "SELECT data_revision FROM scopes WHERE scope_key = :scope_key"
 
 
@@ -81,10 +81,16 @@ async def resolve_page_scope(
 
 async def check_readable(conn: aiosqlite.Connection, grant: Grant, scope: GlobalScope | ProjectsScope) -> None:
     """Every project must exist, be active and be granted; Global must be granted. One answer for all failures."""
-    if not grant.allows(scope):
+    if not await is_readable(conn, grant, scope):
         raise scope_unavailable()
-    if isinstance(scope, ProjectsScope):
-        async with conn.execute(ACTIVE_PROJECTS, {"ids": orjson.dumps(scope.projectIds).decode()}) as cur:
-            found = {row[0] for row in await cur.fetchall()}
-        if found != set(scope.projectIds):
-            raise scope_unavailable()
+
+
+async def is_readable(conn: aiosqlite.Connection, grant: Grant, scope: GlobalScope | ProjectsScope) -> bool:
+    """Whether this caller may read the scope at all (granted, and every project exists and is active)."""
+    if not grant.allows(scope):
+        return False
+    if isinstance(scope, GlobalScope):
+        return True
+    async with conn.execute(ACTIVE_PROJECTS, {"ids": json_ids(scope.projectIds)}) as cur:
+        found = {row[0] for row in await cur.fetchall()}
+    return found == set(scope.projectIds)

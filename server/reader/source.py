@@ -31,7 +31,7 @@ from server.contracts.source import (
 from server.reader.coverage import read_coverage
 from server.reader.cursor import CursorCodec, request_digest
 from server.reader.db import Database
-from server.reader.scope import ACTIVE_PROJECTS, ResolvedScope, resolve_page_scope
+from server.reader.scope import ResolvedScope, is_readable, resolve_page_scope
 
 TOOL: Final = "story_graph_read_source"
 VERSION_LIST_LIMIT: Final = 50
@@ -231,7 +231,9 @@ async def _reference(conn: aiosqlite.Connection, grant: Grant, scope: ResolvedSc
     in a scope this caller may not read', so nothing outside the grant leaks."""
     async with conn.execute(REFERENCE, {"reference_id": reference_id}) as cur:
         row = await cur.fetchone()
-    if row is None or (row["scope_key"] != scope.key and not await _scope_readable(conn, grant, row["scope_key"])):
+    if row is None or (
+        row["scope_key"] != scope.key and not await is_readable(conn, grant, scope_from_key(row["scope_key"]))
+    ):
         raise StoryGraphError(
             "source_not_found",
             "no such source reference is readable in this scope.",
@@ -266,18 +268,6 @@ async def _reference(conn: aiosqlite.Connection, grant: Grant, scope: ResolvedSc
         review_generated_at=row["review_generated_at"],
         coverage=orjson.loads(coverage) if coverage is not None else None,
     )
-
-
-async def _scope_readable(conn: aiosqlite.Connection, grant: Grant, key: str) -> bool:
-    """Whether this caller could read the scope `key` at all (granted, and every project exists and is active)."""
-    scope = scope_from_key(key)
-    if not grant.allows(scope):
-        return False
-    if isinstance(scope, GlobalScope):
-        return True
-    async with conn.execute(ACTIVE_PROJECTS, {"ids": orjson.dumps(scope.projectIds).decode()}) as cur:
-        found = {row[0] for row in await cur.fetchall()}
-    return found == set(scope.projectIds)
 
 
 async def _source(conn: aiosqlite.Connection, source_id: str) -> Source | None:

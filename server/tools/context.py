@@ -22,7 +22,10 @@ from server.contracts.context import (
     RelationEnd,
     RelationEnds,
 )
-from server.reader import context as reader
+from server.reader.context import locate_target, select
+from server.reader.context_header import build_header, known_gaps, object_ref
+from server.reader.context_pages import Fragment, SortKey, paginate, parse_position, position_payload
+from server.reader.context_rows import Memory
 from server.reader.coverage import read_coverage
 from server.reader.cursor import request_digest
 from server.reader.scope import resolve_page_scope
@@ -64,9 +67,9 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
     cursor = call.cursors.decode(args.cursor, tool=NAME, request=digest)
     async with call.db.snapshot() as conn:
         scope = await resolve_page_scope(conn, call.grant, args.scope, cursor)
-        position = reader.parse_position(cursor.position if cursor else None)
-        target = await reader.locate_target(conn, call.grant, scope.key, args.object_ref.type, args.object_ref.id)
-        selection = await reader.select(
+        position = parse_position(cursor.position if cursor else None)
+        target = await locate_target(conn, call.grant, scope.key, args.object_ref.type, args.object_ref.id)
+        selection = await select(
             conn,
             scope.key,
             scope.project_ids,
@@ -94,22 +97,22 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         interpretation=INTERPRETATION,
         unknown_time_excluded_count=selection.unknown_time_excluded,
         mode=args.mode,
-        object_ref=reader.object_ref(target),
+        object_ref=object_ref(target),
         items=[],
         unknown_time_items=[],
         background=[],
         background_note=BACKGROUND_NOTE if selection.memories else None,
-        header=reader.build_header(selection, time_range_used=time_range is not None)
+        header=build_header(selection, time_range_used=time_range is not None)
         if args.mode == "current" and args.cursor is None
         else None,
-        known_gaps=reader.known_gaps(selection, coverage.status),
+        known_gaps=known_gaps(selection, coverage.status),
         notes=notes,
     )
     budget = min(MAX_ITEMS_BYTES, MAX_RESPONSE_BYTES - _size(frame) - CURSOR_RESERVE)
-    shaped: dict[tuple[reader.SortKey, int], ContextItem | MemoryBackground] = {}
+    shaped: dict[tuple[SortKey, int], ContextItem | MemoryBackground] = {}
     used = 0
 
-    def fits(fragment: reader.Fragment, first: bool) -> bool:
+    def fits(fragment: Fragment, first: bool) -> bool:
         nonlocal used
         model = _shape(fragment, scope.scope)
         size = _size(model) + 1
@@ -119,7 +122,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         shaped[(fragment.piece.key, fragment.start)] = model
         return True
 
-    window = reader.paginate(
+    window = paginate(
         selection.pieces,
         position,
         page_size=args.page_size,
@@ -136,7 +139,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
             request=digest,
             scope_key=scope.key,
             revision=scope.revision,
-            position=reader.position_payload(window.next_position),
+            position=position_payload(window.next_position),
         )
         if window.next_position is not None
         else None
@@ -162,11 +165,11 @@ def _undated(item: ContextItem, mode: str) -> bool:
     return mode == "timeline" and item.event_time is None
 
 
-def _shape(fragment: reader.Fragment, scope: GlobalScope | ProjectsScope) -> ContextItem | MemoryBackground:
+def _shape(fragment: Fragment, scope: GlobalScope | ProjectsScope) -> ContextItem | MemoryBackground:
     piece = fragment.piece
     position = Position(start=fragment.start, end=fragment.end, length=len(piece.text))
     unit = piece.unit
-    if isinstance(unit, reader.Memory):
+    if isinstance(unit, Memory):
         memory_scope: GlobalScope | ProjectsScope = (
             GlobalScope(kind="global")
             if unit.project_id is None
@@ -187,11 +190,11 @@ def _shape(fragment: reader.Fragment, scope: GlobalScope | ProjectsScope) -> Con
         relation = RelationEnds.model_validate(
             {
                 "relation_type": unit.relation_type or "",
-                "from": RelationEnd(ref=reader.object_ref(from_ref), in_scope=from_in),
-                "to": RelationEnd(ref=reader.object_ref(to_ref), in_scope=to_in),
+                "from": RelationEnd(ref=object_ref(from_ref), in_scope=from_in),
+                "to": RelationEnd(ref=object_ref(to_ref), in_scope=to_in),
             }
         )
-    describes = reader.object_ref(unit.describes) if unit.describes else None
+    describes = object_ref(unit.describes) if unit.describes else None
     return ContextItem(
         **item_base(unit.row, scope, unit.source_ids),
         role=unit.role,

@@ -10,23 +10,14 @@ from server.reader.objects import ObjectRow
 
 
 def item_base(row: ObjectRow, scope: GlobalScope | ProjectsScope, source_reference_ids: list[str]) -> dict[str, Any]:
-    interval = (
-        EventInterval(
-            start=row.event_time_start,
-            end=row.event_time_end,
-            precision=row.event_time_precision,
-            basis=row.event_time_basis,
-        )
-        if row.event_time_start is not None
-        else None
-    )
+    interval = row.event_interval
     return {
         "object_ref": {"type": row.object_type, "id": row.object_id},
         "object_revision": row.revision if row.revision is not None else "unknown",
         "result_id": row.result_key or None,
         "scope": scope,
         "event_time": row.event_time_start,
-        "event_interval": interval,
+        "event_interval": EventInterval.model_validate(interval) if interval is not None else None,
         "review_generated_at": row.review_generated_at,
         "recorded_at": row.recorded_at,
         "confirmation_state": row.confirmation_state if row.confirmation_state is not None else "unknown",

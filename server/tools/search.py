@@ -11,7 +11,7 @@ from server.contracts.search import MatchPosition, SearchArgs, SearchItem, Searc
 from server.reader import search as reader
 from server.reader.coverage import read_coverage
 from server.reader.cursor import request_digest
-from server.reader.objects import source_reference_ids
+from server.reader.objects import object_rows, source_reference_ids
 from server.reader.scope import resolve_page_scope
 from server.tools.base import Call, ToolSpec
 from server.tools.items import item_base
@@ -59,7 +59,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
             page_size=args.page_size,
             after=after,
         )
-        items = [await _item(call, conn, scope.key, ranked, page) for ranked in page.ranked]
+        items = await _items(call, conn, scope.key, page)
         coverage = await read_coverage(conn, scope.key, requested_types)
     next_cursor = (
         call.cursors.encode(
@@ -105,38 +105,50 @@ def _after(position: dict[str, Any] | None) -> tuple[int, int, str, str, str] | 
         raise invalid_cursor("the cursor position is malformed.") from None
 
 
-async def _item(call: Call, conn: Any, scope_key: str, ranked: reader.Ranked, page: reader.SearchPage) -> SearchItem:
-    row, match = ranked.row, ranked.match
-    fields = await reader.field_texts(conn, row.key)
-    matched = [f.field for f in fields if f.field in match.fields]
-    preview, is_excerpt, position = _preview(call, fields, matched, match, page.needle)
-    evolution = await reader.evolution_refs(conn, scope_key, row.object_type, row.object_id)
-    refs = await source_reference_ids(conn, scope_key, row.object_type, [row.object_id])
-    return SearchItem(
-        **item_base(row, scope_from_key(scope_key), refs[row.object_id]),
-        matched_fields=matched,
-        match_kind="whole_query" if match.whole else "terms",
-        matched_terms=sorted(match.terms, key=page.terms.index),
-        score=ranked.score,
-        preview=preview,
-        preview_is_excerpt=is_excerpt,
-        match_position=position,
-        title=row.title,
-        evolution_refs=[ObjectRef(type=t, id=i) for t, i, _ in evolution[: reader.EVOLUTION_LIMIT]],
-        evolution_ref_count=len(evolution),
-    )
+async def _items(call: Call, conn: Any, scope_key: str, page: reader.SearchPage) -> list[SearchItem]:
+    """Shape the page: rows and evidence in one query per type, then each item's field matches and preview."""
+    keys = [ranked.key for ranked in page.ranked]
+    rows = await object_rows(conn, scope_key, keys)
+    evidence: dict[str, dict[str, list[str]]] = {}
+    for object_type in {key[0] for key in keys}:
+        ids = [key[1] for key in keys if key[0] == object_type]
+        evidence[object_type] = await source_reference_ids(conn, scope_key, object_type, ids)
+    scope = scope_from_key(scope_key)
+    items = []
+    for ranked in page.ranked:
+        row = rows.get(ranked.key)
+        if row is None:  # cannot happen inside one snapshot; an index row always has its object
+            raise RuntimeError(f"search index row without its object: {ranked.key}")
+        fields = await reader.field_matches(conn, call.folder, ranked.key, page.needle, page.terms)
+        matched = [f for f in fields if f.whole or f.terms]
+        preview, is_excerpt, position = _preview(call, fields, page.needle)
+        evolution = await reader.evolution_refs(conn, scope_key, row.object_type, row.object_id)
+        held = {t for f in matched for t in f.terms}
+        items.append(
+            SearchItem(
+                **item_base(row, scope, evidence[row.object_type][row.object_id]),
+                matched_fields=[f.field for f in matched],
+                match_kind="whole_query" if ranked.whole else "terms",
+                matched_terms=[t for t in page.terms if t in held],
+                score=ranked.score,
+                preview=preview,
+                preview_is_excerpt=is_excerpt,
+                match_position=position,
+                title=row.title,
+                evolution_refs=[ObjectRef(type=t, id=i) for t, i, _ in evolution[: reader.EVOLUTION_LIMIT]],
+                evolution_ref_count=len(evolution),
+            )
+        )
+    return items
 
 
-def _preview(
-    call: Call, fields: list[reader.FieldText], matched: list[str], match: reader.Match, needle: str
-) -> tuple[str, bool, MatchPosition | None]:
+def _preview(call: Call, fields: list[reader.FieldMatch], needle: str) -> tuple[str, bool, MatchPosition | None]:
     """Lead with the best matching field, windowed around the whole-query match; at most 400 code points."""
-    ordered = sorted(fields, key=lambda f: (f.field not in matched, -f.weight, f.field))
+    ordered = sorted(fields, key=lambda f: (not (f.whole or f.terms), not f.whole, -f.weight, f.field))
     position = None
-    whole_field = next((f for f in ordered if match.fields.get(f.field, (0, False, set()))[1]), None)
+    whole_field = next((f for f in ordered if f.whole), None)
     if whole_field is not None:
-        folded = call.folder.fold(whole_field.text)
-        start = folded.find(needle)
+        start = call.folder.fold(whole_field.text).find(needle)
         if start >= 0:
             position = MatchPosition(field=whole_field.field, start=start, end=start + len(needle))
     parts: list[str] = []

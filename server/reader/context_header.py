@@ -1,0 +1,267 @@
+"""Compact views of a get_context selection: the header of `current` and the known gaps.
+
+Both pass stored states through (unknown where nothing is stored) and report what is missing; neither
+infers a state, a replacement or a completion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from server.contracts.base import ObjectRef
+from server.contracts.context import (
+    TIME_FILTER_NOTE,
+    Claim,
+    Completion,
+    Conflict,
+    Gap,
+    Header,
+    OpenItem,
+    RelationEnd,
+    StoredRelation,
+    TaskEvidence,
+)
+from server.reader.context import Selection
+from server.reader.context_rows import Ref, Unit
+
+LABEL_LIMIT: Final = 160
+REASON_LIMIT: Final = 400
+DESCRIPTION_LIMIT: Final = 600
+HEADER_LIMIT: Final = 10
+GAP_REFS: Final = 10
+CONFLICT_TYPES: Final = frozenset({"contrasts", "contradicts"})
+_DESCRIPTION_FIELD: Final[dict[str, str]] = {
+    "entity": "description",
+    "event": "description",
+    "entity_change": "description",
+    "relation": "reason",
+    "summary": "body",
+    "story_line": "topic",
+}
+_VERSIONED: Final = frozenset({"story_line", "event", "entity", "entity_change", "relation", "summary"})
+
+
+def object_ref(ref: Ref) -> ObjectRef:
+    return ObjectRef.model_validate({"type": ref[0], "id": ref[1]})
+
+
+def _excerpt(text: str | None, limit: int) -> tuple[str | None, bool]:
+    if text is None:
+        return None, False
+    return text[:limit], len(text) > limit
+
+
+def _label(unit: Unit | None) -> str | None:
+    return _excerpt(unit.label, LABEL_LIMIT)[0] if unit is not None else None
+
+
+def _description(unit: Unit) -> str | None:
+    if unit.row.object_type == "source_reference":
+        return str(unit.data["fragment"]["text"])
+    name = _DESCRIPTION_FIELD.get(unit.row.object_type)
+    value = unit.data.get(name) if name else None
+    return value if isinstance(value, str) else None
+
+
+def _time_order(unit: Unit) -> tuple[str, str, str, str]:
+    return (unit.row.event_time_start or "~", unit.row.object_type, unit.row.object_id, unit.row.result_key)
+
+
+def build_header(sel: Selection, *, time_range_used: bool) -> Header:
+    """The compact view of `current`: stored states passed through, unknown where nothing is stored."""
+    primary = next((u for u in sel.target_units if u.row.row_kind != "leaf" and u.row.result_key == ""), None)
+    primary = primary or next((u for u in sel.target_units if u.row.row_kind != "leaf"), None)
+    data = primary.data if primary is not None else {}
+    is_entity = sel.target[0] == "entity" and primary is not None
+    description, cut = _excerpt(_description(primary) if primary else None, DESCRIPTION_LIMIT)
+    work_status = data.get("work_status") if is_entity else None
+
+    touching = [u for u in sel.units if u.ends is not None and sel.target in u.ends]
+    touching.sort(key=lambda u: u.row.object_id)
+    relations = [_stored_relation(sel, u) for u in touching]
+    conflicts = [
+        _conflict(sel, u)
+        for u in sorted(sel.units, key=lambda u: u.row.object_id)
+        if u.ends is not None and u.relation_type in CONFLICT_TYPES and all(u.ends_in_scope)
+    ]
+    summaries = sorted(
+        (u for u in sel.units if u.row.object_type == "summary" and u.role in ("summary", "target")),
+        key=lambda u: (u.row.review_generated_at or "", u.row.object_id),
+    )
+    open_items = [
+        OpenItem(summary_id=u.row.object_id, result_id=u.row.result_key, text=text)
+        for u in summaries
+        if isinstance(u.data["open_items"], list)
+        for text in u.data["open_items"]
+        if isinstance(text, str)
+    ]
+    evolution = sorted((u for u in sel.units if u.role == "evolution"), key=_time_order)
+    evidence = [u for u in sel.units if u.row.object_type == "source_reference"]
+    results = sorted(
+        {(u.row.review_generated_at or "", u.row.result_key) for u in sel.target_units if u.row.result_key}
+    )
+    tasks = [
+        TaskEvidence(
+            ref=object_ref(other.ref),
+            label=_label(other),
+            work_status=other.data.get("work_status") or "unknown",
+            via_relation=u.row.object_id,
+            relation_type=u.relation_type or "",
+        )
+        for u in touching
+        if (other := sel.present.get(_other_end(sel, u))) is not None
+        and other.row.object_type == "entity"
+        and other.data.get("entity_type") == "task"
+    ]
+    return Header(
+        object_ref=object_ref(sel.target),
+        label=_label(primary),
+        description=description,
+        description_is_excerpt=cut,
+        decision_status=(data.get("decision_status") or "unknown") if is_entity else "unknown",
+        work_status=work_status or "unknown",
+        completion=Completion(
+            work_status=work_status or "unknown",
+            basis="stored_work_status" if work_status else "none",
+            task_records=tasks[:HEADER_LIMIT],
+            task_source_reference_ids=sorted(u.row.object_id for u in evidence if u.data.get("source_type") == "task")[
+                :HEADER_LIMIT
+            ],
+        ),
+        confirmation_state=(primary.row.confirmation_state if primary else None) or "unknown",
+        time_note=TIME_FILTER_NOTE if time_range_used else None,
+        open_items=open_items[:HEADER_LIMIT],
+        open_item_count=len(open_items),
+        relations=relations[:HEADER_LIMIT],
+        relation_count=len(relations),
+        conflicts=conflicts[:HEADER_LIMIT],
+        conflict_count=len(conflicts),
+        evolution_refs=[object_ref(u.ref) for u in evolution[:HEADER_LIMIT]],
+        evolution_ref_count=len(evolution),
+        evidence_ref_count=len(evidence),
+        result_ids=[result_id for _, result_id in results],
+        background_count=len(sel.memories),
+    )
+
+
+def _other_end(sel: Selection, relation: Unit) -> Ref:
+    """The end of a relation touching the target that is not the target (the target itself for a loop)."""
+    assert relation.ends is not None
+    from_ref, to_ref = relation.ends
+    return to_ref if from_ref == sel.target else from_ref
+
+
+def _stored_relation(sel: Selection, unit: Unit) -> StoredRelation:
+    assert unit.ends is not None
+    outgoing = unit.ends[0] == sel.target
+    other_ref = _other_end(sel, unit)
+    other = sel.present.get(other_ref)
+    reason, cut = _excerpt(str(unit.data["reason"]), REASON_LIMIT)
+    return StoredRelation(
+        relation_ref=object_ref(unit.ref),
+        result_id=unit.row.result_key,
+        relation_type=unit.relation_type or "",
+        direction="outgoing" if outgoing else "incoming",
+        other_end=RelationEnd(ref=object_ref(other_ref), in_scope=other is not None),
+        other_label=_label(other),
+        reason=reason or "",
+        reason_is_excerpt=cut,
+        confirmation_state=unit.row.confirmation_state or "unknown",
+        source_reference_ids=unit.source_ids,
+    )
+
+
+def _conflict(sel: Selection, unit: Unit) -> Conflict:
+    assert unit.ends is not None
+    claims = []
+    for end in unit.ends:
+        other = sel.present.get(end)
+        claims.append(
+            Claim(
+                ref=object_ref(end),
+                label=_label(other),
+                confirmation_state=(other.row.confirmation_state if other else None) or "unknown",
+            )
+        )
+    reason, cut = _excerpt(str(unit.data["reason"]), REASON_LIMIT)
+    return Conflict(
+        relation_ref=object_ref(unit.ref),
+        result_id=unit.row.result_key,
+        relation_type=unit.relation_type or "",
+        reason=reason or "",
+        reason_is_excerpt=cut,
+        claims=claims,
+        source_reference_ids=unit.source_ids,
+    )
+
+
+def known_gaps(sel: Selection, coverage_status: str) -> list[Gap]:
+    """What the saved evidence is known to lack for this object; each gap is reported, never filled."""
+    gaps: list[Gap] = []
+
+    def add(kind: str, units_or_refs: Sequence[Ref], detail: str, count: int | None = None) -> None:
+        if units_or_refs or count:
+            refs = [object_ref(r) for r in list(dict.fromkeys(units_or_refs))[:GAP_REFS]]
+            gaps.append(
+                Gap.model_validate(
+                    {"kind": kind, "count": count if count is not None else len(units_or_refs), "detail": detail,
+                     "refs": refs}
+                )
+            )  # fmt: skip
+
+    undated = [
+        u.ref
+        for u in sorted(sel.units, key=lambda u: (u.row.object_type, u.row.object_id))
+        if u.row.object_type in ("event", "entity_change") and u.row.event_time_start is None
+    ]
+    add(
+        "unknown_event_time",
+        undated,
+        "Events and entity changes whose event time is unknown: their order relative to dated ones is not known "
+        "(timeline lists them apart; no time is filled in).",
+    )
+    if coverage_status != "complete":
+        gaps.append(
+            Gap(
+                kind="coverage_not_complete",
+                count="unknown",
+                detail=f"Coverage of this scope is {coverage_status}: the stored reviews may not have processed every "
+                "source, so history may be missing here (see coverage).",
+                refs=[],
+            )
+        )
+    outside = [u for u in sel.units if u.ends is not None and not all(u.ends_in_scope)]
+    add(
+        "relation_end_not_in_scope",
+        [u.ref for u in outside],
+        "Relations with an end that is not stored in this scope (missing or outside it); that end is not read.",
+        count=sum(1 for u in outside for inside in u.ends_in_scope if not inside),
+    )
+    add(
+        "evidence_not_in_scope",
+        [("source_reference", i) for i in sel.missing_evidence],
+        "Source reference ids named by selected objects but not stored in this scope.",
+    )
+    add(
+        "no_reliable_revision",
+        [
+            u.ref
+            for u in sel.units
+            if u.row.revision is None and u.row.row_kind != "leaf" and u.row.object_type in _VERSIONED
+        ],
+        "Objects stored without a reliable revision: object_revision is 'unknown' (updated_at is not a version).",
+    )
+    add(
+        "source_not_available",
+        [u.ref for u in sel.units if u.row.object_type == "source_reference" and u.data["availability"] != "available"],
+        "Saved source references whose original is no longer available; the saved fragment is still readable.",
+    )
+    if sel.target[0] == "entity" and not any(u.row.result_key for u in sel.target_units):
+        add(
+            "no_result_rows",
+            [sel.target],
+            "No review result holds a revision or leaf description of this entity: only the current projection is "
+            "stored, so its history is missing.",
+        )
+    return gaps

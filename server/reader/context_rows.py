@@ -1,0 +1,357 @@
+"""The rows get_context reads: each object's stored content beside its uniform row, all in one scope.
+
+A unit pairs the content (what the fragments are cut from) with the object's uniform row from
+objects.object_rows, the same row every tool reports; content without a uniform row is not read. A
+successful leaf's independent description is its own unit, id 'leaf:<leaf_id>:<object_id>'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aiosqlite
+import orjson
+
+from server.contracts.base import scope_from_key
+from server.reader.db import IDS, json_ids
+from server.reader.objects import Key, ObjectRow, object_rows, source_reference_ids, split_change_id
+
+STORY_LINES_BY_ID: Final = f"""
+SELECT id, scope_key, topic, recorded_at, revision FROM story_lines WHERE id IN {IDS} AND scope_key = :scope_key
+"""
+ENTITIES_BY_ID: Final = f"""
+SELECT id, story_line_id, entity_type, canonical_label, description, confirmation_state, decision_status,
+       work_status, updated_at, revision
+  FROM entities WHERE id IN {IDS} AND scope_key = :scope_key
+"""
+ENTITY_REVISIONS_OF: Final = """
+SELECT entity_id, result_id, revision, canonical_label, description, confirmation_state, recorded_at
+  FROM entity_revisions WHERE entity_id = :entity_id AND scope_key = :scope_key
+"""
+LEAF_FACTS_OF: Final = """
+SELECT f.owner_id, l.result_id, f.object_type, f.object_id, f.description, l.recorded_at, r.review_generated_at
+  FROM fact_links AS f JOIN leaves AS l ON l.id = f.owner_id JOIN results AS r ON r.id = l.result_id
+ WHERE f.owner_type = 'leaf' AND f.object_type = :object_type AND f.object_id = :object_id
+   AND f.scope_key = :scope_key AND l.scope_key = :scope_key
+"""
+EVENTS_BY_ID: Final = f"""
+SELECT id, result_id, story_line_id, event_type, title, description, recorded_at, confirmation_state, revision
+  FROM events WHERE id IN {IDS} AND scope_key = :scope_key
+"""
+EVENT_ENTITY_IDS: Final = f"""
+SELECT event_id, entity_id FROM event_entities WHERE event_id IN {IDS} ORDER BY event_id, entity_id
+"""
+_CHANGE_COLUMNS: Final = """
+SELECT entity_id, association_key, result_id, event_id, change_type, description, entity_revision, applicable_from,
+       applicable_to, confirmation_state, recorded_at
+  FROM entity_changes"""
+CHANGES_OF_ENTITIES: Final = f"""{_CHANGE_COLUMNS} WHERE entity_id IN {IDS} AND scope_key = :scope_key
+ ORDER BY entity_id, association_key
+"""
+CHANGES_OF_EVENTS: Final = f"""{_CHANGE_COLUMNS} WHERE event_id IN {IDS} AND scope_key = :scope_key
+ ORDER BY entity_id, association_key
+"""
+_RELATION_COLUMNS: Final = """
+SELECT id, result_id, from_type, from_id, to_type, to_id, relation_type, reason, confirmation_state, recorded_at,
+       revision
+  FROM relations"""
+RELATIONS_BY_ID: Final = f"{_RELATION_COLUMNS} WHERE id IN {IDS} AND scope_key = :scope_key"
+RELATIONS_TOUCHING: Final = f"""
+{_RELATION_COLUMNS} WHERE from_type = :object_type AND from_id IN {IDS} AND scope_key = :scope_key
+UNION
+{_RELATION_COLUMNS} WHERE to_type = :object_type AND to_id IN {IDS} AND scope_key = :scope_key
+"""
+SUMMARIES_BY_ID: Final = f"""
+SELECT id, result_id, interval_from, interval_to, body, open_items, recorded_at, revision
+  FROM summaries WHERE id IN {IDS} AND scope_key = :scope_key
+"""
+SUMMARY_FACT_REFS: Final = f"""
+SELECT owner_id, object_type, object_id FROM fact_links
+ WHERE owner_type = 'summary' AND owner_id IN {IDS} ORDER BY owner_id, object_type, object_id
+"""
+SOURCE_REFERENCES_BY_ID: Final = f"""
+SELECT id, result_id, source_type, original_source_id, source_version, title, locator_json, fragment,
+       fragment_start, fragment_end, source_length, availability, source_record_time, recorded_at
+  FROM source_references WHERE id IN {IDS} AND scope_key = :scope_key
+"""
+# Background: Global memory items and those of the scope's own projects.
+MEMORY_ITEMS_FOR: Final = f"""
+SELECT id, project_id, memory_type, body, confirmation_state, updated_at FROM memory_items
+ WHERE project_id IS NULL OR project_id IN {IDS} ORDER BY id
+"""
+
+Ref = tuple[str, str]
+
+
+@dataclass
+class Unit:
+    """One stored graph object row: its uniform row, content data and how it relates to the target."""
+
+    row: ObjectRow
+    data: dict[str, Any]
+    source_ids: list[str]
+    role: str = "target"
+    describes: Ref | None = None
+    leaf_id: str | None = None
+    ends: tuple[Ref, Ref] | None = None
+    """For a relation: (from, to)."""
+    relation_type: str | None = None
+    ends_in_scope: tuple[bool, bool] = (True, True)
+
+    @property
+    def ref(self) -> Ref:
+        return (self.row.object_type, self.row.object_id)
+
+    @property
+    def key(self) -> Key:
+        return self.row.key
+
+    @property
+    def label(self) -> str | None:
+        return self.row.title
+
+
+@dataclass(frozen=True)
+class Memory:
+    memory_id: str
+    project_id: str | None
+    memory_type: str
+    confirmation_state: str
+    updated_at: str
+    data: dict[str, Any]
+
+
+class RowLoader:
+    """Unit loaders bound to one connection and one scope; primary rows are cached by ref."""
+
+    def __init__(self, conn: aiosqlite.Connection, scope_key: str) -> None:
+        self.conn = conn
+        self.scope_key = scope_key
+        self.primary_cache: dict[Ref, Unit | None] = {}
+
+    async def rows(self, sql: str, **params: Any) -> list[aiosqlite.Row]:
+        values = {k: (json_ids(v) if isinstance(v, list | set) else v) for k, v in params.items()}
+        async with self.conn.execute(sql, values) as cur:
+            return list(await cur.fetchall())
+
+    async def column(self, sql: str, **params: Any) -> list[str]:
+        return [row[0] for row in await self.rows(sql, scope_key=self.scope_key, **params)]
+
+    async def primary(self, refs: Iterable[Ref]) -> dict[Ref, Unit | None]:
+        """The primary row of each ref in this scope (an entity's current projection), or None."""
+        refs = list(refs)
+        wanted: dict[str, set[str]] = {}
+        for ref in refs:
+            if ref not in self.primary_cache:
+                wanted.setdefault(ref[0], set()).add(ref[1])
+        for object_type, ids in wanted.items():
+            loaded = await self._primary_of_type(object_type, sorted(ids))
+            for object_id in ids:
+                self.primary_cache[(object_type, object_id)] = loaded.get(object_id)
+        return {ref: self.primary_cache[ref] for ref in refs}
+
+    async def _primary_of_type(self, object_type: str, ids: list[str]) -> dict[str, Unit]:
+        if object_type == "entity":
+            units = await self.entities(ids)
+        elif object_type == "event":
+            units = await self.events(ids)
+        elif object_type == "relation":
+            units = await self._relations(RELATIONS_BY_ID, ids=ids)
+        elif object_type == "summary":
+            units = await self.summaries(ids)
+        elif object_type == "source_reference":
+            units = await self.source_references(ids)
+        elif object_type == "story_line":
+            units = await self.story_lines(ids)
+        elif object_type == "entity_change":
+            owners = {p[0] for i in ids if (p := split_change_id(i))}
+            units = [u for u in await self.changes_of_entities(sorted(owners)) if u.row.object_id in ids]
+        else:
+            units = []
+        return {u.row.object_id: u for u in units}
+
+    async def _paired(self, found: list[aiosqlite.Row], keys: list[Key]) -> list[tuple[aiosqlite.Row, ObjectRow]]:
+        """Each content row (keyed by `keys`, in order) with its uniform row; one without it is not read."""
+        uniform = await object_rows(self.conn, self.scope_key, keys)
+        return [(r, uniform[key]) for r, key in zip(found, keys, strict=True) if key in uniform]
+
+    async def _sources(self, object_type: str, ids: list[str]) -> dict[str, list[str]]:
+        if not ids:
+            return {}
+        return await source_reference_ids(self.conn, self.scope_key, object_type, ids)
+
+    async def story_lines(self, ids: list[str]) -> list[Unit]:
+        found = await self.rows(STORY_LINES_BY_ID, ids=ids, scope_key=self.scope_key)
+        units = []
+        for r, row in await self._paired(found, [("story_line", r["id"], "") for r in found]):
+            data = {
+                "id": r["id"],
+                "scope": scope_from_key(r["scope_key"]).model_dump(),
+                "topic": r["topic"],
+                "recorded_at": r["recorded_at"],
+                "revision": r["revision"],
+            }
+            units.append(Unit(row, data, []))
+        return units
+
+    async def entities(self, ids: list[str]) -> list[Unit]:
+        found = await self.rows(ENTITIES_BY_ID, ids=ids, scope_key=self.scope_key)
+        sources = await self._sources("entity", [r["id"] for r in found])
+        units = []
+        for r, row in await self._paired(found, [("entity", r["id"], "") for r in found]):
+            fields = ("id", "story_line_id", "entity_type", "canonical_label", "description", "confirmation_state")
+            data = {name: r[name] for name in (*fields, "decision_status", "work_status", "updated_at", "revision")}
+            data["source_reference_ids"] = sources.get(r["id"], [])
+            units.append(Unit(row, data, data["source_reference_ids"]))
+        return units
+
+    async def entity_revisions(self, entity_id: str) -> list[Unit]:
+        found = await self.rows(ENTITY_REVISIONS_OF, entity_id=entity_id, scope_key=self.scope_key)
+        units = []
+        for r, row in await self._paired(found, [("entity", entity_id, r["result_id"]) for r in found]):
+            fields = ("entity_id", "result_id", "revision", "canonical_label", "description", "confirmation_state")
+            units.append(Unit(row, {name: r[name] for name in (*fields, "recorded_at")}, []))
+        return units
+
+    async def leaf_facts(self, object_type: str, object_id: str) -> list[Unit]:
+        params = {"object_type": object_type, "object_id": object_id, "scope_key": self.scope_key}
+        units = []
+        for r in await self.rows(LEAF_FACTS_OF, **params):
+            data = {
+                "leaf_id": r["owner_id"],
+                "result_id": r["result_id"],
+                "object_ref": {"type": object_type, "id": object_id},
+                "description": r["description"],
+            }
+            row = ObjectRow(
+                object_type,
+                f"leaf:{r['owner_id']}:{object_id}",
+                r["result_id"],
+                self.scope_key,
+                "leaf",
+                review_generated_at=r["review_generated_at"],
+                recorded_at=r["recorded_at"],
+            )
+            units.append(Unit(row, data, [], describes=(object_type, object_id), leaf_id=r["owner_id"]))
+        return units
+
+    async def events(self, ids: list[str]) -> list[Unit]:
+        found = await self.rows(EVENTS_BY_ID, ids=ids, scope_key=self.scope_key)
+        event_ids = [r["id"] for r in found]
+        entity_ids: dict[str, list[str]] = {}
+        if event_ids:
+            for event_id, entity_id in await self.rows(EVENT_ENTITY_IDS, ids=event_ids):
+                entity_ids.setdefault(event_id, []).append(entity_id)
+        sources = await self._sources("event", event_ids)
+        units = []
+        for r, row in await self._paired(found, [("event", r["id"], r["result_id"]) for r in found]):
+            data = {
+                name: r[name] for name in ("id", "result_id", "story_line_id", "event_type", "title", "description")
+            }
+            data["event_time"] = row.event_interval
+            data |= {name: r[name] for name in ("recorded_at", "confirmation_state", "revision")}
+            data["entity_ids"] = entity_ids.get(r["id"], [])
+            data["source_reference_ids"] = sources.get(r["id"], [])
+            units.append(Unit(row, data, data["source_reference_ids"]))
+        return units
+
+    async def changes_of_entities(self, entity_ids: list[str]) -> list[Unit]:
+        return await self._changes(CHANGES_OF_ENTITIES, entity_ids)
+
+    async def changes_of_events(self, event_ids: list[str]) -> list[Unit]:
+        return await self._changes(CHANGES_OF_EVENTS, event_ids)
+
+    async def _changes(self, sql: str, ids: list[str]) -> list[Unit]:
+        found = await self.rows(sql, ids=ids, scope_key=self.scope_key)
+        change_ids = [f"{r['entity_id']}#{r['association_key']}" for r in found]
+        sources = await self._sources("entity_change", change_ids)
+        keys = [("entity_change", i, r["result_id"]) for i, r in zip(change_ids, found, strict=True)]
+        units = []
+        for r, row in await self._paired(found, keys):
+            fields = ("entity_id", "association_key", "result_id", "event_id", "change_type", "description")
+            data = {name: r[name] for name in fields}
+            for name in ("entity_revision", "applicable_from", "applicable_to", "confirmation_state", "recorded_at"):
+                data[name] = r[name]
+            data["source_reference_ids"] = sources.get(row.object_id, [])
+            units.append(Unit(row, data, data["source_reference_ids"]))
+        return units
+
+    async def relations_touching(self, object_type: str, ids: list[str]) -> list[Unit]:
+        return await self._relations(RELATIONS_TOUCHING, object_type=object_type, ids=ids)
+
+    async def _relations(self, sql: str, **params: Any) -> list[Unit]:
+        found = await self.rows(sql, scope_key=self.scope_key, **params)
+        sources = await self._sources("relation", [r["id"] for r in found])
+        units = []
+        for r, row in await self._paired(found, [("relation", r["id"], r["result_id"]) for r in found]):
+            from_ref, to_ref = (r["from_type"], r["from_id"]), (r["to_type"], r["to_id"])
+            data = {
+                "id": r["id"],
+                "result_id": r["result_id"],
+                "from_ref": {"type": from_ref[0], "id": from_ref[1]},
+                "to_ref": {"type": to_ref[0], "id": to_ref[1]},
+            }
+            data |= {name: r[name] for name in ("relation_type", "reason", "confirmation_state", "recorded_at")}
+            data["revision"] = r["revision"]
+            data["source_reference_ids"] = sources.get(r["id"], [])
+            ends = (from_ref, to_ref)
+            units.append(Unit(row, data, data["source_reference_ids"], ends=ends, relation_type=r["relation_type"]))
+        return units
+
+    async def summaries(self, ids: list[str]) -> list[Unit]:
+        found = await self.rows(SUMMARIES_BY_ID, ids=ids, scope_key=self.scope_key)
+        summary_ids = [r["id"] for r in found]
+        facts: dict[str, list[dict[str, str]]] = {}
+        if summary_ids:
+            for owner_id, object_type, object_id in await self.rows(SUMMARY_FACT_REFS, ids=summary_ids):
+                facts.setdefault(owner_id, []).append({"type": object_type, "id": object_id})
+        sources = await self._sources("summary", summary_ids)
+        units = []
+        for r, row in await self._paired(found, [("summary", r["id"], r["result_id"]) for r in found]):
+            bounds = {"from": r["interval_from"], "to": r["interval_to"]}
+            data = {
+                "id": r["id"],
+                "result_id": r["result_id"],
+                "interval": {name: value for name, value in bounds.items() if value is not None} or None,
+                "body": r["body"],
+                "open_items": _json_or_text(r["open_items"]),
+                "recorded_at": r["recorded_at"],
+                "revision": r["revision"],
+                "fact_refs": facts.get(r["id"], []),
+                "source_reference_ids": sources.get(r["id"], []),
+            }
+            units.append(Unit(row, data, data["source_reference_ids"]))
+        return units
+
+    async def source_references(self, ids: list[str]) -> list[Unit]:
+        found = await self.rows(SOURCE_REFERENCES_BY_ID, ids=ids, scope_key=self.scope_key)
+        units = []
+        for r, row in await self._paired(found, [("source_reference", r["id"], r["result_id"]) for r in found]):
+            fields = ("id", "result_id", "source_type", "original_source_id", "source_version", "title")
+            data = {name: r[name] for name in fields}
+            data["locator"] = None if r["locator_json"] is None else _json_or_text(r["locator_json"])
+            data["fragment"] = {"text": r["fragment"], "start": r["fragment_start"], "end": r["fragment_end"]}
+            for name in ("source_length", "availability", "source_record_time", "recorded_at"):
+                data[name] = r[name]
+            units.append(Unit(row, data, [r["id"]]))
+        return units
+
+
+async def memories(conn: aiosqlite.Connection, project_ids: list[str]) -> list[Memory]:
+    async with conn.execute(MEMORY_ITEMS_FOR, {"ids": json_ids(project_ids)}) as cur:
+        rows = await cur.fetchall()
+    found = []
+    for r in rows:
+        data = {name: r[name] for name in ("id", "project_id", "memory_type", "body", "confirmation_state")}
+        data["updated_at"] = r["updated_at"]
+        found.append(Memory(r["id"], r["project_id"], r["memory_type"], r["confirmation_state"], r["updated_at"], data))
+    return found
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
