@@ -264,10 +264,10 @@ def _instrument(breakdown: dict[str, float]) -> None:
 
         setattr(module, name, timed)
 
-    wrap(reader_search, "_docs", "match: index queries (_docs)")
-    wrap(reader_search, "object_rows", "rank: object_rows")
-    wrap(reader_search, "search", "reader.search total")
-    wrap(reader_search, "field_texts", "items: field_texts")
+    wrap(reader_search, "_match_expression", "match: short-needle trigram lists")
+    wrap(reader_search, "search", "reader.search total (match, rank, count, page in SQL)")
+    wrap(tool_search, "object_rows", "items: object_rows")
+    wrap(reader_search, "field_matches", "items: field_matches")
     wrap(reader_search, "evolution_refs", "items: evolution_refs")
     wrap(tool_search, "source_reference_ids", "items: source_reference_ids")
     wrap(tool_search, "read_coverage", "frame: read_coverage")
