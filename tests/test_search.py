@@ -256,10 +256,12 @@ async def test_as_of_unknown_arguments_and_bad_times_are_refused_clearly(graph_d
         unknown = await error(client, SEARCH, {"query": "x", "limit": 5})
         naive = await error(client, SEARCH, {"query": "x", "time_range": {"from": "2026-01-01T00:00:00", "to": T}})
         blank = await error(client, SEARCH, {"query": "   "})
+        padding = await ok(client, SEARCH, {"query": "\x01\x01"})
     assert as_of["error"] == "unsupported_mode"
     assert unknown["error"] == "invalid_arguments" and unknown["field"] == "limit"
     assert naive["error"] == "invalid_arguments" and "offset" in naive["message"]
     assert blank["error"] == "invalid_arguments" and blank["field"] == "query"
+    assert padding["items"] == [] and padding["page"]["total_count"] == 0
 
 
 async def test_without_a_current_project_a_scope_is_required_never_global(graph_db: Path) -> None:

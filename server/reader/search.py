@@ -183,7 +183,7 @@ async def search(
     params["whole_is_term"] = int(whole in terms)
     hits: list[str] = []
     for n, needle in enumerate([whole, *terms]):
-        if n > 0 and needle == whole:
+        if not needle or (n > 0 and needle == whole):  # a query of only U+0001 padding characters matches nothing
             continue
         match = await _match_expression(conn, needle)
         if match is not None:
