@@ -51,6 +51,7 @@ from server.contracts.source import ReadSourceArgs  # noqa: E402
 from server.reader import source as reader  # noqa: E402
 from server.reader.cursor import CursorCodec  # noqa: E402
 from server.reader.db import Database  # noqa: E402
+from server.reader.memo import Memo  # noqa: E402
 from server.store.importer import import_file  # noqa: E402
 from server.store.migrate import migrate  # noqa: E402
 
@@ -198,7 +199,7 @@ async def measure(path: Path, runs: int) -> None:
             arguments = ReadSourceArgs(
                 source_reference_id=reference, content_kind="current", page_size=PAGE, cursor=cursor
             )
-            response = await reader.read(db, GRANT, CODEC, arguments, "2026-07-01T10:00:00.000Z")
+            response = await reader.read(db, GRANT, CODEC, Memo(), arguments, "2026-07-01T10:00:00.000Z")
             return response.model_dump(mode="json")
 
         cases += [
@@ -224,7 +225,7 @@ async def measure(path: Path, runs: int) -> None:
         async with counted.snapshot() as conn:
             await conn.set_progress_handler(step, 1)
         warm_up = ReadSourceArgs(source_reference_id="ref-small", content_kind="current")
-        await reader.read(counted, GRANT, CODEC, warm_up, "2026-07-01T10:00:00.000Z")  # loads the schema
+        await reader.read(counted, GRANT, CODEC, Memo(), warm_up, "2026-07-01T10:00:00.000Z")  # loads the schema
         print()
         for name, reference, cursor in (
             ("small source, page 1", "ref-small", None),
@@ -235,7 +236,7 @@ async def measure(path: Path, runs: int) -> None:
             arguments = ReadSourceArgs(
                 source_reference_id=reference, content_kind="current", page_size=PAGE, cursor=cursor
             )
-            await reader.read(counted, GRANT, CODEC, arguments, "2026-07-01T10:00:00.000Z")
+            await reader.read(counted, GRANT, CODEC, Memo(), arguments, "2026-07-01T10:00:00.000Z")
             print(f"SQLite VM steps, {name:26} {steps[0]:8,}")
         await counted.close()
         await db.close()

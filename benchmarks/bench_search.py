@@ -196,12 +196,13 @@ async def _run_reader(db: Path, case: Case, runs: int) -> Measurement:
     from server.contracts.common import Grant, TimeRange
     from server.contracts.search import SearchArgs
     from server.reader import search as reader
-    from server.reader.db import Database, Folder
+    from server.reader.db import Database
+    from server.reader.fold import Folder
+    from server.reader.memo import Memo
     from server.reader.scope import resolve_scope
-    from server.tools.search import _after
 
     database = await Database.open(db)
-    folder = Folder()
+    folder, memo = Folder(), Memo()
     parsed = SearchArgs.model_validate(case.arguments())
     time_range = (parsed.time_range.from_, parsed.time_range.to) if isinstance(parsed.time_range, TimeRange) else None
     try:
@@ -210,31 +211,33 @@ async def _run_reader(db: Path, case: Case, runs: int) -> Measurement:
         key = scope_key(scope.scope)
         base = _rss_mib()
         types = ["story_line", "event", "entity", "entity_change", "relation", "summary", "source_reference"]
-        after: tuple[int, int, str, str, str] | None = None
+        after: tuple[int, int] | None = None
 
         async def page(size: int = parsed.page_size) -> reader.SearchPage:
             async with database.snapshot() as conn:
                 return await reader.search(
                     conn,
                     folder,
+                    memo,
                     query=parsed.query,
                     scope_key=key,
+                    scope_revision=scope.revision,
                     object_types=types,
                     time_range=time_range,
                     time_basis=parsed.time_basis,
                     page_size=size,
-                    after=after,
+                    position=after,
                 )
 
         for step in _steps((case.page - 1) * case.page_size):
             found = await page(step)
             if not found.has_more:
                 raise RuntimeError(f"{case.name}: fewer than {case.page} pages")
-            after = _after({"after": list(found.ranked[-1].sort_key)})
+            after = found.next_position
 
         async def once() -> tuple[int | str, int]:
             found = await page()
-            return found.total, len(found.ranked)
+            return (found.total.count if found.total.exact else "unknown"), len(found.hits)
 
         timings, (total, returned) = await _timed(once, runs)
     finally:

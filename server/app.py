@@ -26,7 +26,9 @@ from server.contracts.base import Contract, format_utc
 from server.contracts.common import Grant
 from server.contracts.errors import StoryGraphError, story_graph_unavailable, unsupported_mode
 from server.reader.cursor import CursorCodec
-from server.reader.db import Database, Folder
+from server.reader.db import Database
+from server.reader.fold import Folder
+from server.reader.memo import Memo
 from server.tools import TOOLS
 from server.tools.base import Call, ToolSpec
 
@@ -89,6 +91,7 @@ class StoryGraphServer(MCPServer[Any]):
         self.access = access
         self.cursors = cursors
         self.folder = Folder()
+        self.memo = Memo()
         self.specs = {spec.name: spec for spec in tools}
         self._db: Database | None = None
 
@@ -137,7 +140,14 @@ class StoryGraphServer(MCPServer[Any]):
             args = validate_arguments(spec.input_model, arguments)
             if self._db is None:
                 raise RuntimeError("the database is not open; the server lifespan has not started")
-            call = Call(db=self._db, grant=grant, cursors=self.cursors, folder=self.folder, read_at=format_utc(_now()))
+            call = Call(
+                db=self._db,
+                grant=grant,
+                cursors=self.cursors,
+                folder=self.folder,
+                memo=self.memo,
+                read_at=format_utc(_now()),
+            )
             result = await spec.handler(call, args)
             # The switches may have changed while this call was reading: check again before delivering.
             self.access.current_grant()

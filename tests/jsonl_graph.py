@@ -242,13 +242,15 @@ GRAPH_TABLES = (
 
 
 def content(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    """Every graph row, sorted, and the search rows without their doc ids: equal for equal graphs."""
+    """Every graph row, sorted, and the search items without their sequence numbers: equal for equal graphs."""
     with sqlite3.connect(db) as conn:
         tables = {table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall()) for table in GRAPH_TABLES}
         search = conn.execute(
-            "SELECT object_type, object_id, result_key, scope_key, field, weight, body FROM search_docs"
+            "SELECT (item_id >> 38) & 31, object_type, object_id, result_key, scope_key, event_time_start,"
+            " event_time_end, review_generated_at, recorded_at, hi, lo, hi_fields, lo_fields, hi_grams, lo_grams"
+            " FROM search_items"
         )
-        tables["search_docs"] = sorted(search.fetchall())
+        tables["search_items"] = sorted(search.fetchall())
     return tables
 
 

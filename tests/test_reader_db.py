@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from support import demo_db
 
-from server.reader.db import Database, Folder
+from server.reader.db import Database
+from server.reader.fold import Folder
 
 pytestmark = pytest.mark.anyio
 

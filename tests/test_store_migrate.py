@@ -62,16 +62,18 @@ def test_upgrading_a_version_1_database_keeps_its_data_and_backfills_the_search_
 
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT title FROM events").fetchall() == [("Nightly snapshots",)]
-        docs = conn.execute("SELECT object_type, object_id, field FROM search_docs ORDER BY doc_id").fetchall()
+        items = conn.execute(
+            "SELECT object_type, object_id, hi_fields, lo_fields FROM search_items ORDER BY item_id"
+        ).fetchall()
         hits = conn.execute("SELECT rowid FROM search_fts WHERE search_fts MATCH '\"每晚备\"'").fetchall()
-        doc = conn.execute("SELECT object_id, field FROM search_docs WHERE doc_id = ?", hits[0]).fetchone()
-    assert docs == [
-        ("story_line", "sl-1", "topic"),
-        ("event", "ev-1", "title"),
-        ("event", "ev-1", "description"),
-        ("event", "ev-1", "event_type"),
+        item = conn.execute("SELECT object_id FROM search_items WHERE item_id = ?", hits[0]).fetchone()
+        grams = conn.execute("SELECT rowid FROM search_fts WHERE search_fts MATCH ?", ['"备\x02\x02"']).fetchall()
+        conn.execute("INSERT INTO search_fts (search_fts) VALUES ('integrity-check')")
+    assert sorted(items) == [
+        ("event", "ev-1", "title\x01\x01", "description\x01\x01event_type\x01\x01"),
+        ("story_line", "sl-1", "topic\x01\x01", ""),
     ]
-    assert doc == ("ev-1", "description")
+    assert item == ("ev-1",) and grams == hits
 
 
 def test_a_database_newer_than_this_build_is_refused_naming_both_versions(migrated_db: Path) -> None:

@@ -125,20 +125,36 @@ def writer(migrated_db: Path) -> Iterator[sqlite3.Connection]:
     conn.close()
 
 
+def _fields(conn: sqlite3.Connection, item_id: int) -> dict[str, str]:
+    """An indexed item's fields by name, as stored (each text followed by two U+0001)."""
+    row = conn.execute("SELECT hi, lo, hi_fields, lo_fields FROM search_items WHERE item_id = ?", [item_id]).fetchone()
+    fields: dict[str, str] = {}
+    for texts, names in ((row[0], row[2]), (row[1], row[3])):
+        for name, text in zip(names.split("\x01\x01")[:-1], texts.split("\x01\x01")[:-1], strict=True):
+            fields[name] = text + "\x01\x01"
+    return fields
+
+
 def _bodies(conn: sqlite3.Connection, doc: tuple[str, str, str, str]) -> list[str]:
     rows = conn.execute(
-        "SELECT body FROM search_docs WHERE object_type = ? AND object_id = ? AND result_key = ? AND field = ?", doc
-    )
-    return [row[0] for row in rows]
+        "SELECT item_id FROM search_items WHERE object_type = ? AND object_id = ? AND result_key = ?", doc[:3]
+    ).fetchall()
+    return [body for (item_id,) in rows for name, body in _fields(conn, item_id).items() if name == doc[3]]
 
 
 def _hits(conn: sqlite3.Connection, phrase: str) -> list[tuple[str, str]]:
+    """The (object id, field) pairs whose text holds `phrase`, found through the FTS index."""
     rows = conn.execute(
-        "SELECT d.object_id, d.field FROM search_fts JOIN search_docs AS d ON d.doc_id = search_fts.rowid"
-        " WHERE search_fts MATCH ? ORDER BY d.doc_id",
+        "SELECT i.item_id, i.object_id FROM search_fts JOIN search_items AS i ON i.item_id = search_fts.rowid"
+        " WHERE search_fts MATCH ? ORDER BY i.item_id",
         ['"' + phrase.replace('"', '""') + '"'],
     )
-    return rows.fetchall()
+    return [
+        (object_id, name)
+        for item_id, object_id in rows.fetchall()
+        for name, body in _fields(conn, item_id).items()
+        if phrase.casefold() in body.casefold()
+    ]
 
 
 def _revisions(conn: sqlite3.Connection) -> tuple[int, int, int, int]:
@@ -203,6 +219,6 @@ def test_deleting_an_event_removes_all_its_search_rows_and_entity_links(writer: 
 
     writer.execute("DELETE FROM events WHERE id = 'ev-y'")
 
-    assert writer.execute("SELECT count(*) FROM search_docs WHERE object_id = 'ev-y'").fetchone()[0] == 0
+    assert writer.execute("SELECT count(*) FROM search_items WHERE object_id = 'ev-y'").fetchone()[0] == 0
     assert writer.execute("SELECT count(*) FROM event_entities WHERE event_id = 'ev-y'").fetchone()[0] == 0
     _assert_index_consistent(writer)

@@ -72,14 +72,19 @@ class Page(Contract):
     returned_count: int
     """Items (search, context) or code points (read_source) on this page."""
     total_count: int | Unknown
-    """All matches (search, context) or the text length in code points (read_source); 'unknown' when not computable."""
+    """All matches (search, context) or the text length in code points (read_source); 'unknown' when not computed
+    (search counts up to 10,001 matches: see total_count_at_least)."""
+    total_count_at_least: int | None = None
+    """Set when total_count is 'unknown' but a lower bound is known (search: more matches than were counted)."""
     has_more: bool
     complete: bool
     """True when this is the last page of the matches (not a claim about coverage)."""
     next_cursor: str | None
     limit_reason: str | None
     """Why the page stopped: 'page_size', 'content_page_size', 'response_budget' (the byte budget),
-    'content_unavailable' (read_source: the requested text cannot be read), or null on the last page."""
+    'work_budget' (search: a query of very many terms checked its candidates' text up to its budget; the next
+    page continues the walk), 'content_unavailable' (read_source: the requested text cannot be read), or null on
+    the last page."""
 
 
 class CoverageMissing(Contract):

@@ -50,16 +50,23 @@ class MatchPosition(Contract):
 class SearchItem(ItemBase):
     matched_fields: list[str]
     """The fields that contain the whole query or a query term."""
-    match_kind: Literal["whole_query", "terms"]
-    """Every whole-query match ranks above every term-only match."""
+    match_kind: Literal["identifier", "whole_query", "terms"]
+    """identifier: the query equals the object's id, its source id or a message/task id in its locator;
+    whole_query: a field holds the whole query; terms: its fields together hold at least half of the terms."""
+    field_weight: Literal[3, 1] | None
+    """The heaviest matched field: 3 for titles, labels, topics, summaries; 1 for the others (null when only
+    the identifier matched)."""
+    own_row: bool
+    """True for the object's own row (its current projection, or its row in its own result); false for its
+    other stored rows (earlier result snapshots, leaf descriptions under other results)."""
     matched_terms: list[str]
-    score: int
     preview: str
-    """At most 400 code points of the object's stored text, led by the best matching field."""
+    """At most 400 code points of the object's searchable text, led by the best matching field."""
     preview_is_excerpt: bool
-    """True: the preview is an excerpt, not the whole object; read it with get_context."""
+    """Always true: a preview never holds an object's status, relations or evolution; read it with
+    story_graph_get_context."""
     match_position: MatchPosition | None
-    """Where the whole query first matches; null for a term-only match."""
+    """Where the whole query first matches; null when no single field holds it."""
     title: str | None
     """The object's title, label, topic or type-specific headline."""
     evolution_refs: list[ObjectRef]

@@ -9,20 +9,31 @@ import orjson
 
 from server.contracts.base import NOT_YET_MODELLED_TYPES
 from server.contracts.common import COVERAGE_LIST_LIMIT, Coverage, CoverageMissing
+from server.reader.memo import Memo
 
 RESULT_COVERAGE: Final = "SELECT id, coverage_json FROM results WHERE scope_key = :scope_key ORDER BY id"
 
 
 async def read_coverage(
-    conn: aiosqlite.Connection, scope_key: str, requested_types: list[str] | None = None
+    conn: aiosqlite.Connection,
+    memo: Memo,
+    scope_key: str,
+    scope_revision: str,
+    requested_types: list[str] | None = None,
 ) -> Coverage:
-    """Only this scope's records count: another scope's progress never does. Unknown stays 'unknown'."""
-    async with conn.execute(RESULT_COVERAGE, {"scope_key": scope_key}) as cur:
-        rows = await cur.fetchall()
-    records: dict[str, dict[str, Any] | None] = {
-        row[0]: (orjson.loads(row[1]) if row[1] is not None else None) for row in rows
-    }
-    return summarise(records, requested_types)
+    """Only this scope's records count: another scope's progress never does. Unknown stays 'unknown'.
+
+    Summarised once per scope data revision (the records change only with it)."""
+    key = ("coverage", scope_key, scope_revision)
+    coverage: Coverage | None = memo.get(key)
+    if coverage is None:
+        rows = await conn.execute_fetchall(RESULT_COVERAGE, {"scope_key": scope_key})
+        records: dict[str, dict[str, Any] | None] = {
+            row[0]: (orjson.loads(row[1]) if row[1] is not None else None) for row in rows
+        }
+        coverage = memo.put(key, summarise(records, None))
+    wanted = requested_types if requested_types is not None else list(NOT_YET_MODELLED_TYPES)
+    return coverage.model_copy(update={"object_types_not_included": [t for t in NOT_YET_MODELLED_TYPES if t in wanted]})
 
 
 def summarise(records: dict[str, dict[str, Any] | None], requested_types: list[str] | None) -> Coverage:

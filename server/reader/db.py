@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import aiosqlite
 import anyio
@@ -81,25 +81,7 @@ def check_database(path: Path) -> None:
         raise DatabaseUnusable(problem)
 
 
-class Folder:
-    """Unicode case folding exactly as the search index does it (SQLite FTS5, trigram, case-insensitive).
-
-    Folding is one code point to one code point, so positions in folded text are positions in the original.
-    Uses a private in-memory database: the graph file is never written.
-    """
-
-    def __init__(self) -> None:
-        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
-        self._conn.executescript(
-            "CREATE VIRTUAL TABLE t USING fts5(x, tokenize='trigram case_sensitive 0');"
-            "CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance');"
-        )
-
-    def fold(self, text: str) -> str:
-        if not text:
-            return text
-        with self._conn:
-            self._conn.execute("DELETE FROM t")
-            self._conn.execute("INSERT INTO t (rowid, x) VALUES (1, ?)", (text + "\x01\x01",))
-            rows = self._conn.execute("SELECT term FROM v ORDER BY offset").fetchall()
-        return "".join(term[0] for (term,) in rows)
+async def scalar(conn: aiosqlite.Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
+    """The first column of the first row of a query that always returns one row (a count, a revision)."""
+    rows = await conn.execute_fetchall(sql, params or {})
+    return next(iter(rows))[0]

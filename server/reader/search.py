@@ -1,250 +1,591 @@
-"""Substring search over one exact scope: index-backed matching, ranking and keyset pages in one SQL statement.
+"""Search over one exact scope: ranked pages the index produces in order, so a page costs bounded work.
 
-Matching is Unicode case-insensitive, with the index's own folding. An object matches when one of
-its fields contains the whole query, or its fields together contain at least half (rounded up, at
-least one) of the query's distinct terms. Every whole-query match ranks above every term-only match;
-then the score (title-like fields weigh 3, others 1), then type, stable id and result id in
-code-point order. Needles of three or more characters are FTS5 trigram phrases; a shorter needle
-becomes the OR of the indexed trigrams it prefixes (every indexed text is padded with two U+0001, so
-each occurrence of a one- or two-character needle prefixes a trigram).
+The rank (docs/tools.md, "How search ranks") is a list of classes, each read from the index in item
+id order and stopped as soon as the page is full:
 
-Ranking, filtering, counting and paging all run inside SQLite; Python only sees the page.
+  0  identifier: the query equals the object's id, its source id, or a message/task id in its locator
+  1, 2  the whole query in a weight-3 field (title, label, topic, summary): own rows, then other rows
+  3, 4  the whole query in weight-1 fields only: own rows, then other rows
+  5, 6  at least half of the terms, one of them in a weight-3 field: own rows, then other rows
+  7, 8  at least half of the terms, none in a weight-3 field: own rows, then other rows
+
+An object's own rows are its current projection or its row in its own result; its other rows are
+earlier result snapshots and leaf descriptions under other results. Within a class, items come in
+item id order, highest first (migrations/0003): by type (stories, experiences, entities, events,
+relations, entity changes, story lines, summaries, source references), then most recently stored
+first. A cursor names a class and the last item returned, so page 20 costs what page 1 costs.
+
+Totals are exact up to TOTAL_CAP matching items; above it the total is unknown and TOTAL_CAP is the
+lower bound. Whole-query matches of a query of several terms are found once and remembered for the
+scope's data revision (a long phrase is the costliest expression), as is the total.
 """
 
 from __future__ import annotations
 
-import math
-import re
-import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import aiosqlite
+import orjson
 
-from server.reader.db import Folder, json_ids
-from server.reader.objects import Key
+from server.reader.db import scalar
+from server.reader.fold import Folder
+from server.reader.memo import Memo
+from server.reader.search_query import MARKERS as INDEX_MARKERS
+from server.reader.search_query import Needle, Plan, both, but_not, needle, needs_trigram_list, plan, query_terms
 
-TRIGRAMS_STARTING: Final = "SELECT term FROM search_terms WHERE term >= :low AND term < :high"
-NEEDLE_HITS: Final = "SELECT {n} AS n, rowid AS doc_id FROM search_fts WHERE search_fts MATCH :m{n}"
-# {hits} is a UNION ALL of NEEDLE_HITS, one per needle: n = 0 for the whole query, k for term k.
-RANKED_PAGE: Final = """
-WITH hits (n, doc_id) AS ({hits}),
-docs AS (
-  SELECT d.object_type AS t, d.object_id AS i, d.result_key AS r, d.field, d.weight, h.n,
-         d.event_time_start, d.event_time_end, d.review_generated_at, d.recorded_at
-    FROM hits AS h CROSS JOIN search_docs AS d ON d.doc_id = h.doc_id
-   WHERE d.scope_key = :scope_key AND d.object_type IN (SELECT value FROM json_each(:types))
-),
-objects AS (
-  SELECT t, i, r,
-         max(n = 0) AS whole,
-         count(DISTINCT nullif(n, 0)) + max(n = 0) * :whole_is_term AS terms,
-         sum(weight * CASE n WHEN 0 THEN :term_count + 1 + :whole_is_term ELSE 1 END) AS score,
-         min(event_time_start) AS event_start,
-         max(coalesce(event_time_end, event_time_start)) AS event_end,
-         max(review_generated_at) AS reviewed,
-         coalesce(max(CASE WHEN field NOT LIKE 'leaf:%' THEN recorded_at END), max(recorded_at)) AS recorded
-    FROM docs GROUP BY t, i, r
-),
-accepted AS (
-  SELECT t, i, r, whole, score,
-         CASE :basis WHEN 'event_time' THEN event_start WHEN 'review_generated_at' THEN reviewed ELSE recorded END
-           AS span_start,
-         CASE :basis WHEN 'event_time' THEN event_end WHEN 'review_generated_at' THEN reviewed ELSE recorded END
-           AS span_end
-    FROM objects WHERE whole OR terms >= :needed
-),
-ranked AS (
-  SELECT 1 - whole AS k0, -score AS k1, t, i, r FROM accepted
-   WHERE :range_from IS NULL OR (span_start <= :range_to AND span_end >= :range_from)
-)
-SELECT -1, 0, '', '', '', (SELECT count(*) FROM ranked),
-       (SELECT count(*) FROM accepted WHERE :range_from IS NOT NULL AND span_start IS NULL)
-UNION ALL
-SELECT * FROM (
-  SELECT k0, k1, t, i, r, NULL, NULL FROM ranked
-   WHERE (k0, k1, t, i, r) > (:after_k0, :after_k1, :after_t, :after_i, :after_r)
-   ORDER BY k0, k1, t, i, r LIMIT :limit
-)
+TOTAL_CAP: Final = 10_001
+"""Totals are counted up to this many items; a total that reaches it is reported as unknown."""
+WHOLE_SET_CAP: Final = 2_000
+"""A query of several terms lists its whole-query matches at once when there are at most this many."""
+CHECK_BATCH: Final = 500
+CHECK_BUDGET: Final = 20_000
+"""Candidates one call may check against their text (only for queries of more than MAX_EXACT_TERMS terms)."""
+CLASS_COUNT: Final = 9
+SCOPE_SHIFT: Final = 43
+OWN_BIT: Final = 42
+TYPE_SHIFT: Final = 38
+TYPE_CODES: Final[dict[str, int]] = {  # as in search_types (migrations/0003): higher codes rank first
+    "story": 9,
+    "experience": 8,
+    "entity": 7,
+    "event": 6,
+    "relation": 5,
+    "entity_change": 4,
+    "story_line": 3,
+    "summary": 2,
+    "source_reference": 1,
+}
+
+SCOPE_NUMBER: Final = "SELECT num FROM search_scopes WHERE scope_key = :scope_key"
+GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
+TRIGRAMS_BEGINNING: Final = "SELECT term FROM search_terms WHERE term >= :low AND term < :high"
+# The items a query names by id: the object's own id (an entity change's '<entity>#<key>' included), and
+# for source references their original source id and the message or task id in their locator.
+IDENTIFIER_ITEMS: Final = """
+SELECT i.item_id FROM search_items AS i
+ WHERE i.item_id IN (SELECT item_id FROM search_items WHERE object_id = :query AND scope_key = :scope_key
+                     UNION
+                     SELECT s.item_id FROM source_references AS r CROSS JOIN search_items AS s
+                         ON s.object_type = 'source_reference' AND s.object_id = r.id AND s.result_key = r.result_id
+                      WHERE r.original_source_id = :query AND r.scope_key = :scope_key
+                     UNION
+                     SELECT s.item_id FROM source_references AS r CROSS JOIN search_items AS s
+                         ON s.object_type = 'source_reference' AND s.object_id = r.id AND s.result_key = r.result_id
+                      WHERE json_extract(r.locator_json, '$.message_id') = :query AND r.scope_key = :scope_key
+                     UNION
+                     SELECT s.item_id FROM source_references AS r CROSS JOIN search_items AS s
+                         ON s.object_type = 'source_reference' AND s.object_id = r.id AND s.result_key = r.result_id
+                      WHERE json_extract(r.locator_json, '$.task_id') = :query AND r.scope_key = :scope_key)
+{types}{time}
 """
-FIELD_TEXTS: Final = """
-SELECT field, weight, body FROM search_docs
- WHERE object_type = :object_type AND object_id = :object_id AND result_key = :result_key
- ORDER BY weight DESC, field
+IDENTIFIER_TYPES: Final = "   AND (i.item_id >> 38) & 15 IN (SELECT value FROM json_each(:codes))"
+# One index range, highest ids first: {text} adds the item's texts, {time} the time filter, {not_ids} leaves
+# out items already listed (identifier and whole-query matches).
+RANGE_PAGE: Final = """
+SELECT f.rowid{text} FROM search_fts AS f{join}
+ WHERE f.search_fts MATCH :expression AND f.rowid BETWEEN :low AND :high{time}{not_ids}
+ ORDER BY f.rowid DESC LIMIT :limit
 """
-EVOLUTION_REFS: Final = """
-SELECT 'entity_change' AS type, entity_id || '#' || association_key AS id FROM entity_changes
- WHERE :object_type = 'entity' AND entity_id = :object_id AND scope_key = :scope_key
-UNION
-SELECT 'relation', id FROM relations
- WHERE from_type = :object_type AND from_id = :object_id AND scope_key = :scope_key
-UNION
-SELECT 'relation', id FROM relations
- WHERE to_type = :object_type AND to_id = :object_id AND scope_key = :scope_key
-ORDER BY 1, 2
+CAPPED_COUNT: Final = """
+SELECT count(*) FROM (SELECT 1 FROM search_fts AS f{join}
+                       WHERE f.search_fts MATCH :expression AND f.rowid BETWEEN :low AND :high{time}{not_ids}
+                       LIMIT :cap)
 """
-PAD: Final = "\x01\x01"
-PREVIEW_LIMIT: Final = 400
-EVOLUTION_LIMIT: Final = 20
-# Sorts before every real key: (whole ? 0 : 1, -score, type, id, result id).
-FIRST: Final = (-1, 0, "", "", "")
-
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]+")
-
-SortKey = tuple[int, int, str, str, str]
-
-
-def query_terms(folded_query: str) -> list[str]:
-    """Split on whitespace, punctuation and symbols; Han runs give overlapping pairs (回顾调度 → 回顾, 顾调, 调度).
-    Other runs count when at least two characters long or containing a digit."""
-    words: list[str] = []
-    current: list[str] = []
-    for ch in folded_query:
-        if unicodedata.category(ch)[0] in "PSZC":
-            if current:
-                words.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    if current:
-        words.append("".join(current))
-    terms: list[str] = []
-    for word in words:
-        position = 0
-        for han in _HAN.finditer(word):
-            terms.extend(_plain_terms(word[position : han.start()]))
-            run = han.group()
-            terms.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
-            position = han.end()
-        terms.extend(_plain_terms(word[position:]))
-    return list(dict.fromkeys(terms))
-
-
-def _plain_terms(run: str) -> list[str]:
-    return [run] if len(run) >= 2 or any(ch.isdigit() for ch in run) else []
+NOT_IDS: Final = "\n   AND f.rowid NOT IN (SELECT value FROM json_each(:ids))"
+JOIN_ITEMS: Final = " CROSS JOIN search_items AS i ON i.item_id = f.rowid"
+# The item's time on each basis: in the range (intervals intersect), and unknown.
+IN_RANGE: Final[dict[str, str]] = {
+    "event_time": "\n   AND i.event_time_start <= :to AND i.event_time_end >= :from",
+    "review_generated_at": "\n   AND i.review_generated_at BETWEEN :from AND :to",
+    "recorded_at": "\n   AND i.recorded_at BETWEEN :from AND :to",
+}
+UNKNOWN_TIME: Final[dict[str, str]] = {
+    "event_time": "\n   AND i.event_time_start IS NULL",
+    "review_generated_at": "\n   AND i.review_generated_at IS NULL",
+    "recorded_at": "\n   AND i.recorded_at IS NULL",
+}
 
 
 @dataclass(frozen=True)
-class Ranked:
-    sort_key: SortKey
-    """(whole ? 0 : 1, -score, type, id, result id): ascending order is the result order."""
+class Filters:
+    scope_number: int
+    type_codes: list[int] | None
+    """None: every type; else the requested type codes, highest first."""
+    time_basis: str
+    time_range: tuple[str, str] | None
+
+    def ranges(self, own: bool | None = None) -> list[tuple[int, int]]:
+        """The item id ranges to read, highest first: the whole scope (or its own or other rows), one
+        range per requested type when the types are filtered."""
+        low = self.scope_number << SCOPE_SHIFT
+        span = 1 << SCOPE_SHIFT
+        if own is not None:
+            low |= int(own) << OWN_BIT
+            span = 1 << OWN_BIT
+        if self.type_codes is None:
+            return [(low, low + span - 1)]
+        flags = [low] if own is not None else [low | (1 << OWN_BIT), low]
+        return [
+            (base | (code << TYPE_SHIFT), base | (code << TYPE_SHIFT) | ((1 << TYPE_SHIFT) - 1))
+            for base in flags
+            for code in self.type_codes
+        ]
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.scope_number, tuple(self.type_codes or ()), self.time_basis, self.time_range)
+
+
+@dataclass(frozen=True)
+class Hit:
+    item_id: int
+    rank_class: int
+    """0 identifier; 1–8 as in the module docstring."""
 
     @property
-    def key(self) -> Key:
-        return self.sort_key[2], self.sort_key[3], self.sort_key[4]
+    def match_kind(self) -> str:
+        return "identifier" if self.rank_class == 0 else "whole_query" if self.rank_class <= 4 else "terms"
 
     @property
-    def whole(self) -> bool:
-        return self.sort_key[0] == 0
+    def own_row(self) -> bool:
+        return bool((self.item_id >> OWN_BIT) & 1)
 
-    @property
-    def score(self) -> int:
-        return -self.sort_key[1]
+
+@dataclass(frozen=True)
+class Total:
+    count: int
+    exact: bool
 
 
 @dataclass(frozen=True)
 class SearchPage:
     needle: str
-    """The folded whole query (folding keeps code-point positions)."""
+    """The folded whole query."""
     terms: list[str]
-    ranked: list[Ranked]
-    """The page, in order."""
-    total: int
-    unknown_time_excluded: int
-    has_more: bool
+    hits: list[Hit]
+    total: Total
+    unknown_time_excluded: Total | None
+    next_position: tuple[int, int] | None
+    """(class, item id after which the next page starts); None on the last page."""
+    limit_reason: str | None
+
+    @property
+    def has_more(self) -> bool:
+        return self.next_position is not None
+
+
+@dataclass(frozen=True)
+class Query:
+    """One search call's fixed parts."""
+
+    conn: aiosqlite.Connection
+    folder: Folder
+    plan: Plan
+    filters: Filters
+    ids: list[int]
+    """Identifier matches, in rank order."""
+    whole: list[tuple[int, bool]] | None
+    """For a query of several terms: its whole-query matches (item id, in a weight-3 field), highest id first;
+    None when there are too many to list (they are then read class by class)."""
+
+    @property
+    def listed(self) -> list[int]:
+        """Items the term classes leave out: identifier matches and listed whole-query matches."""
+        return self.ids + [item_id for item_id, _ in self.whole or []]
 
 
 async def search(
     conn: aiosqlite.Connection,
     folder: Folder,
+    memo: Memo,
     *,
     query: str,
     scope_key: str,
-    object_types: list[str],
+    scope_revision: str,
+    object_types: Sequence[str],
     time_range: tuple[str, str] | None,
     time_basis: str,
     page_size: int,
-    after: SortKey | None,
+    position: tuple[int, int] | None,
 ) -> SearchPage:
-    whole = folder.fold(query).replace("\x01", "")
-    terms = [t for t in (t.replace("\x01", "") for t in query_terms(whole)) if t]
-    params: dict[str, Any] = {
-        "scope_key": scope_key,
-        "types": json_ids(object_types),
-        "term_count": len(terms),
-        "needed": max(1, math.ceil(len(terms) / 2)) if terms else len(terms) + 1,
-        "basis": time_basis,
-        "range_from": time_range[0] if time_range else None,
-        "range_to": time_range[1] if time_range else None,
-        "limit": page_size + 1,
-    }
-    params.update(zip(("after_k0", "after_k1", "after_t", "after_i", "after_r"), after or FIRST, strict=True))
-    # A term equal to the whole query is held exactly where the whole query is: count it from those hits.
-    params["whole_is_term"] = int(whole in terms)
-    hits: list[str] = []
-    for n, needle in enumerate([whole, *terms]):
-        if not needle or (n > 0 and needle == whole):  # a query of only U+0001 padding characters matches nothing
-            continue
-        match = await _match_expression(conn, needle)
-        if match is not None:
-            hits.append(NEEDLE_HITS.format(n=n))
-            params[f"m{n}"] = match
-    if not hits:
-        return SearchPage(whole, terms, [], 0, 0, False)
-    async with conn.execute(RANKED_PAGE.format(hits=" UNION ALL ".join(hits)), params) as cur:
-        rows = list(await cur.fetchall())
-    _, _, _, _, _, total, unknown = rows[0]
-    ranked = [Ranked((int(k0), int(k1), t, i, r)) for k0, k1, t, i, r, _, _ in rows[1:]]
+    whole_text = folder.fold(query).translate(INDEX_MARKERS)
+    term_texts = query_terms(whole_text)
+    number = await _scope_number(conn, scope_key)
+    codes = sorted((TYPE_CODES[t] for t in set(object_types)), reverse=True)
+    excluded_none = Total(0, True) if time_range is not None else None
+    if number is None or not codes or not whole_text:
+        return SearchPage(whole_text, term_texts, [], Total(0, True), excluded_none, None, None)
+    filters = Filters(number, None if len(codes) == len(TYPE_CODES) else codes, time_basis, time_range)
+    whole = await _needle(conn, memo, whole_text)
+    query_plan = plan(whole, [await _needle(conn, memo, t) for t in term_texts])
+    ids = await _identifier_items(conn, filters, query, scope_key)
+    remembered = (scope_key, scope_revision, whole_text, filters.key())
+    listed: list[tuple[int, bool]] | None = None
+    if query_plan.terms:
+        # Remembered as a one-element tuple: None inside means "too many to list".
+        cached = memo.get(("whole", *remembered))
+        if cached is None:
+            cached = memo.put(("whole", *remembered), (await _whole_items(conn, folder, query_plan, filters, ids),))
+        listed = cached[0]
+    q = Query(conn, folder, query_plan, filters, ids, listed)
+    hits, position_after, reason = await _page(q, page_size, position)
+    total = memo.get(("total", *remembered, query)) or memo.put(("total", *remembered, query), await _total(q))
     return SearchPage(
-        needle=whole,
-        terms=terms,
-        ranked=ranked[:page_size],
-        total=int(total),
-        unknown_time_excluded=int(unknown),
-        has_more=len(ranked) > page_size,
+        needle=whole_text,
+        terms=term_texts,
+        hits=hits,
+        total=total,
+        unknown_time_excluded=await _unknown_time_excluded(q),
+        next_position=position_after,
+        limit_reason=reason,
     )
 
 
-async def _match_expression(conn: aiosqlite.Connection, needle: str) -> str | None:
-    """An FTS5 expression matching exactly the texts that contain the needle; None when none can."""
-    if len(needle) >= 3:
-        return _phrase(needle)
-    high = needle[:-1] + chr(ord(needle[-1]) + 1)
-    async with conn.execute(TRIGRAMS_STARTING, {"low": needle, "high": high}) as cur:
-        trigrams = [row[0] for row in await cur.fetchall()]
-    return " OR ".join(_phrase(t) for t in trigrams) if trigrams else None
+async def _scope_number(conn: aiosqlite.Connection, scope_key: str) -> int | None:
+    rows = list(await conn.execute_fetchall(SCOPE_NUMBER, {"scope_key": scope_key}))
+    return int(rows[0][0]) if rows else None
 
 
-def _phrase(text: str) -> str:
-    return '"' + text.replace('"', '""') + '"'
+async def _needle(conn: aiosqlite.Connection, memo: Memo, text: str) -> Needle:
+    if not needs_trigram_list(text):
+        return needle(text)
+    # The trigrams a short needle begins change only with the data: remembered per graph revision.
+    key = ("trigrams", await scalar(conn, GRAPH_REVISION), text)
+    trigrams = memo.get(key)
+    if trigrams is None:
+        high = text[:-1] + chr(ord(text[-1]) + 1)
+        rows = await conn.execute_fetchall(TRIGRAMS_BEGINNING, {"low": text, "high": high})
+        trigrams = memo.put(key, [str(row[0]) for row in rows])
+    return needle(text, trigrams)
+
+
+async def _identifier_items(conn: aiosqlite.Connection, filters: Filters, query: str, scope_key: str) -> list[int]:
+    """Items the query names by id, in item id order (own rows first, then by type, newest first)."""
+    params = {"query": query, "scope_key": scope_key} | _filter_params(filters)
+    sql = IDENTIFIER_ITEMS.format(
+        types=IDENTIFIER_TYPES if filters.type_codes is not None else "",
+        time=IN_RANGE[filters.time_basis] if filters.time_range else "",
+    )
+    return sorted((int(row[0]) for row in await conn.execute_fetchall(sql, params)), reverse=True)
+
+
+def _filter_params(filters: Filters) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    if filters.type_codes is not None:
+        params["codes"] = orjson.dumps(filters.type_codes).decode()
+    if filters.time_range is not None:
+        params["from"], params["to"] = filters.time_range
+    return params
+
+
+async def _whole_items(
+    conn: aiosqlite.Connection, folder: Folder, query_plan: Plan, filters: Filters, ids: list[int]
+) -> list[tuple[int, bool]] | None:
+    """Every whole-query match of a query of several terms, with whether a weight-3 field holds it; None when
+    there are more than WHOLE_SET_CAP."""
+    expression = query_plan.whole.anywhere
+    if expression is None:
+        return []
+    sql = _sql(RANGE_PAGE, filters, ids, text=", i.hi")
+    found: list[tuple[int, bool]] = []
+    needle_text = query_plan.whole.text
+    for bounds in filters.ranges():
+        params = _params(filters, ids, expression, bounds) | {"limit": WHOLE_SET_CAP + 1 - len(found)}
+        found.extend(
+            (int(item_id), needle_text in folder.fold(hi)) for item_id, hi in await conn.execute_fetchall(sql, params)
+        )
+        if len(found) > WHOLE_SET_CAP:
+            return None
+    return found
+
+
+# --- Pages -------------------------------------------------------------------------------------------------------
+
+
+async def _page(
+    q: Query, page_size: int, position: tuple[int, int] | None
+) -> tuple[list[Hit], tuple[int, int] | None, str | None]:
+    """The next page_size hits after `position`, the position after them (None on the last page) and why the
+    page stopped. One hit more than the page is looked for, to know whether another page follows."""
+    start_class, after = position if position is not None else (0, None)
+    wanted = page_size + 1
+    hits: list[Hit] = []
+    budget = CHECK_BUDGET
+    for rank_class in range(start_class, CLASS_COUNT):
+        resume = after if rank_class == start_class else None
+        limit = wanted - len(hits)
+        if rank_class == 0:
+            found = [i for i in q.ids if resume is None or i < resume][:limit]
+        elif rank_class <= 4:
+            found = await _whole_class(q, rank_class, resume, limit)
+        elif q.plan.checked:
+            found, stopped_at, budget = await _checked(q, rank_class, resume, limit, budget)
+            if stopped_at is not None and len(hits) + len(found) < wanted:
+                # Out of budget inside this class: the page ends here, and the next one resumes the walk
+                # after the last candidate checked.
+                hits.extend(Hit(item_id, rank_class) for item_id in found)
+                return hits, (rank_class, stopped_at), "work_budget"
+        else:
+            found = await _term_class(q, rank_class, resume, limit)
+        hits.extend(Hit(item_id, rank_class) for item_id in found)
+        if len(hits) >= wanted:
+            break
+    if len(hits) <= page_size:
+        return hits, None, None
+    last = hits[page_size - 1]
+    return hits[:page_size], (last.rank_class, last.item_id), "page_size"
+
+
+def _own(rank_class: int) -> bool:
+    return rank_class % 2 == 1
+
+
+async def _whole_class(q: Query, rank_class: int, resume: int | None, limit: int) -> list[int]:
+    """Classes 1–4: the whole query in a weight-3 field (1, 2) or in weight-1 fields only (3, 4)."""
+    heavy, own = rank_class <= 2, _own(rank_class)
+    if q.whole is not None:  # listed at once (a query of several terms)
+        return [
+            item_id
+            for item_id, in_heavy in q.whole
+            if in_heavy == heavy and bool((item_id >> OWN_BIT) & 1) == own and (resume is None or item_id < resume)
+        ][:limit]
+    whole = q.plan.whole
+    expression = whole.heavy if heavy else but_not(whole.anywhere, whole.heavy)
+    return await _range_hits(q, expression, _after(q.filters.ranges(own), resume), q.ids, limit)
+
+
+async def _term_class(q: Query, rank_class: int, resume: int | None, limit: int) -> list[int]:
+    """Classes 5–8: at least half of the terms, one in a weight-3 field (5, 6) or none (7, 8)."""
+    heavy, own = rank_class <= 6, _own(rank_class)
+    accept, terms_heavy = q.plan.accept, q.plan.terms_heavy
+    expression = both(accept, terms_heavy) if heavy else but_not(accept, terms_heavy)
+    if q.whole is None:  # too many whole-query matches to list: leave them out in the index
+        expression = but_not(expression, q.plan.whole.anywhere)
+    return await _range_hits(q, expression, _after(q.filters.ranges(own), resume), q.listed, limit)
+
+
+def _after(ranges: list[tuple[int, int]], resume: int | None) -> list[tuple[int, int]]:
+    """The parts of descending, disjoint id ranges below `resume` (all of them without one)."""
+    if resume is None:
+        return ranges
+    return [(low, min(high, resume - 1)) for low, high in ranges if low < resume]
+
+
+def _sql(template: str, filters: Filters, leave_out: list[int], *, time: str | None = None, text: str = "") -> str:
+    """A range or count query; `time` is the time clause (default: the time range filter, if any)."""
+    if time is None:
+        time = IN_RANGE[filters.time_basis] if filters.time_range is not None else ""
+    return template.format(
+        text=text, join=JOIN_ITEMS if time or text else "", time=time, not_ids=NOT_IDS if leave_out else ""
+    )
+
+
+def _params(filters: Filters, leave_out: list[int], expression: str, bounds: tuple[int, int]) -> dict[str, Any]:
+    params = {"expression": expression, "low": bounds[0], "high": bounds[1]} | _filter_params(filters)
+    if leave_out:
+        params["ids"] = orjson.dumps(leave_out).decode()
+    return params
+
+
+async def _range_hits(
+    q: Query, expression: str | None, ranges: list[tuple[int, int]], leave_out: list[int], limit: int
+) -> list[int]:
+    found: list[int] = []
+    if expression is None:
+        return found
+    sql = _sql(RANGE_PAGE, q.filters, leave_out)
+    for bounds in ranges:
+        params = _params(q.filters, leave_out, expression, bounds) | {"limit": limit - len(found)}
+        found.extend(int(row[0]) for row in await q.conn.execute_fetchall(sql, params))
+        if len(found) == limit:
+            break
+    return found
+
+
+async def _checked(
+    q: Query, rank_class: int, resume: int | None, limit: int, budget: int
+) -> tuple[list[int], int | None, int]:
+    """Classes 5–8 of a query of very many terms: candidates checked against their text, in batches.
+    Returns the accepted ids, the last candidate checked when the budget ran out first, and the budget left."""
+    heavy = rank_class <= 6
+    return await _walk(q, _after(q.filters.ranges(_own(rank_class)), resume), limit, budget, heavy=heavy)
+
+
+async def _walk(
+    q: Query, ranges: list[tuple[int, int]], limit: int, budget: int, *, heavy: bool | None
+) -> tuple[list[int], int | None, int]:
+    found: list[int] = []
+    expression = q.plan.accept
+    if expression is None:
+        return found, None, budget
+    leave_out = q.listed
+    sql = _sql(RANGE_PAGE, q.filters, leave_out, text=", i.hi, i.lo")
+    for low, high in ranges:
+        while True:
+            if budget <= 0:
+                return found, high + 1, budget
+            batch = min(CHECK_BATCH, budget)
+            params = _params(q.filters, leave_out, expression, (low, high)) | {"limit": batch}
+            rows = list(await q.conn.execute_fetchall(sql, params))
+            budget -= len(rows)
+            for item_id, hi, lo in rows:
+                if _accepts(q, hi, lo, heavy):
+                    found.append(int(item_id))
+                    if len(found) == limit:
+                        return found, None, budget
+            if len(rows) < batch:
+                break
+            high = int(rows[-1][0]) - 1
+    return found, None, budget
+
+
+def _accepts(q: Query, hi: str, lo: str, heavy: bool | None) -> bool:
+    """Whether an item's text holds enough terms and not the whole query (listed in classes 1–4), and — unless
+    `heavy` is None — whether one of the terms is in a weight-3 field."""
+    hi_folded, lo_folded = q.folder.fold(hi), q.folder.fold(lo)
+    if q.whole is None and (q.plan.whole.text in hi_folded or q.plan.whole.text in lo_folded):
+        return False
+    in_heavy = {t.text for t in q.plan.terms if t.text in hi_folded}
+    held = in_heavy | {t.text for t in q.plan.terms if t.text in lo_folded}
+    return len(held) >= q.plan.need and (heavy is None or bool(in_heavy) == heavy)
+
+
+# --- Totals ------------------------------------------------------------------------------------------------------
+
+
+async def _count(q: Query, expression: str, leave_out: list[int], *, time: str | None = None) -> int:
+    """Items of the scope matching `expression`, up to TOTAL_CAP. `time`: the time clause (default: in range)."""
+    sql = _sql(CAPPED_COUNT, q.filters, leave_out, time=time)
+    count = 0
+    for bounds in q.filters.ranges():
+        params = _params(q.filters, leave_out, expression, bounds) | {"cap": TOTAL_CAP - count}
+        count += int(await scalar(q.conn, sql, params))
+        if count >= TOTAL_CAP:
+            break
+    return count
+
+
+async def _total(q: Query) -> Total:
+    """Identifier matches plus the text matches. Every whole-query match holds every term, so for a query of
+    several terms the matches are those holding at least half of the terms."""
+    if not q.plan.terms:
+        expression = q.plan.whole.anywhere
+        found = 0 if expression is None else await _count(q, expression, q.ids)
+        return Total(len(q.ids) + found, found < TOTAL_CAP)
+    if not q.plan.checked:
+        found = 0 if q.plan.accept is None else await _count(q, q.plan.accept, q.ids)
+        return Total(len(q.ids) + found, found < TOTAL_CAP)
+    # More terms than one expression holds: whole-query matches, then candidates checked against their text
+    # up to CHECK_BUDGET of them (beyond it the total is unknown).
+    if q.whole is None:
+        return Total(len(q.ids) + WHOLE_SET_CAP, False)
+    count = len(q.ids) + len(q.whole)
+    accepted, stopped_at, _ = await _walk(q, q.filters.ranges(), TOTAL_CAP - count, CHECK_BUDGET, heavy=None)
+    count += len(accepted)
+    return Total(count, count < TOTAL_CAP and stopped_at is None)
+
+
+async def _unknown_time_excluded(q: Query) -> Total | None:
+    """Matches the time range left out because their time on the basis is unknown (for a query of very many
+    terms only its whole-query matches are counted, so the number is a lower bound)."""
+    if q.filters.time_range is None:
+        return None
+    expression = q.plan.whole.anywhere if q.plan.checked or not q.plan.terms else q.plan.accept
+    if expression is None:
+        return Total(0, not q.plan.checked)
+    count = await _count(q, expression, [], time=UNKNOWN_TIME[q.filters.time_basis])
+    return Total(count, count < TOTAL_CAP and not q.plan.checked)
+
+
+# --- The page's items: their stored texts and evolution refs, one query each for the whole page. ----------------
+
+ITEM_TEXTS: Final = """
+SELECT item_id, object_type, object_id, result_key, hi, lo, hi_fields, lo_fields FROM search_items
+ WHERE item_id IN (SELECT value FROM json_each(:ids))
+"""
+# Entity changes and relations touching each object, the first EVOLUTION_LIMIT per object and how many.
+EVOLUTION_REFS: Final = """
+WITH wanted (object_type, object_id) AS (
+  SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:objects)
+),
+refs (object_type, object_id, ref_type, ref_id) AS (
+  SELECT w.object_type, w.object_id, 'entity_change', c.entity_id || '#' || c.association_key
+    FROM wanted AS w JOIN entity_changes AS c ON c.entity_id = w.object_id
+   WHERE w.object_type = 'entity' AND c.scope_key = :scope_key
+  UNION
+  SELECT w.object_type, w.object_id, 'relation', r.id
+    FROM wanted AS w JOIN relations AS r ON r.from_id = w.object_id AND r.from_type = w.object_type
+   WHERE r.scope_key = :scope_key
+  UNION
+  SELECT w.object_type, w.object_id, 'relation', r.id
+    FROM wanted AS w JOIN relations AS r ON r.to_id = w.object_id AND r.to_type = w.object_type
+   WHERE r.scope_key = :scope_key
+)
+SELECT object_type, object_id, ref_type, ref_id, total FROM (
+  SELECT *, row_number() OVER (PARTITION BY object_type, object_id ORDER BY ref_type, ref_id) AS n,
+         count(*) OVER (PARTITION BY object_type, object_id) AS total
+    FROM refs)
+ WHERE n <= :limit ORDER BY object_type, object_id, n
+"""
+EVOLUTION_LIMIT: Final = 20
+FIELD_END: Final = "\x01\x01"
 
 
 @dataclass(frozen=True)
-class FieldMatch:
+class FieldText:
     field: str
     weight: int
     text: str
-    whole: bool
-    terms: frozenset[str]
 
 
-async def field_matches(
-    conn: aiosqlite.Connection, folder: Folder, key: Key, needle: str, terms: list[str]
-) -> list[FieldMatch]:
-    """Every searchable field of one object, with what of the query it holds (as the index decided)."""
-    params = {"object_type": key[0], "object_id": key[1], "result_key": key[2]}
-    async with conn.execute(FIELD_TEXTS, params) as cur:
-        rows = await cur.fetchall()
-    fields = []
-    for field, weight, body in rows:
-        text = body.removesuffix(PAD)
-        folded = folder.fold(text)
-        held = frozenset(t for t in terms if t in folded)
-        fields.append(FieldMatch(field, weight, text, bool(needle) and needle in folded, held))
-    return fields
+@dataclass(frozen=True)
+class ItemText:
+    object_type: str
+    object_id: str
+    result_key: str
+    fields: list[FieldText]
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.object_type, self.object_id, self.result_key
 
 
-async def evolution_refs(conn: aiosqlite.Connection, scope_key: str, object_type: str, object_id: str) -> list[Key]:
-    params = {"object_type": object_type, "object_id": object_id, "scope_key": scope_key}
-    async with conn.execute(EVOLUTION_REFS, params) as cur:
-        return [(t, i, "") for t, i in await cur.fetchall()]
+async def item_texts(conn: aiosqlite.Connection, item_ids: Sequence[int]) -> dict[int, ItemText]:
+    """The searchable fields of each item, as the index holds them (weight-3 fields first)."""
+    rows = await conn.execute_fetchall(ITEM_TEXTS, {"ids": "[" + ",".join(map(str, item_ids)) + "]"})
+    found = {}
+    for item_id, object_type, object_id, result_key, hi, lo, hi_fields, lo_fields in rows:
+        fields = [
+            FieldText(name, weight, text)
+            for names, texts, weight in ((hi_fields, hi, 3), (lo_fields, lo, 1))
+            for name, text in zip(_split(names), _split(texts), strict=True)
+        ]
+        found[int(item_id)] = ItemText(object_type, object_id, result_key, fields)
+    return found
+
+
+def _split(joined: str) -> list[str]:
+    return joined.split(FIELD_END)[:-1] if joined else []
+
+
+@dataclass(frozen=True)
+class Evolution:
+    refs: list[tuple[str, str]]
+    """The first EVOLUTION_LIMIT entity changes and relations touching the object, in (type, id) order."""
+    total: int
+
+
+async def evolution_refs(
+    conn: aiosqlite.Connection, scope_key: str, objects: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], Evolution]:
+    params = {
+        "objects": orjson.dumps(sorted(set(objects))).decode(),
+        "scope_key": scope_key,
+        "limit": EVOLUTION_LIMIT,
+    }
+    found: dict[tuple[str, str], Evolution] = {obj: Evolution([], 0) for obj in objects}
+    for object_type, object_id, ref_type, ref_id, total in await conn.execute_fetchall(EVOLUTION_REFS, params):
+        evolution = found[(object_type, object_id)]
+        found[(object_type, object_id)] = Evolution([*evolution.refs, (ref_type, ref_id)], int(total))
+    return found

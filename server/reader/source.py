@@ -31,6 +31,7 @@ from server.contracts.source import (
 from server.reader.coverage import read_coverage
 from server.reader.cursor import CursorCodec, request_digest
 from server.reader.db import Database
+from server.reader.memo import Memo
 from server.reader.scope import ResolvedScope, is_readable, resolve_page_scope
 
 TOOL: Final = "story_graph_read_source"
@@ -107,7 +108,7 @@ class Text:
 
 
 async def read(
-    db: Database, grant: Grant, cursors: CursorCodec, args: ReadSourceArgs, read_at: str
+    db: Database, grant: Grant, cursors: CursorCodec, memo: Memo, args: ReadSourceArgs, read_at: str
 ) -> ReadSourceResponse:
     if args.content_kind == "version" and args.source_version is None:
         raise StoryGraphError(
@@ -166,7 +167,7 @@ async def read(
         else:
             text = None
 
-        coverage = await read_coverage(conn, scope.key, ["source_reference"])
+        coverage = await read_coverage(conn, memo, scope.key, scope.revision, ["source_reference"])
         common = _common(reference, source, scope, args, coverage, read_at, kinds, versions, version_count, in_scope)
         object_revision = _object_revision(reference, state)
         if text is None:

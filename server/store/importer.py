@@ -41,6 +41,7 @@ from server.store.errors import ImportRejected, StoreError
 from server.store.jsonl import read_lines
 from server.store.lines import Key, line_key, load_line
 from server.store.migrate import open_store
+from server.store.search_index import deferred_index
 
 CHUNK_CODE_POINTS: Final = 4096
 """Source text is stored in chunks of this many code points (see source_chunks in migrations/)."""
@@ -194,11 +195,12 @@ class _Import:
         ordered = sorted(lines, key=lambda item: KIND_ORDER.index(item[1].kind))  # stable: file order within a kind
         self.conn.execute("BEGIN IMMEDIATE")
         try:
-            for number, line in ordered:
-                self._line(number, line)
-            # Links that may point forward (to a later kind or a later line of the same kind).
-            for check in self.deferred:
-                check()
+            with deferred_index(self.conn):
+                for number, line in ordered:
+                    self._line(number, line)
+                # Links that may point forward (to a later kind or a later line of the same kind).
+                for check in self.deferred:
+                    check()
             self.conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise StoreError(f"import aborted, nothing was written: {self.database}: {exc}") from None

@@ -11,7 +11,9 @@ from pydantic import BaseModel
 from server.contracts.base import Contract
 from server.contracts.common import Grant
 from server.reader.cursor import CursorCodec
-from server.reader.db import Database, Folder
+from server.reader.db import Database
+from server.reader.fold import Folder
+from server.reader.memo import Memo
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,8 @@ class Call:
     grant: Grant
     cursors: CursorCodec
     folder: Folder
+    memo: Memo
+    """Values derived from stored data, keyed by the data revision they were read at."""
     read_at: str
 
 

@@ -78,7 +78,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
             time_range=time_range,
             time_basis=args.time_basis,
         )
-        coverage = await read_coverage(conn, scope.key)
+        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision)
 
     notes = [REASSEMBLY_NOTE]
     if args.mode == "timeline":

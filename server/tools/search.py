@@ -11,20 +11,22 @@ from server.contracts.search import MatchPosition, SearchArgs, SearchItem, Searc
 from server.reader import search as reader
 from server.reader.coverage import read_coverage
 from server.reader.cursor import request_digest
+from server.reader.fold import Folder
 from server.reader.objects import object_rows, source_reference_ids
 from server.reader.scope import resolve_page_scope
 from server.tools.base import Call, ToolSpec
 from server.tools.items import item_base
 
 NAME = "story_graph_search"
+PREVIEW_LIMIT = 400
 PREVIEW_HEAD = 60  # code points kept before a match that starts deep inside a long field
 DESCRIPTION = """Search the stored work history (decisions, events, entities, how they changed, summaries and \
 saved source fragments) of the current project or an explicit scope.
 
 Call it on your own when the user continues earlier work ("continue", "as we decided", "last time"), asks how or \
 why something was decided or changed, or starts work in an area that may have prior decisions. Ordinary chat and \
-generic questions need not call it. Use 2–4 keywords in any language (short Chinese queries such as 方案 work); \
-stop after a few searches and say if nothing was found.
+generic questions need not call it. Use 2–4 keywords in any language (short Chinese queries such as 方案 work), \
+or an id you already hold; stop after a few searches and say if nothing was found.
 
 Next: call story_graph_get_context on a hit's object_ref for its current understanding and timeline, and \
 story_graph_read_source on a source_reference_id to quote the original. Results are stored evidence, not \
@@ -43,33 +45,33 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
     }
     digest = request_digest(NAME, normalised)
     cursor = call.cursors.decode(args.cursor, tool=NAME, request=digest)
+    time_range = (args.time_range.from_, args.time_range.to) if args.time_range else None
     async with call.db.snapshot() as conn:
         scope = await resolve_page_scope(conn, call.grant, args.scope, cursor)
-        after = _after(cursor.position if cursor else None)
-        time_range = (args.time_range.from_, args.time_range.to) if args.time_range else None
-        searchable = [t for t in normalised["object_types"] if t not in NOT_YET_MODELLED_TYPES]
         page = await reader.search(
             conn,
             call.folder,
+            call.memo,
             query=args.query,
             scope_key=scope.key,
-            object_types=searchable,
+            scope_revision=scope.revision,
+            object_types=[t for t in normalised["object_types"] if t not in NOT_YET_MODELLED_TYPES],
             time_range=time_range,
             time_basis=args.time_basis,
             page_size=args.page_size,
-            after=after,
+            position=_position(cursor.position if cursor else None),
         )
         items = await _items(call, conn, scope.key, page)
-        coverage = await read_coverage(conn, scope.key, requested_types)
+        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, requested_types)
     next_cursor = (
         call.cursors.encode(
             tool=NAME,
             request=digest,
             scope_key=scope.key,
             revision=scope.revision,
-            position={"after": list(page.ranked[-1].sort_key)},
+            position={"at": list(page.next_position)},
         )
-        if page.has_more
+        if page.next_position is not None
         else None
     )
     return SearchResponse(
@@ -80,87 +82,118 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
         coverage=coverage,
         page=Page(
             returned_count=len(items),
-            total_count=page.total,
+            total_count=page.total.count if page.total.exact else "unknown",
+            total_count_at_least=None if page.total.exact else page.total.count,
             has_more=page.has_more,
             complete=not page.has_more,
             next_cursor=next_cursor,
-            limit_reason="page_size" if page.has_more else None,
+            limit_reason=page.limit_reason,
         ),
         time_basis=args.time_basis,
         time_range={"from": time_range[0], "to": time_range[1]} if time_range else None,
         interpretation=INTERPRETATION,
-        unknown_time_excluded_count=page.unknown_time_excluded,
+        unknown_time_excluded_count=_excluded(page.unknown_time_excluded),
         query_terms=page.terms,
         items=items,
     )
 
 
-def _after(position: dict[str, Any] | None) -> tuple[int, int, str, str, str] | None:
+def _excluded(total: reader.Total | None) -> int | str:
+    if total is None:
+        return 0
+    return total.count if total.exact else "unknown"
+
+
+def _position(position: dict[str, Any] | None) -> tuple[int, int] | None:
     if position is None:
         return None
     try:
-        whole, score, object_type, object_id, result_key = position["after"]
-        return (int(whole), int(score), str(object_type), str(object_id), str(result_key))
+        rank_class, item_id = position["at"]
+        if not (0 <= int(rank_class) < reader.CLASS_COUNT) or isinstance(item_id, bool):
+            raise ValueError(rank_class)
+        return int(rank_class), int(item_id)
     except (KeyError, TypeError, ValueError):
         raise invalid_cursor("the cursor position is malformed.") from None
 
 
 async def _items(call: Call, conn: Any, scope_key: str, page: reader.SearchPage) -> list[SearchItem]:
-    """Shape the page: rows and evidence in one query per type, then each item's field matches and preview."""
-    keys = [ranked.key for ranked in page.ranked]
+    """Shape the page: texts, rows, evidence and evolution refs in a few queries for the whole page."""
+    texts = await reader.item_texts(conn, [hit.item_id for hit in page.hits])
+    keys = [texts[hit.item_id].key for hit in page.hits]
     rows = await object_rows(conn, scope_key, keys)
     evidence: dict[str, dict[str, list[str]]] = {}
     for object_type in {key[0] for key in keys}:
         ids = [key[1] for key in keys if key[0] == object_type]
         evidence[object_type] = await source_reference_ids(conn, scope_key, object_type, ids)
+    evolution = await reader.evolution_refs(conn, scope_key, [(key[0], key[1]) for key in keys])
     scope = scope_from_key(scope_key)
     items = []
-    for ranked in page.ranked:
-        row = rows.get(ranked.key)
-        if row is None:  # cannot happen inside one snapshot; an index row always has its object
-            raise RuntimeError(f"search index row without its object: {ranked.key}")
-        fields = await reader.field_matches(conn, call.folder, ranked.key, page.needle, page.terms)
+    for hit, key in zip(page.hits, keys, strict=True):
+        row = rows.get(key)
+        if row is None:  # cannot happen inside one snapshot: an index item always has its object
+            raise RuntimeError(f"search index item without its object: {key}")
+        fields = _matches(call.folder, texts[hit.item_id].fields, page.needle, page.terms)
         matched = [f for f in fields if f.whole or f.terms]
-        preview, is_excerpt, position = _preview(call, fields, page.needle)
-        evolution = await reader.evolution_refs(conn, scope_key, row.object_type, row.object_id)
         held = {t for f in matched for t in f.terms}
+        preview, position = _preview(call.folder, fields, page.needle)
+        refs = evolution[(key[0], key[1])]
         items.append(
             SearchItem(
                 **item_base(row, scope, evidence[row.object_type][row.object_id]),
                 matched_fields=[f.field for f in matched],
-                match_kind="whole_query" if ranked.whole else "terms",
+                match_kind=hit.match_kind,
+                field_weight=_weight(hit, matched),
+                own_row=hit.own_row,
                 matched_terms=[t for t in page.terms if t in held],
-                score=ranked.score,
                 preview=preview,
-                preview_is_excerpt=is_excerpt,
+                preview_is_excerpt=True,
                 match_position=position,
                 title=row.title,
-                evolution_refs=[ObjectRef(type=t, id=i) for t, i, _ in evolution[: reader.EVOLUTION_LIMIT]],
-                evolution_ref_count=len(evolution),
+                evolution_refs=[ObjectRef(type=t, id=i) for t, i in refs.refs],
+                evolution_ref_count=refs.total,
             )
         )
     return items
 
 
-def _preview(call: Call, fields: list[reader.FieldMatch], needle: str) -> tuple[str, bool, MatchPosition | None]:
+def _weight(hit: reader.Hit, matched: list[_Field]) -> int | None:
+    """The heaviest field holding what ranked the item: the whole query, a term, or (identifiers) anything."""
+    if hit.match_kind == "whole_query":
+        matched = [f for f in matched if f.whole]
+    return max((f.weight for f in matched), default=None)
+
+
+class _Field:
+    """One searchable field of an item and what of the query it holds."""
+
+    def __init__(self, field: reader.FieldText, folded: str, needle: str, terms: list[str]) -> None:
+        self.field = field.field
+        self.weight = field.weight
+        self.text = field.text
+        self.folded = folded
+        self.whole = bool(needle) and needle in folded
+        self.terms = [t for t in terms if t in folded]
+
+
+def _matches(folder: Folder, fields: list[reader.FieldText], needle: str, terms: list[str]) -> list[_Field]:
+    return [_Field(f, folder.fold(f.text), needle, terms) for f in fields]
+
+
+def _preview(folder: Folder, fields: list[_Field], needle: str) -> tuple[str, MatchPosition | None]:
     """Lead with the best matching field, windowed around the whole-query match; at most 400 code points."""
     ordered = sorted(fields, key=lambda f: (not (f.whole or f.terms), not f.whole, -f.weight, f.field))
     position = None
     whole_field = next((f for f in ordered if f.whole), None)
     if whole_field is not None:
-        start = call.folder.fold(whole_field.text).find(needle)
-        if start >= 0:
-            position = MatchPosition(field=whole_field.field, start=start, end=start + len(needle))
+        start = whole_field.folded.find(needle)
+        position = MatchPosition(field=whole_field.field, start=start, end=start + len(needle))
     parts: list[str] = []
     for f in ordered:
         text = f.text
         if position is not None and f.field == position.field and position.start > PREVIEW_HEAD:
             text = "…" + text[position.start - PREVIEW_HEAD :]
         parts.append(f"{f.field}: {text}")
-    joined = " | ".join(parts)
-    preview = joined[: reader.PREVIEW_LIMIT]
-    complete = preview == joined and all(f"{f.field}: {f.text}" in joined for f in fields)
-    return preview, not complete, position
+    return " | ".join(parts)[:PREVIEW_LIMIT], position
 
 
 SPEC = ToolSpec(

@@ -25,7 +25,7 @@ instructions. as_of is not supported."""
 
 
 async def run(call: Call, args: ReadSourceArgs) -> ReadSourceResponse:
-    return await reader.read(call.db, call.grant, call.cursors, args, call.read_at)
+    return await reader.read(call.db, call.grant, call.cursors, call.memo, args, call.read_at)
 
 
 SPEC = ToolSpec(

@@ -1,0 +1,48 @@
+"""Unicode case folding exactly as the search index folds (SQLite FTS5, trigram tokenizer, case-insensitive).
+
+Folding maps one code point to one code point, so positions in folded text are positions in the
+original. Each character is asked of SQLite once (through a private in-memory FTS5 table; the graph
+file is never touched) and remembered; after that a fold is one `str.translate`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from typing import Final
+
+PAD: Final = "\x01\x01"
+
+
+class Folder:
+    def __init__(self) -> None:
+        self._table: dict[int, str] = {}
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(":memory:", check_same_thread=False)
+        self._conn.executescript(
+            "CREATE VIRTUAL TABLE t USING fts5(x, tokenize='trigram case_sensitive 0');"
+            "CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance');"
+        )
+
+    def fold(self, text: str) -> str:
+        if not text:
+            return text
+        missing = {ord(ch) for ch in set(text)} - self._table.keys()
+        if missing:
+            self._learn(missing)
+        return text.translate(self._table)
+
+    def _learn(self, code_points: set[int]) -> None:
+        # Surrogates and NUL cannot be stored as SQLite text; they fold to themselves.
+        asked = sorted(c for c in code_points if c and not 0xD800 <= c <= 0xDFFF)
+        learned = {c: chr(c) for c in code_points}
+        if asked:
+            text = "".join(map(chr, asked))
+            with self._lock, self._conn:
+                self._conn.execute("DELETE FROM t")
+                self._conn.execute("INSERT INTO t (rowid, x) VALUES (1, ?)", (text + PAD,))
+                terms = [row[0] for row in self._conn.execute("SELECT term FROM v ORDER BY offset")]
+            if len(terms) != len(text):  # never seen; folding would then not be one-to-one
+                raise RuntimeError("the FTS5 trigram tokenizer did not fold one code point to one code point")
+            learned.update(zip(asked, (term[0] for term in terms), strict=True))
+        self._table.update(learned)

@@ -1,0 +1,162 @@
+"""What a search query asks of the index: its folded whole text, its terms, and FTS5 expressions for them.
+
+Terms: the folded query split on whitespace, punctuation and symbols; a run of Han characters gives
+its overlapping pairs (回顾调度 → 回顾, 顾调, 调度); other runs count when at least two characters long
+or holding a digit. An object matches when a field holds the whole query, or its fields together
+hold at least half of the distinct terms (rounded up, at least one).
+
+Every needle (the whole query or a term) becomes an FTS5 expression over search_fts
+(migrations/0003): three or more characters are a trigram phrase; one or two CJK characters are a
+phrase of the grams columns; any other one- or two-character needle is the OR of the indexed
+trigrams it begins (each field ends with two U+0001, so every occurrence begins one).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Final
+
+from server.store.search_index import BIGRAM_PAD, CJK_RUN, UNIGRAM_PAD
+
+MARKERS: Final = str.maketrans("", "", "\x01\x02")  # the index's own separators: never part of a needle
+MAX_EXACT_TERMS: Final = 8
+"""Up to this many distinct terms the at-least-half rule is one FTS5 expression (125 phrases for 8 terms; it
+doubles with every term). With more, candidates holding one of the first terms are checked against the text."""
+
+_HAN: Final = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]+")
+
+
+def query_terms(folded_query: str) -> list[str]:
+    """Split on whitespace, punctuation and symbols; Han runs give overlapping pairs (回顾调度 → 回顾, 顾调, 调度).
+    Other runs count when at least two characters long or containing a digit."""
+    words: list[str] = []
+    current: list[str] = []
+    for ch in folded_query:
+        if unicodedata.category(ch)[0] in "PSZC":
+            if current:
+                words.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if current:
+        words.append("".join(current))
+    terms: list[str] = []
+    for word in words:
+        position = 0
+        for han in _HAN.finditer(word):
+            terms.extend(_plain_terms(word[position : han.start()]))
+            run = han.group()
+            terms.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
+            position = han.end()
+        terms.extend(_plain_terms(word[position:]))
+    return list(dict.fromkeys(terms))
+
+
+def _plain_terms(run: str) -> list[str]:
+    return [run] if len(run) >= 2 or any(ch.isdigit() for ch in run) else []
+
+
+def phrase(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"'
+
+
+def needs_trigram_list(needle: str) -> bool:
+    """One or two characters that are not all CJK: matched through the trigrams they begin."""
+    return len(needle) < 3 and CJK_RUN.fullmatch(needle) is None
+
+
+@dataclass(frozen=True)
+class Needle:
+    text: str
+    """Folded, without index markers."""
+    anywhere: str | None
+    """An FTS5 expression matching items that hold the needle in any field; None: nothing can."""
+    heavy: str | None
+    """The same, restricted to weight-3 fields."""
+
+
+def needle(text: str, trigrams: list[str] | None = None) -> Needle:
+    """The expressions for one needle; `trigrams` (from the index vocabulary) for a short non-CJK needle."""
+    if len(text) >= 3:
+        return Needle(text, phrase(text), "{hi} : " + phrase(text))
+    if not needs_trigram_list(text):
+        gram = phrase(text + (UNIGRAM_PAD if len(text) == 1 else BIGRAM_PAD))
+        return Needle(text, gram, "{hi_grams} : " + gram)
+    if not trigrams:
+        return Needle(text, None, None)
+    alternatives = "(" + " OR ".join(phrase(t) for t in trigrams) + ")"
+    return Needle(text, alternatives, "{hi} : " + alternatives)
+
+
+def needed(term_count: int) -> int:
+    """How many distinct terms an object's fields must hold together: half, rounded up, at least one."""
+    return max(1, math.ceil(term_count / 2))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the index is asked for one query."""
+
+    whole: Needle
+    terms: list[Needle]
+    """The distinct terms other than the whole query itself (none for a one-word query)."""
+    need: int
+    accept: str | None
+    """Items whose fields hold at least `need` distinct terms (exact); or — when `checked` — candidates that
+    hold at least one of any len(terms) - need + 1 terms, to be checked against the text. None: no term
+    can match."""
+    checked: bool
+
+    @property
+    def terms_heavy(self) -> str | None:
+        """Items with a term in a weight-3 field."""
+        return any_of(*(t.heavy for t in self.terms))
+
+
+def plan(whole: Needle, terms: list[Needle]) -> Plan:
+    # A term equal to the whole query is matched as the whole query.
+    terms = [t for t in terms if t.text != whole.text]
+    if not terms:
+        return Plan(whole, [], 1, None, False)
+    need = needed(len(terms))
+    usable = [t.anywhere for t in terms if t.anywhere is not None]
+    if len(usable) < need:
+        return Plan(whole, terms, need, None, False)
+    if len(usable) <= MAX_EXACT_TERMS:
+        return Plan(whole, terms, need, at_least(need, usable), False)
+    # Any object holding `need` of the terms holds one of any len(terms) - need + 1 of them.
+    return Plan(whole, terms, need, any_of(*usable[: len(terms) - need + 1]), True)
+
+
+def at_least(need: int, expressions: list[str]) -> str:
+    """An FTS5 expression true where at least `need` of the expressions are: factored as (first AND at least
+    need-1 of the rest) OR (at least need of the rest), which keeps it far smaller than listing every
+    combination."""
+    if need == 1:
+        return any_of(*expressions) or ""
+    if need == len(expressions):
+        return " AND ".join(expressions)
+    first, rest = expressions[0], expressions[1:]
+    return f"({first} AND ({at_least(need - 1, rest)})) OR ({at_least(need, rest)})"
+
+
+def any_of(*parts: str | None) -> str | None:
+    present = [p for p in parts if p]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else " OR ".join(f"({p})" for p in present)
+
+
+def but_not(keep: str | None, drop: str | None) -> str | None:
+    if keep is None:
+        return None
+    return keep if drop is None else f"({keep}) NOT ({drop})"
+
+
+def both(first: str | None, second: str | None) -> str | None:
+    if first is None or second is None:
+        return None
+    return f"({first}) AND ({second})"

@@ -1,0 +1,429 @@
+"""The search rank, checked against an independent reading of the stored graph (a reference ranker), and
+the index that produces it: bounded totals, identifiers, one- and two-character needles, many-term queries,
+and the same index whichever way a writer stores the rows."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonl_graph import write_jsonl
+from support import client_for, ok
+
+from server.contracts.common import Grant
+from server.reader.fold import Folder
+from server.reader.search_query import MAX_EXACT_TERMS, needed, query_terms
+from server.store.importer import import_file
+from server.store.migrate import migrate
+from server.store.search_index import grams
+
+pytestmark = pytest.mark.anyio
+
+SEARCH = "story_graph_search"
+ATLAS = {"kind": "projects", "projectIds": ["atlas"]}
+WORDS = ["cache", "Cache", "session", "会话", "缓存", "方案", "回顾调度", "rollback", "budget", "SQLite", "redis", "ab"]
+TYPE_ORDER = [
+    "story",
+    "experience",
+    "entity",
+    "event",
+    "relation",
+    "entity_change",
+    "story_line",
+    "summary",
+    "source_reference",
+]
+
+
+def _text(rng: random.Random, low: int, high: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+
+def _time(day: int) -> str:
+    return f"2026-04-{1 + day % 28:02d}T10:00:00Z"
+
+
+def random_graph(seed: int, size: int = 40) -> list[dict[str, Any]]:
+    """A seeded graph of one scope: entities with revisions, events, relations, summaries, references, leaves."""
+    rng = random.Random(seed)
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": _text(rng, 1, 3), "recorded_at": _time(0)},
+    ]
+    results = [f"r{i}" for i in range(3)]
+    lines += [
+        {"kind": "result", "id": r, "scope": ATLAS, "review_generated_at": _time(i), "recorded_at": _time(i)}
+        for i, r in enumerate(results)
+    ]
+    for i in range(size):
+        result = rng.choice(results)
+        day = rng.randint(0, 27)
+        if i % 4 == 0:
+            lines.append(
+                {
+                    "kind": "entity",
+                    "id": f"en{i}",
+                    "story_line_id": "sl",
+                    "canonical_label": _text(rng, 1, 3),
+                    "description": _text(rng, 0, 5),
+                    "updated_at": _time(day),
+                }
+            )
+            lines += [
+                {
+                    "kind": "entity_revision",
+                    "entity_id": f"en{i}",
+                    "result_id": r,
+                    "canonical_label": _text(rng, 1, 3),
+                    "description": _text(rng, 0, 4),
+                    "recorded_at": _time(day + 1),
+                }
+                for r in rng.sample(results, rng.randint(0, 2))
+            ]
+        elif i % 4 == 1:
+            lines.append(
+                {
+                    "kind": "event",
+                    "id": f"ev{i}",
+                    "result_id": result,
+                    "event_type": rng.choice(["decision", "change"]),
+                    "title": _text(rng, 1, 4),
+                    "description": _text(rng, 0, 6),
+                    "event_time": {"start": _time(day)} if rng.random() < 0.7 else None,
+                    "recorded_at": _time(day),
+                }
+            )
+        elif i % 4 == 2:
+            lines.append(
+                {
+                    "kind": "source_reference",
+                    "id": f"ref{i}",
+                    "result_id": result,
+                    "source_type": "conversation",
+                    "original_source_id": f"msg-{i % 5}",
+                    "title": _text(rng, 0, 2),
+                    "locator": {"message_id": f"m{i}"},
+                    "fragment": {"text": _text(rng, 1, 8)},
+                    "recorded_at": _time(day),
+                }
+            )
+        else:
+            lines.append(
+                {
+                    "kind": "summary",
+                    "id": f"sum{i}",
+                    "result_id": result,
+                    "body": _text(rng, 2, 8),
+                    "open_items": [_text(rng, 1, 2)],
+                    "recorded_at": _time(day),
+                }
+            )
+    events = [line["id"] for line in lines if line["kind"] == "event"]
+    entities = [line["id"] for line in lines if line["kind"] == "entity"]
+    for j in range(size // 5):
+        lines.append(
+            {
+                "kind": "relation",
+                "id": f"rel{j}",
+                "result_id": rng.choice(results),
+                "from_ref": {"type": "entity", "id": rng.choice(entities)},
+                "to_ref": {"type": "event", "id": rng.choice(events)},
+                "relation_type": rng.choice(["supports", "revised"]),
+                "reason": _text(rng, 0, 5),
+                "recorded_at": _time(j),
+            }
+        )
+    for result in results:
+        facts = rng.sample([("event", e) for e in events] + [("entity", e) for e in entities], 4)
+        lines.append(
+            {
+                "kind": "leaf",
+                "id": f"leaf-{result}",
+                "result_id": result,
+                "recorded_at": _time(27),
+                "facts": [{"object_ref": {"type": t, "id": i}, "description": _text(rng, 1, 4)} for t, i in facts],
+            }
+        )
+    return lines
+
+
+@dataclass
+class Item:
+    key: tuple[str, str, str]
+    own: bool
+    heavy: list[str]
+    light: list[str]
+
+
+def reference_items(lines: list[dict[str, Any]]) -> dict[tuple[str, str, str], Item]:
+    """What is searchable, read from the interchange lines (not from the index): SPEC §5 and docs/tools.md."""
+    items: dict[tuple[str, str, str], Item] = {}
+
+    def add(key: tuple[str, str, str], own: bool, heavy: list[str], light: list[str]) -> None:
+        item = items.setdefault(key, Item(key, own, [], []))
+        item.own = item.own or own
+        item.heavy += [t for t in heavy if t]
+        item.light += [t for t in light if t]
+
+    for line in lines:
+        kind = line["kind"]
+        if kind == "story_line":
+            add(("story_line", line["id"], ""), True, [line["topic"]], [])
+        elif kind == "entity":
+            add(("entity", line["id"], ""), True, [line["canonical_label"]], [line.get("description", "")])
+        elif kind == "entity_revision":
+            key = ("entity", line["entity_id"], line["result_id"])
+            add(key, False, [line["canonical_label"]], [line.get("description", "")])
+        elif kind == "event":
+            key = ("event", line["id"], line["result_id"])
+            add(key, True, [line["title"]], [line.get("description", ""), line["event_type"]])
+        elif kind == "relation":
+            add(("relation", line["id"], line["result_id"]), True, [], [line.get("reason", ""), line["relation_type"]])
+        elif kind == "summary":
+            add(("summary", line["id"], line["result_id"]), True, [line["body"]], [_open_items(line)])
+        elif kind == "source_reference":
+            key = ("source_reference", line["id"], line["result_id"])
+            add(key, True, [line.get("title") or ""], [line["fragment"]["text"]])
+        elif kind == "leaf":
+            for fact in line["facts"]:
+                ref = fact["object_ref"]
+                add((ref["type"], ref["id"], line["result_id"]), False, [], [fact["description"] or ""])
+    return {key: item for key, item in items.items() if item.heavy or item.light}
+
+
+def _open_items(line: dict[str, Any]) -> str:
+    import orjson
+
+    return orjson.dumps(line.get("open_items", [])).decode()
+
+
+def reference_classes(items: dict[tuple[str, str, str], Item], query: str) -> dict[tuple[str, str, str], int]:
+    """Each matching item's rank class (1–8) under the documented rule, computed from the texts alone."""
+    folder = Folder()
+    whole = folder.fold(query.strip())
+    terms = [t for t in query_terms(whole) if t != whole]
+    need = needed(len(terms))
+    classes = {}
+    for key, item in items.items():
+        heavy = [folder.fold(t) for t in item.heavy]
+        light = [folder.fold(t) for t in item.light]
+        own_offset = 0 if item.own else 1
+        if any(whole in t for t in heavy):
+            classes[key] = 1 + own_offset
+        elif any(whole in t for t in light):
+            classes[key] = 3 + own_offset
+        elif terms:
+            held = {t for t in terms if any(t in text for text in heavy + light)}
+            if len(held) >= need:
+                in_heavy = any(t in text for t in terms for text in heavy)
+                classes[key] = (5 if in_heavy else 7) + own_offset
+    return classes
+
+
+async def walk(client: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = await ok(client, SEARCH, args | ({"cursor": cursor} if cursor else {}))
+        items += page["items"]
+        cursor = page["page"]["next_cursor"]
+        if cursor is None:
+            return items
+
+
+def _item_ids(db: Path) -> dict[tuple[str, str, str], int]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT object_type, object_id, result_key, item_id FROM search_items").fetchall()
+    return {(t, i, r): item_id for t, i, r, item_id in rows}
+
+
+QUERIES = [
+    "cache",
+    "会话",
+    "缓",
+    "ab",
+    "session cache",
+    "回顾调度 budget",
+    "redis SQLite 方案",
+    "cache rollback 方案 缓存",
+    "SESSION",
+    "a",
+    "session cache 会话 缓存 方案 redis rollback budget sqlite",
+]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_every_page_follows_the_documented_rank_exactly(tmp_path: Path, seed: int) -> None:
+    lines = random_graph(seed)
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    items = reference_items(lines)
+    ids = _item_ids(db)
+    async with client_for(db) as client:
+        for query in QUERIES:
+            found = await walk(client, {"query": query, "page_size": 7})
+            keys = [(i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"] or "") for i in found]
+            expected = reference_classes(items, query)
+            # The same matches, each once ...
+            assert sorted(keys) == sorted(expected), query
+            # ... in class order, and within a class by type (as documented), then newest stored first.
+            order = [(expected[k], TYPE_ORDER.index(k[0]), -(ids[k] & ((1 << 38) - 1))) for k in keys]
+            assert order == sorted(order), query
+            kinds = {"whole_query": (1, 4), "terms": (5, 8)}
+            for item, key in zip(found, keys, strict=True):
+                low, high = kinds[item["match_kind"]]
+                assert low <= expected[key] <= high and item["own_row"] == (expected[key] % 2 == 1)
+                assert item["field_weight"] == (3 if expected[key] in (1, 2, 5, 6) else 1)
+    assert len(query_terms(QUERIES[-1].lower())) > MAX_EXACT_TERMS  # the last query takes the checked path
+
+
+async def test_an_identifier_puts_its_object_first(tmp_path: Path) -> None:
+    lines = random_graph(4)
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    async with client_for(db) as client:
+        by_id = await ok(client, SEARCH, {"query": "ev1"})
+        by_source = await ok(client, SEARCH, {"query": "msg-2", "page_size": 50})
+        by_message = await ok(client, SEARCH, {"query": "m6"})
+        by_change = await ok(client, SEARCH, {"query": "en0", "object_types": ["event"]})
+    assert by_id["items"][0]["object_ref"] == {"type": "event", "id": "ev1"}
+    assert by_id["items"][0]["match_kind"] == "identifier"
+    sources = {line["id"] for line in lines if line.get("original_source_id") == "msg-2"}
+    assert {i["object_ref"]["id"] for i in by_source["items"]} == sources
+    assert by_source["page"]["total_count"] == len(sources)
+    assert by_message["items"][0]["object_ref"] == {"type": "source_reference", "id": "ref6"}
+    assert by_change["items"] == []  # filters apply to identifiers too
+
+
+async def test_more_matches_than_are_counted_give_an_unknown_total_with_its_lower_bound(tmp_path: Path) -> None:
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "result", "id": "r", "scope": ATLAS, "review_generated_at": _time(0), "recorded_at": _time(0)},
+    ]
+    lines += [
+        {
+            "kind": "event",
+            "id": f"ev{i:05d}",
+            "result_id": "r",
+            "event_type": "change",
+            "title": "cache warmup 预热" if i % 2 else "cache warmup",
+            "recorded_at": _time(0),
+        }
+        for i in range(10_050)
+    ]
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    async with client_for(db) as client:
+        broad = await ok(client, SEARCH, {"query": "warmup"})
+        cjk = await ok(client, SEARCH, {"query": "预"})
+        deep = await ok(client, SEARCH, {"query": "warmup", "cursor": broad["page"]["next_cursor"]})
+    assert broad["page"]["total_count"] == "unknown" and broad["page"]["total_count_at_least"] == 10_001
+    assert cjk["page"]["total_count"] == 5_025 and cjk["page"]["total_count_at_least"] is None
+    assert deep["items"] and {i["object_ref"]["id"] for i in deep["items"]}.isdisjoint(
+        {i["object_ref"]["id"] for i in broad["items"]}
+    )
+
+
+async def test_the_index_is_the_same_whoever_writes_it(tmp_path: Path) -> None:
+    """A raw-SQL writer (triggers rebuild each row at once, grams in SQL) and the importer (one rebuild at the end,
+    grams in Python) store the same items."""
+    lines = random_graph(5)
+    imported = tmp_path / "imported.db"
+    migrate(imported)
+    import_file(imported, write_jsonl(tmp_path / "graph.jsonl", lines))
+    raw = tmp_path / "raw.db"
+    migrate(raw)
+    with sqlite3.connect(imported) as source, sqlite3.connect(raw) as target:
+        target.execute("PRAGMA foreign_keys = ON")
+        for table in (
+            "projects",
+            "scopes",
+            "scope_projects",
+            "results",
+            "story_lines",
+            "entities",
+            "entity_revisions",
+            "events",
+            "relations",
+            "summaries",
+            "source_references",
+            "leaves",
+            "fact_links",
+        ):
+            rows = source.execute(f"SELECT * FROM {table}").fetchall()
+            if rows:
+                marks = ",".join("?" * len(rows[0]))
+                target.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+    query = (
+        "SELECT object_type, object_id, result_key, scope_key, (item_id >> 38) & 31, event_time_start, event_time_end,"
+        " review_generated_at, recorded_at, hi, lo, hi_fields, lo_fields, hi_grams, lo_grams FROM search_items"
+    )
+    with sqlite3.connect(imported) as a, sqlite3.connect(raw) as b:
+        assert sorted(a.execute(query).fetchall()) == sorted(b.execute(query).fetchall())
+        for conn in (a, b):
+            conn.execute("INSERT INTO search_fts (search_fts) VALUES ('integrity-check')")
+            assert conn.execute("SELECT count(*) FROM search_dirty").fetchone()[0] == 0
+
+
+def test_python_and_sql_grams_agree_on_every_script() -> None:
+    texts = ["会话缓存 cache", "日本語のテキスト", "한국어 텍스트", "𠀀𠀁 mixed 缓", "no cjk at all", "缓", "ＡＢ全角"]
+    with sqlite3.connect(":memory:") as conn:
+        migrations = sorted((Path(__file__).parent.parent / "migrations").glob("*.sql"))
+        for file in migrations:
+            conn.executescript(file.read_text(encoding="utf-8"))
+        conn.execute("INSERT INTO projects (id, name) VALUES ('p', 'P')")
+        conn.execute("INSERT INTO scopes (scope_key, kind) VALUES ('projects:[\"p\"]', 'projects')")
+        conn.execute(
+            "INSERT INTO story_lines (id, scope_key, topic, recorded_at)"
+            " VALUES ('sl', 'projects:[\"p\"]', 'x', '2026-01-01T00:00:00.000Z')"
+        )
+        for i, text in enumerate(texts):
+            conn.execute(
+                "INSERT INTO entities (id, story_line_id, scope_key, canonical_label, updated_at)"
+                " VALUES (?, 'sl', 'projects:[\"p\"]', ?, '2026-01-01T00:00:00.000Z')",
+                (f"e{i}", text),
+            )
+        stored = dict(conn.execute("SELECT object_id, hi_grams FROM search_items WHERE object_type = 'entity'"))
+    assert {f"e{i}": grams(text + "\x01\x01") for i, text in enumerate(texts)} == stored
+
+
+async def test_a_grant_scoped_search_never_counts_other_scopes(tmp_path: Path) -> None:
+    lines = random_graph(6)
+    lines += [
+        {"kind": "project", "id": "beacon", "name": "Beacon"},
+        {"kind": "scope", "scope": {"kind": "projects", "projectIds": ["beacon"]}},
+        {
+            "kind": "result",
+            "id": "rb",
+            "scope": {"kind": "projects", "projectIds": ["beacon"]},
+            "review_generated_at": _time(0),
+            "recorded_at": _time(0),
+        },
+        *(
+            {
+                "kind": "event",
+                "id": f"b{i}",
+                "result_id": "rb",
+                "event_type": "change",
+                "title": "cache beacon",
+                "recorded_at": _time(1),
+            }
+            for i in range(30)
+        ),
+    ]
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    expected = reference_classes(reference_items(random_graph(6)), "cache")
+    async with client_for(db, Grant(default_project="atlas", projects=["atlas"])) as client:
+        found = await walk(client, {"query": "cache", "page_size": 50})
+    assert len(found) == len(expected)
