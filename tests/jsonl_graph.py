@@ -242,9 +242,13 @@ GRAPH_TABLES = (
 
 
 def content(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    """Every graph row, sorted, and the search rows without their doc ids: equal for equal graphs."""
+    """Every graph row, sorted, and the search rows without their doc ids: equal for equal graphs. A source
+    version's text_revision is a change counter (it depends on write order, not content), so it is left out."""
     with sqlite3.connect(db) as conn:
         tables = {table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall()) for table in GRAPH_TABLES}
+        tables["source_versions"] = sorted(
+            conn.execute("SELECT source_id, version, length, recorded_at FROM source_versions").fetchall()
+        )
         search = conn.execute(
             "SELECT object_type, object_id, result_key, scope_key, field, weight, body FROM search_docs"
         )
