@@ -148,9 +148,13 @@ async def test_each_client_reads_with_its_own_grant(tmp_path: Path, mode: str) -
             smuggled = await error(alpha, "story_graph_search", {"query": "s", "grant": {"projects": "*"}})
             assert smuggled["error"] == "invalid_arguments"
         async with http_client(server.url, TOKENS["beta"], mode) as beta:
-            assert (await error(beta, "story_graph_search", {"query": "session"}))["error"] == "scope_required"
+            required = await error(beta, "story_graph_search", {"query": "session"})
+            assert required["error"] == "scope_required"
+            # The next step names what the token's grant can read: beacon only, never atlas or Global.
+            assert required["readable_scopes"] == [BEACON] and required["readable_scope_count"] == 1
+            assert "atlas" not in str(required)
             other = await error(beta, "story_graph_search", {"query": "session", "scope": ATLAS})
-            assert other["error"] == "scope_unavailable"
+            assert other["error"] == "scope_unavailable" and other["readable_scopes"] == [BEACON]
             assert (await ok(beta, "story_graph_search", {"query": "session", "scope": BEACON}))["items"]
     assert_no_secrets_logged(server, *TOKENS.values())
 
