@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite (@modelcontextprotocol/conformance, server mode) against this server:
 # the scenarios that apply to a read-only, tools-only server, over Streamable HTTP and over stdio (through a
-# loopback bridge, tests/conformance/stdio_http_bridge.py), plus an MCP Inspector CLI smoke test of the
-# commands in docs/clients.md. Scenarios that do not apply are listed with the reason. Exit status is non-zero
-# when any applicable check fails or anything cannot be set up.
+# loopback bridge, tests/conformance/stdio_http_bridge.py); then the official MCP Inspector CLI (a TypeScript
+# SDK client, which validates structuredContent against each tool's outputSchema) over stdio and HTTP:
+# tools/list (also --strict), a successful call of each tool, and error calls (as_of, bad arguments, a stale
+# cursor, an unknown object) that it must report as tool errors (exit 5), each exit code asserted; these are
+# the commands of docs/clients.md. Scenarios that do not apply are listed with the reason. Exit status is
+# non-zero when any applicable check fails or anything cannot be set up.
 #
 #   .ci/conformance.sh [--full] [--no-inspector] [--out DIR]
 #
@@ -30,7 +33,7 @@ while [ $# -gt 0 ]; do
     --full) FULL=1; shift ;;
     --no-inspector) INSPECT=0; shift ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -53,8 +56,12 @@ die() { say "$*"; exit 2; }
 mkdir -p "$CACHE"
 [ -f "$CACHE/package.json" ] || (cd "$CACHE" && npm init -y >/dev/null) || die "npm init failed in $CACHE"
 want=()
-[ -x "$CACHE/node_modules/.bin/conformance" ] || want+=("$CONFORMANCE_PKG")
-[ $INSPECT -eq 0 ] || [ -x "$CACHE/node_modules/.bin/inspector" ] || want+=("$INSPECTOR_PKG")
+installed() {  # NAME@VERSION: that exact version is in the cache
+  local name="${1%@*}" version="${1##*@}"
+  [ "$(sed -n 's/^  "version": "\(.*\)",$/\1/p' "$CACHE/node_modules/$name/package.json" 2>/dev/null)" = "$version" ]
+}
+installed "$CONFORMANCE_PKG" || want+=("$CONFORMANCE_PKG")
+[ $INSPECT -eq 0 ] || installed "$INSPECTOR_PKG" || want+=("$INSPECTOR_PKG")
 node_major() { "$1" -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0; }
 SYSTEM_NODE="$(command -v node || true)"
 if [ -z "$SYSTEM_NODE" ] || [ "$(node_major "$SYSTEM_NODE")" -lt 22 ]; then
@@ -65,7 +72,7 @@ if [ ${#want[@]} -gt 0 ]; then
   say "installing ${want[*]} into $CACHE"
   npm install --silent --no-audit --no-fund --prefix "$CACHE" "${want[@]}" >&2 || die "npm install failed"
 fi
-say "node $(node --version), $CONFORMANCE_PKG"
+say "node $(node --version), $CONFORMANCE_PKG, $INSPECTOR_PKG"
 CONFORMANCE="$CACHE/node_modules/.bin/conformance"
 INSPECTOR="$CACHE/node_modules/.bin/inspector"
 
@@ -152,22 +159,48 @@ INSPECT_FAILED=""
 if [ $INSPECT -eq 1 ]; then
   mkdir -p "$OUT/inspector-home"
   export MCP_CATALOG_PATH="$OUT/inspector-catalog.json" MCP_CLIENT_CONFIG_PATH="$OUT/inspector-client.json"
-  inspect() {  # NAME EXPECTED_EXIT ARGS... ; JSON result in $OUT/inspector-NAME.json
+  inspect() {  # NAME EXPECTED_EXIT ARGS... ; JSON result in $OUT/inspector-NAME.json, exit code in .rc
     local name="$1" expected="$2" rc; shift 2
     HOME="$OUT/inspector-home" "$INSPECTOR" --cli --format json -q "$@" >"$OUT/inspector-$name.json" \
       2>"$OUT/inspector-$name.err"
     rc=$?
+    echo "$rc" >"$OUT/inspector-$name.rc"
     [ "$rc" = "$expected" ] || INSPECT_FAILED="$INSPECT_FAILED $name(exit $rc, expected $expected)"
   }
-  stdio=(-- "$PYTHON" -m server serve --db "$OUT/demo.db" --project atlas)
-  http=("http://127.0.0.1:$HTTP_PORT/mcp" --transport http)
-  bearer=(--header "Authorization: Bearer $TOKEN")
-  call=(--method tools/call --tool-name story_graph_search --tool-args-json '{"query":"session cache"}')
+  stdio=(-- "$PYTHON" -m server serve --db "$OUT/demo.db" --project atlas --cursor-secret-file "$OUT/cursor-secret")
+  http=("http://127.0.0.1:$HTTP_PORT/mcp" --transport http --header "Authorization: Bearer $TOKEN")
+  call() {  # NAME EXPECTED_EXIT TRANSPORT TOOL ARGUMENTS_JSON
+    local name="$1" expected="$2" transport="$3"
+    local method=(--method tools/call --tool-name "$4" --tool-args-json "$5")
+    if [ "$transport" = stdio ]; then
+      inspect "$transport-$name" "$expected" "${method[@]}" "${stdio[@]}"
+    else
+      inspect "$transport-$name" "$expected" "${http[@]}" "${method[@]}"
+    fi
+  }
+  next_cursor() { "$PYTHON" -c 'import sys,orjson; print(orjson.loads(open(sys.argv[1],"rb").read())["result"]["structuredContent"]["page"]["next_cursor"])' "$1"; }
+  bump_atlas() { "$PYTHON" - "$OUT/demo.db" <<'PY'
+import sqlite3, sys
+with sqlite3.connect(sys.argv[1]) as conn:  # another process writes: the server itself never does
+    conn.execute("UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key = 'projects:[\"atlas\"]'")
+PY
+  }
   inspect stdio-list 0 --method tools/list "${stdio[@]}"
-  inspect stdio-call 0 "${call[@]}" "${stdio[@]}"
-  inspect http-list 0 "${http[@]}" "${bearer[@]}" --method tools/list
-  inspect http-call 0 "${http[@]}" "${bearer[@]}" "${call[@]}"
-  inspect http-no-token 3 "${http[@]}" --stored-auth-only --method tools/list  # 3: auth required
+  inspect stdio-list-strict 0 --method tools/list --strict "${stdio[@]}"  # 6 if a schema is not portable
+  inspect http-list 0 "${http[@]}" --method tools/list
+  for t in stdio http; do
+    call search 0 $t story_graph_search '{"query":"session cache","page_size":2}'
+    call context 0 $t story_graph_get_context '{"object_ref":{"type":"entity","id":"ent-decision-b"},"mode":"timeline","page_size":50}'
+    call source 0 $t story_graph_read_source '{"source_reference_id":"ref-revision-2"}'
+    call unavailable 0 $t story_graph_read_source '{"source_reference_id":"ref-changed-msg","content_kind":"version","source_version":"v0"}'
+    call as-of 5 $t story_graph_search '{"query":"cache","as_of":"2026-05-01T00:00:00Z"}'
+    call bad-arguments 5 $t story_graph_search '{"query":"cache","page_size":"5","limit":3}'
+    call unknown-object 5 $t story_graph_get_context '{"object_ref":{"type":"entity","id":"ent-no-such-thing"}}'
+    cursor="$(next_cursor "$OUT/inspector-$t-search.json")" || cursor=""
+    bump_atlas
+    call stale-cursor 5 $t story_graph_search "{\"query\":\"session cache\",\"page_size\":2,\"cursor\":\"$cursor\"}"
+  done
+  inspect http-no-token 3 "http://127.0.0.1:$HTTP_PORT/mcp" --transport http --stored-auth-only --method tools/list
 fi
 
 # ---------------------------------------------------------------- report
@@ -252,22 +285,57 @@ if os.environ["FULL"] == "1":
           f"verdict with the tools-only baseline: {'pass' if rc == 0 else 'FAIL'} (exit {rc})")
     failed += rc != 0
 if os.environ["INSPECT"] == "1":
-    def tools(name):
+    def result(name):
         try:
-            return sorted(t["name"] for t in json.load(open(os.path.join(out, f"inspector-{name}.json")))["result"]["tools"])
+            return json.load(open(os.path.join(out, f"inspector-{name}.json")))["result"]
         except Exception as exc:
-            return f"unreadable ({exc})"
-    def called(name):
+            return {"unreadable": str(exc)}
+    def tools(name):
+        listed = result(name).get("tools")
+        return sorted(t["name"] for t in listed) if listed else f"unreadable ({result(name)})"
+    def success(name, check):
+        r = result(name)
         try:
-            result = json.load(open(os.path.join(out, f"inspector-{name}.json")))["result"]
-            return not result.get("isError") and result["structuredContent"]["resolved_scope"]["projectIds"] == ["atlas"]
+            return not r.get("isError") and check(r["structuredContent"])
         except Exception:
             return False
+    def refusal(name, code):
+        r = result(name)
+        try:
+            text = r["content"][0]["text"]
+            payload = json.loads(text.rsplit("\n", 1)[1])
+            return r.get("isError") is True and "structuredContent" not in r and text.startswith(code + ": ") \
+                and payload["error"] == code
+        except Exception:
+            return False
+    ATLAS = {"kind": "projects", "projectIds": ["atlas"]}
+    def timeline(c):
+        marks = [i["undated"] for i in c["items"]]
+        return c["items"] and marks == sorted(marks) and c["undated_count"] == sum(marks) and \
+            c["page"]["returned_count"] == len(c["items"])
+    checks = {
+        "search": lambda n: success(n, lambda c: c["resolved_scope"] == ATLAS and len(c["items"]) == 2),
+        "context": lambda n: success(n, timeline),
+        "source": lambda n: success(n, lambda c: c["content"] and "error" not in c),
+        "unavailable": lambda n: success(n, lambda c: c["error"] == "historical_version_unavailable"),
+        "as-of": lambda n: refusal(n, "unsupported_mode"),
+        "bad-arguments": lambda n: refusal(n, "invalid_arguments"),
+        "unknown-object": lambda n: refusal(n, "object_not_found"),
+        "stale-cursor": lambda n: refusal(n, "stale_cursor"),
+    }
     bad = os.environ["INSPECT_FAILED"].split()
-    bad += [f"{n}(no search result for atlas)" for n in ("stdio-call", "http-call") if not called(n)]
     print(f"\ninspector --cli tools/list: stdio {tools('stdio-list')}; http with token {tools('http-list')}")
-    print("inspector --cli tools/call story_graph_search over stdio and http, and http refused without a token: "
-          + ("ok" if not bad else "FAILED " + " ".join(sorted(set(bad)))))
+    print(f"{'inspector --cli':18s} {'stdio':>5s} {'http':>5s}  (exit codes; 5 = the tool returned isError)")
+    for what, check in checks.items():
+        codes = []
+        for t in ("stdio", "http"):
+            name = f"{t}-{what}"
+            codes.append(open(os.path.join(out, f"inspector-{name}.rc")).read().strip())
+            if not check(name):
+                bad.append(f"{name}(unexpected result)")
+        print(f"{what:18s} {codes[0]:>5s} {codes[1]:>5s}")
+    print(f"{'no token (http)':18s} {'':>5s} {open(os.path.join(out, 'inspector-http-no-token.rc')).read().strip():>5s}")
+    print("inspector --cli over stdio and http: " + ("ok" if not bad else "FAILED " + " ".join(sorted(set(bad)))))
     failed += bool(bad)
 print(f"\nresults in {out}; {os.environ['ELAPSED']} s")
 print("conformance: " + ("PASS" if failed == 0 else f"FAIL ({failed})"))

@@ -1,12 +1,16 @@
 """Wire the three tools into an MCP server: one path for stdio, HTTP and in-process clients.
 
 Every call goes: switches and grant (`Access`) -> `as_of` refusal -> input validation against the
-tool's contract -> the tool -> switches re-checked -> size check -> structured result. Errors the
-caller can act on come back as `isError` results whose text starts with the code.
+tool's contract -> the database file still the one opened -> the tool -> switches re-checked -> size
+check -> structured result. Errors the caller can act on come back as `isError` results with no
+structuredContent, whose text starts with the code and ends with the JSON payload; a database that
+cannot be read right now (locked, corrupt, gone) is `read_failed`, never a bare SQLite message.
 """
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,17 +26,26 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
+from server import package_version
 from server.contracts.base import Contract, format_utc
 from server.contracts.common import Grant
 from server.contracts.errors import StoryGraphError, story_graph_unavailable, unsupported_mode
+from server.health import FileIdentity, ReadFailure, classify, file_changed, identity, probe, same_file_state
 from server.reader.cursor import CursorCodec
 from server.reader.db import Database
 from server.reader.fold import Folder
 from server.reader.memo import Memo
+from server.reader.scope import readable_scopes
+from server.reader.source import StoredTextBroken
+from server.settings import DEFAULT_BUSY_TIMEOUT
 from server.tools import TOOLS
 from server.tools.base import Call, ToolSpec
 
+log = logging.getLogger("story_graph_mcp.calls")
+
 MAX_RESPONSE_BYTES = 100_000
+READABLE_SCOPES_LISTED = 20
+"""How many readable scopes a scope_required / scope_unavailable next step names (the payload has the total)."""
 SERVER_INSTRUCTIONS = (
     "Read-only access to a temporal story graph: stored decisions, events, entities, how they changed, and the "
     "exact source text behind each claim. Use it when the user continues earlier work or asks how or why something "
@@ -77,11 +90,12 @@ class StoryGraphServer(MCPServer[Any]):
         *,
         token_verifier: TokenVerifier | None = None,
         auth: AuthSettings | None = None,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     ) -> None:
         super().__init__(
             "story-graph-mcp",
             title="Story Graph",
-            version=_version(),
+            version=package_version(),
             instructions=SERVER_INSTRUCTIONS,
             lifespan=self._lifespan,
             token_verifier=token_verifier,
@@ -93,16 +107,38 @@ class StoryGraphServer(MCPServer[Any]):
         self.folder = Folder()
         self.memo = Memo()
         self.specs = {spec.name: spec for spec in tools}
+        self.busy_timeout = busy_timeout
         self._db: Database | None = None
+        self._opened: FileIdentity | None = None
+        self._corrupt_state: tuple[int, int, int, int] | None = None
+        """The file state in which a tool call found the database damaged (reported by /healthz until it changes)."""
 
     @asynccontextmanager
     async def _lifespan(self, _: MCPServer[Any]) -> AsyncGenerator[None, None]:
-        self._db = await Database.open(self.db_path)
+        self._opened = identity(self.db_path)
+        self._db = await Database.open(self.db_path, busy_timeout=self.busy_timeout)
         try:
             yield None
         finally:
             await self._db.close()
             self._db = None
+
+    def database_problem(self) -> ReadFailure | None:
+        """What /healthz reports, cheapest first: the file gone or replaced, a corruption a tool call found
+        (until the file changes), then a real read of a few pages (`health.probe`)."""
+        changed = file_changed(self.db_path, self._opened)
+        if changed is not None:
+            return changed
+        if self._corrupt_state is not None and self._corrupt_state == same_file_state(self.db_path):
+            return ReadFailure("corrupt", "a read found the database file damaged", str(self.db_path))
+        return probe(self.db_path, self.busy_timeout)
+
+    def _read_failure(self, exc: BaseException) -> StoryGraphError:
+        failure = classify(exc, self.db_path, self.busy_timeout)
+        if failure.kind == "corrupt":
+            self._corrupt_state = same_file_state(self.db_path)
+        log.error("read failed (%s): %s", failure.kind, failure.detail)
+        return failure.error()
 
     def tools_visible(self) -> bool:
         try:
@@ -133,13 +169,19 @@ class StoryGraphServer(MCPServer[Any]):
         spec = self.specs.get(name)
         if spec is None:
             return await super().call_tool(name, arguments, context)
+        grant: Grant | None = None
         try:
             grant = self.access.current_grant()
-            if "as_of" in arguments or arguments.get("mode") == "as_of":
-                raise unsupported_mode()
+            as_of = _as_of_fields(arguments)
+            if as_of:
+                raise unsupported_mode(as_of)
             args = validate_arguments(spec.input_model, arguments)
             if self._db is None:
                 raise RuntimeError("the database is not open; the server lifespan has not started")
+            changed = file_changed(self.db_path, self._opened)
+            if changed is not None:
+                log.error("read failed (%s): %s", changed.kind, changed.detail)
+                raise changed.error()
             call = Call(
                 db=self._db,
                 grant=grant,
@@ -148,7 +190,10 @@ class StoryGraphServer(MCPServer[Any]):
                 memo=self.memo,
                 read_at=format_utc(_now()),
             )
-            result = await spec.handler(call, args)
+            try:
+                result = await spec.handler(call, args)
+            except (sqlite3.Error, StoredTextBroken) as exc:
+                raise self._read_failure(exc) from None
             # The switches may have changed while this call was reading: check again before delivering.
             self.access.current_grant()
             payload = result.model_dump(mode="json", by_alias=True)
@@ -157,11 +202,25 @@ class StoryGraphServer(MCPServer[Any]):
                 raise response_too_large(len(text.encode()))
             return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
         except StoryGraphError as exc:
-            return CallToolResult(
-                content=[TextContent(type="text", text=str(exc))],
-                structured_content=exc.payload.model_dump(mode="json", exclude_none=True),
-                is_error=True,
-            )
+            if exc.code in ("scope_required", "scope_unavailable") and grant is not None:
+                exc = await self._with_readable_scopes(exc, grant)
+            if exc.code != "read_failed":  # read failures are logged as errors, with their detail, where they happen
+                log.info("%s refused for %s: %s", name, grant.client_id if grant else "-", exc.code)
+            # No structuredContent: it would not match the outputSchema, and TypeScript SDK clients validate it
+            # even on errors and then drop the error. The payload travels as JSON in the text instead.
+            return CallToolResult(content=[TextContent(type="text", text=exc.text())], is_error=True)
+
+    async def _with_readable_scopes(self, exc: StoryGraphError, grant: Grant) -> StoryGraphError:
+        """Name the scopes this caller's grant can read, so it can choose one (never scopes outside the grant)."""
+        if self._db is None:
+            return exc
+        try:
+            async with self._db.snapshot() as conn:
+                scopes, total = await readable_scopes(conn, grant, READABLE_SCOPES_LISTED)
+        except sqlite3.Error:
+            return exc  # the refusal stands on its own; a read failure here must not replace it
+        listed = [scope.model_dump(mode="json", by_alias=True) for scope in scopes]
+        return exc.with_readable_scopes(listed, total)
 
 
 def validate_arguments(model: type[Contract], arguments: dict[str, Any]) -> Any:
@@ -177,10 +236,16 @@ def validate_arguments(model: type[Contract], arguments: dict[str, Any]) -> Any:
         raise StoryGraphError(
             "invalid_arguments",
             f"{len(problems)} problem(s): {listed}.",
-            field=problems[0]["field"],
+            field=", ".join(dict.fromkeys(p["field"] for p in problems)),
             next_step="Fix the listed fields (see the tool's input schema) and call again.",
             problems=problems,
         ) from None
+
+
+def _as_of_fields(arguments: dict[str, Any]) -> str:
+    """The arguments asking for as_of (checked before validation, so they get their own error)."""
+    fields = (["as_of"] if "as_of" in arguments else []) + (["mode"] if arguments.get("mode") == "as_of" else [])
+    return ", ".join(fields)
 
 
 def _problem(err: Any) -> str:
@@ -202,15 +267,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("story-graph-mcp")
-    except PackageNotFoundError:
-        return "0.0.0+source"
-
-
 def build_server(
     db_path: Path,
     access: Access,
@@ -218,6 +274,15 @@ def build_server(
     *,
     token_verifier: TokenVerifier | None = None,
     auth: AuthSettings | None = None,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
 ) -> StoryGraphServer:
     """The server; HTTP passes the policy's `token_verifier` and `auth` settings (bearer tokens, 401s)."""
-    return StoryGraphServer(db_path, access, cursors or CursorCodec(), TOOLS, token_verifier=token_verifier, auth=auth)
+    return StoryGraphServer(
+        db_path,
+        access,
+        cursors or CursorCodec(),
+        TOOLS,
+        token_verifier=token_verifier,
+        auth=auth,
+        busy_timeout=busy_timeout,
+    )

@@ -6,17 +6,74 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from server import package_version
 from server.store.errors import StoreError
+
+EXAMPLES: dict[str, str] = {
+    "story-graph-mcp": """examples:
+  story-graph-mcp serve --demo                     # try it: stdio server on the bundled demo graph
+  story-graph-mcp serve --db graph.db --project atlas
+  story-graph-mcp serve --transport http --db graph.db --policy policy.toml
+  story-graph-mcp db migrate --db graph.db && story-graph-mcp db import --db graph.db graph.jsonl
+  story-graph-mcp COMMAND --help                   # every command has examples""",
+    "serve": """examples:
+  story-graph-mcp serve --demo                                   # stdio, demo graph, current project atlas
+  story-graph-mcp serve --db graph.db --project atlas            # stdio, as an agent runtime launches it
+  story-graph-mcp serve --transport http --demo                  # HTTP on 127.0.0.1:8765 with a one-run token
+  story-graph-mcp serve --transport http --db graph.db --policy policy.toml \\
+      --cursor-secret-file secret --port 8765 --busy-timeout 2   # HTTP for several clients (docs/deployment.md)""",
+    "db": """examples:
+  story-graph-mcp db migrate --db graph.db
+  story-graph-mcp db import --db graph.db graph.jsonl
+  story-graph-mcp db export --db graph.db backup.jsonl
+  story-graph-mcp db stats --db graph.db""",
+    "migrate": """example:
+  story-graph-mcp db migrate --db graph.db      # creates graph.db, or upgrades it to the current schema""",
+    "import": """example:
+  story-graph-mcp db import --db graph.db graph.jsonl   # all lines or nothing (docs/interchange.md)""",
+    "export": """examples:
+  story-graph-mcp db export --db graph.db backup.jsonl
+  story-graph-mcp db export --db graph.db | head -3""",
+    "stats": """example:
+  story-graph-mcp db stats --db graph.db""",
+    "policy": """examples:
+  story-graph-mcp policy new-token
+  printf '%s\\n' "$TOKEN" | story-graph-mcp policy hash-token
+  story-graph-mcp policy check policy.toml""",
+    "new-token": """example:
+  story-graph-mcp policy new-token     # prints a token and the token_sha256 line for the policy file""",
+    "hash-token": """example:
+  printf '%s\\n' "$TOKEN" | story-graph-mcp policy hash-token   # stdin keeps it out of shell history""",
+    "check": """example:
+  story-graph-mcp policy check policy.toml""",
+    "demo": """example:
+  story-graph-mcp demo /tmp/demo.db && story-graph-mcp db stats --db /tmp/demo.db""",
+}
+
+
+def _command(commands: Any, name: str, help: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        name, help=help, description=help[0].upper() + help[1:] + ".", epilog=EXAMPLES[name], formatter_class=_FORMAT
+    )
+    return parser
+
+
+_FORMAT = argparse.RawDescriptionHelpFormatter
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="story-graph-mcp", description="A read-only MCP server over a temporal story graph in SQLite."
+        prog="story-graph-mcp",
+        description="A read-only MCP server over a temporal story graph in SQLite.",
+        epilog=EXAMPLES["story-graph-mcp"],
+        formatter_class=_FORMAT,
     )
+    parser.add_argument("--version", action="version", version=f"story-graph-mcp {package_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    serve = commands.add_parser("serve", help="serve the three read-only tools over stdio or Streamable HTTP")
+    serve = _command(commands, "serve", "serve the three read-only tools over stdio or Streamable HTTP")
     source = serve.add_mutually_exclusive_group(required=True)
     source.add_argument("--db", type=Path, help="the story graph database (opened read-only)")
     source.add_argument("--demo", action="store_true", help="serve the bundled demo graph")
@@ -45,30 +102,37 @@ def _parser() -> argparse.ArgumentParser:
         help="file holding the secret that signs cursors; share it between replicas (default: STORY_GRAPH_CURSOR_SECRET"
         " or a random per-process secret)",
     )
+    serve.add_argument(
+        "--busy-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long a read waits for another process's write lock before the call fails with read_failed "
+        "(default: 5)",
+    )
 
-    db = commands.add_parser("db", help="create, fill, export and inspect a database").add_subparsers(
+    db = _command(commands, "db", "create, fill, export and inspect a database").add_subparsers(
         dest="db_command", required=True
     )
-    migrate = db.add_parser("migrate", help="create a database or upgrade it to the current schema")
+    migrate = _command(db, "migrate", "create a database or upgrade it to the current schema")
     migrate.add_argument("--db", type=Path, required=True)
-    imp = db.add_parser("import", help="load a JSON Lines interchange file in one transaction")
+    imp = _command(db, "import", "load a JSON Lines interchange file in one transaction")
     imp.add_argument("--db", type=Path, required=True)
     imp.add_argument("file", type=Path)
-    exp = db.add_parser("export", help="write the graph as a JSON Lines interchange file (stdout without FILE)")
+    exp = _command(db, "export", "write the graph as a JSON Lines interchange file (stdout without FILE)")
     exp.add_argument("--db", type=Path, required=True)
     exp.add_argument("file", type=Path, nargs="?")
-    stats = db.add_parser("stats", help="print schema version, data revision and counts per object type and scope")
+    stats = _command(db, "stats", "print schema version, data revision and counts per object type and scope")
     stats.add_argument("--db", type=Path, required=True)
 
-    policy = commands.add_parser("policy", help="make bearer tokens and check policy files").add_subparsers(
+    policy = _command(commands, "policy", "make bearer tokens and check policy files").add_subparsers(
         dest="policy_command", required=True
     )
-    policy.add_parser("new-token", help="make a random bearer token; print it and the line for the policy file")
-    policy.add_parser("hash-token", help="read a token from stdin and print its sha256 for token_sha256")
-    check = policy.add_parser("check", help="validate a policy file and summarise its clients and switches")
+    _command(policy, "new-token", "make a random bearer token; print it and the line for the policy file")
+    _command(policy, "hash-token", "read a token from stdin and print its sha256 for token_sha256")
+    check = _command(policy, "check", "validate a policy file and summarise its clients and switches")
     check.add_argument("file", type=Path)
 
-    demo = commands.add_parser("demo", help="write the bundled demo graph to a new database file")
+    demo = _command(commands, "demo", "write the bundled demo graph to a new database file")
     demo.add_argument("path", type=Path)
     return parser
 

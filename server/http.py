@@ -2,8 +2,9 @@
 
 Stateless (`stateless_http=True`, `json_response=True`): no session lives in a process, so any number of
 workers or replicas serve the same clients, and a cursor signed by one is accepted by another that shares
-the cursor secret. `/mcp` requires a bearer token listed (hashed) in the policy; `/healthz` is public and
-says only whether the database is readable.
+the cursor secret. `/mcp` requires a bearer token listed (hashed) in the policy and answers POST only (any
+other method with a valid token is 405: there is no event stream); `/healthz` is public and says only
+whether the database is readable, and if not, why (locked, corrupt, missing, replaced, unreadable).
 
 `serve --transport http` runs one process. For several workers use the factory, configured from the
 environment (docs/deployment.md)::
@@ -14,47 +15,38 @@ environment (docs/deployment.md)::
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
+import time
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 import anyio.to_thread
 import uvicorn
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import INVALID_REQUEST, ErrorData, JSONRPCError
 from pydantic import AnyHttpUrl
-from starlette.applications import Starlette
+from starlette.authentication import SimpleUser
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.config import STARTUP_FAILURE
 
-from server.app import build_server
+from server.app import StoryGraphServer, build_server
+from server.logs import configure_logging
 from server.policy import FixedPolicy, HttpPolicyAccess, PolicyFile, PolicySource, PolicyTokenVerifier, one_run_policy
 from server.reader.cursor import CursorCodec
-from server.reader.db import check_database
+from server.settings import HttpSettings, ServeSettings, check_startup
 from server.store.errors import StoreError
 
 log = logging.getLogger("story_graph_mcp.http")
+access_log = logging.getLogger("story_graph_mcp.access")
 
 MCP_PATH = "/mcp"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-@dataclass(frozen=True)
-class HttpSettings:
-    host: str = "127.0.0.1"
-    """The bind address; loopback unless told otherwise."""
-    port: int = 8765
-    allowed_hosts: tuple[str, ...] = ()
-    """Extra Host header values accepted (DNS-rebinding protection); `name` also accepts `name:<any port>`."""
-    allowed_origins: tuple[str, ...] = ()
-    """Extra Origin values accepted, e.g. `https://agents.example.com`."""
-    public_url: str | None = None
-    """The URL clients use for /mcp (behind a proxy); names the resource in the 401 `WWW-Authenticate` header."""
-    loopback_hosts: tuple[str, ...] = field(default=("127.0.0.1:*", "localhost:*", "[::1]:*"))
+INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+"""The MCP Inspector version the docs and CI use (pinned: an unpinned npx on Node 20 picks 0.15.0)."""
 
 
 def transport_security(settings: HttpSettings) -> TransportSecuritySettings:
@@ -87,12 +79,90 @@ def _resource_url(settings: HttpSettings) -> str:
     return f"http://{host}:{settings.port}{MCP_PATH}"
 
 
-def build_http_app(
-    db_path: Path, policy: PolicySource, cursors: CursorCodec, settings: HttpSettings | None = None
-) -> Starlette:
+class PostOnly:
+    """`/mcp` with a valid token answers any method but POST with 405: the server is stateless and answers with
+    JSON, so there is no event stream to GET and no session to DELETE (a GET would otherwise open a stream that
+    never closes). Without a valid token the request goes on to the SDK, which answers 401 as for POST."""
+
+    def __init__(self, app: ASGIApp, verifier: PolicyTokenVerifier) -> None:
+        self.app = app
+        self.verifier = verifier
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == MCP_PATH and scope["method"] != "POST":
+            token = _bearer_token(scope)
+            verified = await self.verifier.verify_token(token) if token is not None else None
+            if verified is not None:
+                scope["user"] = SimpleUser(verified.client_id)  # for the access line
+                error = JSONRPCError(
+                    jsonrpc="2.0",
+                    id=None,
+                    error=ErrorData(
+                        code=INVALID_REQUEST,
+                        message="Method Not Allowed: this server is stateless and answers POST with JSON; "
+                        "there is no event stream or session",
+                    ),
+                )
+                response = Response(
+                    error.model_dump_json(by_alias=True, exclude_unset=True),
+                    status_code=405,
+                    headers={"Allow": "POST"},
+                    media_type="application/json",
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _bearer_token(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    return None
+
+
+class AccessLog:
+    """One line per HTTP request: peer, client id (from the verified token, never the token), method, path,
+    status and duration."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 0
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            user = scope.get("user")
+            client = getattr(user, "username", None) if getattr(user, "is_authenticated", False) else None
+            peer = scope.get("client")
+            access_log.info(
+                "%s %s %s %s %s %.1fms",
+                peer[0] if peer else "-",
+                client or "-",
+                scope["method"],
+                scope["path"],
+                status or "-",
+                (time.perf_counter() - started) * 1000,
+            )
+
+
+def build_http_app(settings: ServeSettings, policy: PolicySource) -> ASGIApp:
     """The ASGI app: `/mcp` (Streamable HTTP, bearer tokens from the policy) and `/healthz` (public)."""
-    settings = settings or HttpSettings()
-    resource = _resource_url(settings)
+    http = settings.http
+    resource = _resource_url(http)
     parts = urlsplit(resource)
     auth = AuthSettings(
         # No OAuth authorization server: tokens are issued out of band and listed (hashed) in the policy.
@@ -101,99 +171,89 @@ def build_http_app(
         resource_server_url=AnyHttpUrl(resource),
         validate_token_resource=False,  # our tokens are bound to this server by being in its policy
     )
+    verifier = PolicyTokenVerifier(policy)
     server = build_server(
-        db_path, HttpPolicyAccess(policy), cursors, token_verifier=PolicyTokenVerifier(policy), auth=auth
+        settings.db,
+        HttpPolicyAccess(policy),
+        CursorCodec(settings.cursor_secret),
+        token_verifier=verifier,
+        auth=auth,
+        busy_timeout=settings.busy_timeout,
     )
-
-    async def healthz(_: Request) -> JSONResponse:
-        try:
-            await anyio.to_thread.run_sync(check_database, db_path)
-        except StoreError:
-            return JSONResponse({"status": "unavailable", "database": "unreadable"}, status_code=503)
-        return JSONResponse({"status": "ok", "database": "readable"})
-
-    server.custom_route("/healthz", methods=["GET"])(healthz)
-
-    return server.streamable_http_app(
+    server.custom_route("/healthz", methods=["GET"])(_health_route(server))
+    app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,
         json_response=True,
-        transport_security=transport_security(settings),
-        host=settings.host,
+        transport_security=transport_security(http),
+        host=http.host,
     )
+    return AccessLog(PostOnly(app, verifier))
 
 
-def settings_from_args(args: argparse.Namespace) -> HttpSettings:
-    return HttpSettings(
-        host=args.host,
-        port=args.port,
-        allowed_hosts=tuple(args.allowed_host),
-        allowed_origins=tuple(args.allowed_origin),
-        public_url=getattr(args, "public_url", None),
-    )
+def _health_route(server: StoryGraphServer) -> Callable[[Request], Awaitable[JSONResponse]]:
+    async def healthz(_: Request) -> JSONResponse:
+        problem = await anyio.to_thread.run_sync(server.database_problem)
+        if problem is None:
+            return JSONResponse({"status": "ok", "database": "readable"})
+        log.warning("health check: database %s: %s", problem.kind, problem.detail)
+        return JSONResponse(
+            {"status": "unavailable", "database": problem.kind, "reason": problem.reason}, status_code=503
+        )
+
+    return healthz
 
 
-def serve_http(args: argparse.Namespace, db_path: Path, project: str | None, cursors: CursorCodec) -> int:
+def serve_http(settings: ServeSettings) -> int:
     """`serve --transport http`: one uvicorn process. Without --policy, a one-run token is made and shown once."""
-    settings = settings_from_args(args)
+    http = settings.http
     policy: PolicySource
-    if args.policy is not None:
-        policy = PolicyFile(args.policy)
+    if settings.policy is not None:
+        policy = PolicyFile(settings.policy)
     else:
-        one_run, token = one_run_policy(project)
+        one_run, token = one_run_policy(settings.project)
         policy = FixedPolicy(one_run)
-        url = _resource_url(settings)
+        url = _resource_url(http)
         header = f'--header "Authorization: Bearer {token}"'
         print(
             "story-graph-mcp: no --policy given, so this run accepts one bearer token, made now and shown only "
             f"here (client id 'operator', every scope):\n  {token}\n"
-            "Open it in the MCP Inspector (web UI, then CLI):\n"
-            f"  npx @modelcontextprotocol/inspector --transport http --server-url {url} {header}\n"
-            f"  npx @modelcontextprotocol/inspector --cli {url} --transport http {header} --method tools/list",
+            "Open it in the MCP Inspector (web UI, then CLI; Node 22 or later):\n"
+            f"  npx -y {INSPECTOR} --transport http --server-url {url} {header}\n"
+            f"  npx -y {INSPECTOR} --cli {url} --transport http {header} --method tools/list",
             file=sys.stderr,
             flush=True,
         )
-    if settings.host not in LOOPBACK:
+    if http.host not in LOOPBACK:
         print(
-            f"story-graph-mcp: listening on {settings.host}, not loopback; put TLS in front "
+            f"story-graph-mcp: listening on {http.host}, not loopback; put TLS in front "
             "(docs/deployment.md) and pass --allowed-host for the names clients use",
             file=sys.stderr,
             flush=True,
         )
-    app = build_http_app(db_path, policy, cursors, settings)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info", server_header=False)
+    app = build_http_app(settings, policy)
+    # log_config=None: uvicorn's lines go through the root handler (server.logs), in one format on stderr;
+    # access_log=False: AccessLog writes one line per request, with the client id.
+    config = uvicorn.Config(app, host=http.host, port=http.port, log_config=None, access_log=False, server_header=False)
     uvicorn.Server(config).run()
     return 0
 
 
-def create_app() -> Starlette:
+def create_app() -> ASGIApp:
     """`uvicorn --factory server.http:create_app`: configured from the environment, for several workers.
 
     STORY_GRAPH_DB (required), STORY_GRAPH_POLICY (required: workers cannot share a one-run token),
     STORY_GRAPH_CURSOR_SECRET_FILE or STORY_GRAPH_CURSOR_SECRET (required: workers must share it),
-    STORY_GRAPH_ALLOWED_HOSTS / STORY_GRAPH_ALLOWED_ORIGINS (comma-separated), STORY_GRAPH_PUBLIC_URL.
+    STORY_GRAPH_BUSY_TIMEOUT (seconds), STORY_GRAPH_ALLOWED_HOSTS / STORY_GRAPH_ALLOWED_ORIGINS
+    (comma-separated), STORY_GRAPH_PUBLIC_URL. A missing or bad setting is one line on stderr and exit
+    status 3 (uvicorn's start-up failure, so its supervisor stops instead of restarting workers).
     """
-    from server.serve import cursor_secret
-
-    def env(name: str) -> str:
-        value = os.environ.get(name, "").strip()
-        if not value:
-            raise StoreError(f"{name} is not set (see docs/deployment.md, 'Several workers')")
-        return value
-
-    db_path = Path(env("STORY_GRAPH_DB"))
-    check_database(db_path)
-    secret_file = os.environ.get("STORY_GRAPH_CURSOR_SECRET_FILE", "").strip()
-    secret = cursor_secret(Path(secret_file) if secret_file else None)
-    if secret is None:
-        raise StoreError("set STORY_GRAPH_CURSOR_SECRET_FILE or STORY_GRAPH_CURSOR_SECRET: workers must share it")
-    settings = HttpSettings(
-        allowed_hosts=_csv("STORY_GRAPH_ALLOWED_HOSTS"),
-        allowed_origins=_csv("STORY_GRAPH_ALLOWED_ORIGINS"),
-        public_url=os.environ.get("STORY_GRAPH_PUBLIC_URL") or None,
-    )
-    return build_http_app(db_path, PolicyFile(Path(env("STORY_GRAPH_POLICY"))), CursorCodec(secret), settings)
-
-
-def _csv(name: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in os.environ.get(name, "").split(",") if part.strip())
+    configure_logging()
+    try:
+        settings = ServeSettings.from_env()
+        check_startup(settings)
+        assert settings.policy is not None
+        return build_http_app(settings, PolicyFile(settings.policy))
+    except StoreError as exc:
+        print(f"story-graph-mcp: {exc}", file=sys.stderr, flush=True)
+        sys.exit(STARTUP_FAILURE)

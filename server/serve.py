@@ -1,59 +1,86 @@
-"""`story-graph-mcp serve`: build the server from the command line and run it on stdio or HTTP."""
+"""`story-graph-mcp serve`: check the start-up settings, then run the server on stdio or HTTP."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import signal
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
+
+import anyio
 
 from server.app import Access, StaticAccess, build_server
 from server.contracts.common import Grant
+from server.logs import configure_logging
 from server.reader.cursor import CursorCodec
-from server.reader.db import check_database
-from server.store.errors import StoreError
+from server.settings import ServeSettings, check_startup
+from server.stdio import serve_stdio
 
 DEMO_DEFAULT_PROJECT = "atlas"
 
 
-def cursor_secret(path: Path | None) -> bytes | None:
-    """The shared cursor secret: a file, else STORY_GRAPH_CURSOR_SECRET, else None (a random per-process one)."""
-    if path is not None:
-        try:
-            secret = path.read_bytes().strip()
-        except OSError as exc:
-            raise StoreError(f"cannot read the cursor secret file {path}: {exc.strerror}") from exc
-        if len(secret) < 16:
-            raise StoreError(f"the cursor secret in {path} is shorter than 16 bytes; use a long random value")
-        return secret
-    env = os.environ.get("STORY_GRAPH_CURSOR_SECRET", "").encode()
-    return env or None
-
-
 def serve(args: argparse.Namespace) -> int:
-    if args.demo:
-        from server.store.demo import write_demo
+    configure_logging()
+    with _database(args) as db_path:
+        project = args.project or (DEMO_DEFAULT_PROJECT if args.demo else None)
+        settings = ServeSettings.from_args(args, db_path, project)
+        check_startup(settings)
+        if args.transport == "http":
+            from server.http import serve_http
 
-        db_path = Path(tempfile.mkdtemp(prefix="story-graph-demo-")) / "demo.db"
-        write_demo(db_path)
-    else:
-        db_path = args.db
-    check_database(db_path)
-    project = args.project or (DEMO_DEFAULT_PROJECT if args.demo else None)
-    codec = CursorCodec(cursor_secret(args.cursor_secret_file))
-    if args.transport == "http":
-        from server.http import serve_http
+            return serve_http(settings)
+        access: Access
+        if settings.policy is not None:
+            from server.policy import PolicyFile, StdioPolicyAccess
 
-        return serve_http(args, db_path, project, codec)
-    access: Access
-    if args.policy is not None:
-        from server.policy import PolicyFile, StdioPolicyAccess
+            # The policy's server switch and its [stdio] grant; --project overrides stdio.default_project.
+            fallback = DEMO_DEFAULT_PROJECT if args.demo else None
+            access = StdioPolicyAccess(PolicyFile(settings.policy), project=args.project, fallback_project=fallback)
+        else:
+            access = StaticAccess(Grant(default_project=project))
+        server = build_server(
+            settings.db, access, CursorCodec(settings.cursor_secret), busy_timeout=settings.busy_timeout
+        )
+        anyio.run(serve_stdio, server)
+        return 0
 
-        # The policy's server switch and its [stdio] grant; --project overrides stdio.default_project.
-        fallback = DEMO_DEFAULT_PROJECT if args.demo else None
-        access = StdioPolicyAccess(PolicyFile(args.policy), project=args.project, fallback_project=fallback)
-    else:
-        access = StaticAccess(Grant(default_project=project))
-    server = build_server(db_path, access, codec)
-    server.run("stdio")
-    return 0
+
+@contextmanager
+def _database(args: argparse.Namespace) -> Iterator[Path]:
+    """The database to serve: --db, or with --demo a fresh copy of the demo graph in a temporary folder that
+    is removed when the server exits: end of input, Ctrl-C, or SIGTERM (uvicorn handles SIGTERM itself while it
+    serves HTTP and returns normally)."""
+    if not args.demo:
+        yield args.db
+        return
+    from server.store.demo import write_demo
+
+    folder = Path(tempfile.mkdtemp(prefix="story-graph-demo-"))
+    try:
+        with _on_sigterm(lambda: shutil.rmtree(folder, ignore_errors=True)):
+            write_demo(folder / "demo.db")
+            yield folder / "demo.db"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def _on_sigterm(cleanup: Callable[[], None]) -> Iterator[None]:
+    """SIGTERM: clean up, then exit at once. Unwinding is not an option on stdio: the SDK reads stdin in a worker
+    thread that a signal cannot interrupt, so an orderly shutdown would wait for the client to close stdin. The
+    server only reads, so there is nothing else to finish."""
+
+    def stop(_signum: int, _frame: FrameType | None) -> None:
+        cleanup()
+        os._exit(0)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -242,9 +242,13 @@ GRAPH_TABLES = (
 
 
 def content(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    """Every graph row, sorted, and the search items without their sequence numbers: equal for equal graphs."""
+    """Every graph row, sorted, and the search items without their sequence numbers: equal for equal graphs. A
+    source version's text_revision is a change counter (it depends on write order, not content), so it is left out."""
     with sqlite3.connect(db) as conn:
         tables = {table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall()) for table in GRAPH_TABLES}
+        tables["source_versions"] = sorted(
+            conn.execute("SELECT source_id, version, length, recorded_at FROM source_versions").fetchall()
+        )
         search = conn.execute(
             "SELECT (item_id >> 38) & 31, object_type, object_id, result_key, scope_key, event_time_start,"
             " event_time_end, review_generated_at, recorded_at, hi, lo, hi_fields, lo_fields, hi_grams, lo_grams"

@@ -68,12 +68,23 @@ async def ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, 
 
 
 async def error(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Call and assert an isError result; return its structured payload (code in 'error')."""
-    result = await client.call_tool(tool, arguments)
+    """Call and assert an isError result; return its payload (code in 'error'), parsed from the text."""
+    return error_payload(await client.call_tool(tool, arguments))
+
+
+def error_payload(result: CallToolResult) -> dict[str, Any]:
+    """An error result as SPEC §5b shapes it: no structuredContent (TypeScript clients would validate it against
+    the outputSchema and drop the error), one text item whose first line starts with the code and a colon and
+    whose last line is the JSON payload. Returns the payload."""
+    import orjson
+
+    assert result.is_error, result.content
+    assert result.structured_content is None
+    assert len(result.content) == 1
     text = result.content[0]
     assert isinstance(text, TextContent)
-    assert result.is_error, text.text
-    assert result.structured_content is not None
-    assert text.text.startswith(result.structured_content["error"] + ":")
-    content: dict[str, Any] = result.structured_content
-    return content
+    first, _, last = text.text.rpartition("\n")
+    payload: dict[str, Any] = orjson.loads(last)
+    assert first.startswith(payload["error"] + ": "), text.text
+    assert payload["message"] in first and payload["next_step"] in first
+    return payload

@@ -35,11 +35,12 @@ def demo(tmp_path: Path) -> Path:
 async def read_all(client: Client, args: dict[str, Any]) -> dict[str, Any]:
     """Every page of one get_context query; lists concatenated in page order, header/frame from the first page."""
     first: dict[str, Any] | None = None
-    merged: dict[str, list[dict[str, Any]]] = {"items": [], "unknown_time_items": [], "background": []}
+    merged: dict[str, list[dict[str, Any]]] = {"items": [], "background": []}
     cursor = None
     for _ in range(500):
         page = await ok(client, CONTEXT, args | ({"cursor": cursor} if cursor else {}))
         first = first or page
+        assert page["page"]["returned_count"] == len(page["items"])  # as upstream: items on this page
         for name, values in merged.items():
             values.extend(page[name])
         cursor = page["page"]["next_cursor"]
@@ -54,7 +55,7 @@ def objects(page: dict[str, Any], *lists: str) -> dict[tuple[str, str, str | Non
     """Reassembled objects per (type, id, result_id), with the metadata of their first fragment."""
     found: dict[tuple[str, str, str | None], dict[str, Any]] = {}
     texts: dict[tuple[str, str, str | None], list[str]] = {}
-    for name in lists or ("items", "unknown_time_items"):
+    for name in lists or ("items",):
         for item in page[name]:
             key = (item["object_ref"]["type"], item["object_ref"]["id"], item["result_id"])
             found.setdefault(key, item)
@@ -119,9 +120,17 @@ async def test_the_decision_story_end_to_end_from_search_through_both_modes(demo
     assert header["result_ids"] == ["res-atlas-2026-05", "res-atlas-2026-07"]
     assert all(item["validity"] == "unknown" for item in found.values())
 
-    # Timelines: event-time order, old decision beside its revision, unknown times apart.
-    dated = [i["event_time"] for i in objects(b_timeline, "items").values()]
-    assert dated == sorted(dated) and None not in dated
+    # Timelines: event-time order, old decision beside its revision; every object in items, undated ones last,
+    # each marked, with their count (a client written for upstream sees every object).
+    b_objects = objects(b_timeline)
+    assert set(b_objects) == set(objects(current)), "timeline and current select the same objects"
+    times = [i["event_time"] for i in b_objects.values()]
+    undated_from = times.index(None)
+    assert None not in times[:undated_from] and set(times[undated_from:]) == {None}
+    assert times[:undated_from] == sorted(times[:undated_from])
+    assert [i["undated"] for i in b_objects.values()] == [t is None for t in times]
+    assert b_timeline["undated_count"] == len(times) - undated_from == 23
+    assert "unknown_time_items" not in b_timeline
     assert ids(b_timeline, "items")[:3] == [
         "sum-atlas-2026-05",
         "evt-load-test-window",
@@ -129,7 +138,8 @@ async def test_the_decision_story_end_to_end_from_search_through_both_modes(demo
     ]
     a_dated = ids(a_timeline, "items")
     assert a_dated.index("evt-decision-a") < a_dated.index("evt-revision-a-to-b")
-    a_undated = objects(a_timeline, "unknown_time_items")
+    a_undated = {key: i for key, i in objects(a_timeline).items() if i["undated"]}
+    assert list(a_undated) == list(objects(a_timeline))[-len(a_undated) :], "undated objects come last"
     assert ("entity", "ent-decision-a", "res-atlas-2026-03") in a_undated
     assert ("entity", "ent-decision-a", "res-atlas-2026-05") in a_undated
     assert ("event", "evt-unknown-time-1", "res-atlas-2026-05") in a_undated
@@ -140,7 +150,7 @@ async def test_the_decision_story_end_to_end_from_search_through_both_modes(demo
 async def test_a_late_recorded_old_event_keeps_its_event_time_position(demo: Path) -> None:
     async with client_for(demo) as client:
         timeline = await read_all(client, {"object_ref": _ref("story_line", "sl-atlas-cache"), "mode": "timeline"})
-    dated = list(objects(timeline, "items").values())
+    dated = [i for i in objects(timeline).values() if not i["undated"]]
     assert [i["event_time"] for i in dated] == sorted(i["event_time"] for i in dated)
     kickoff = dated[0]
     assert kickoff["object_ref"]["id"] == "evt-late-recorded-kickoff"
@@ -148,8 +158,8 @@ async def test_a_late_recorded_old_event_keeps_its_event_time_position(demo: Pat
     # Recorded last of all, still first by event time; the record time is reported, never used for order.
     assert kickoff["recorded_at"] == max(i["recorded_at"] for i in dated)
     assert kickoff["review_generated_at"] == "2026-07-15T10:00:00.000Z"
-    undated = objects(timeline, "unknown_time_items")
-    assert all(i["event_time"] is None for i in undated.values())
+    undated = {key: i for key, i in objects(timeline).items() if i["undated"]}
+    assert all(i["event_time"] is None for i in undated.values()) and len(undated) == timeline["undated_count"]
     assert ("event", "evt-unknown-time-1", "res-atlas-2026-05") in undated
     gaps = {g["kind"]: g for g in timeline["known_gaps"]}
     assert {"type": "event", "id": "evt-unknown-time-1"} in gaps["unknown_event_time"]["refs"]

@@ -173,8 +173,8 @@ def reassemble(all_pages: list[dict[str, Any]]) -> dict[Key, str]:
     texts: dict[Key, str] = {}
     lengths: dict[Key, int] = {}
     for page in all_pages:
-        fragments = [*page["items"], *page["unknown_time_items"], *page["background"]]
-        assert page["page"]["returned_count"] == len(fragments)
+        fragments = [*page["items"], *page["background"]]
+        assert page["page"]["returned_count"] == len(page["items"])
         for item in fragments:
             if "memory_id" in item:
                 key: Key = ("memory_item", item["memory_id"], None)
@@ -225,7 +225,7 @@ def check_exact(db: Path, all_pages: list[dict[str, Any]]) -> dict[Key, str]:
     leaf_ids = {
         (i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"]): i["leaf_id"]
         for page in all_pages
-        for i in [*page["items"], *page["unknown_time_items"]]
+        for i in page["items"]
     }
     for key, text in texts.items():
         parsed = orjson.loads(text)
@@ -253,12 +253,12 @@ async def test_every_page_and_fragment_reassembles_the_stored_objects_exactly(
     assert texts == reassemble(whole)
     assert len(texts) == whole[0]["page"]["total_count"] == paged[0]["page"]["total_count"]
     for page in paged:
-        assert page["page"]["returned_count"] <= page_size
-        assert all(len(i["content"]) <= content_page_size for i in [*page["items"], *page["unknown_time_items"]])
+        assert page["page"]["returned_count"] + len(page["background"]) <= page_size
+        assert all(len(i["content"]) <= content_page_size for i in page["items"])
 
     # The stream order is the same whatever the page sizes.
     def order(some: list[dict[str, Any]]) -> list[Key]:
-        keys = [_key(i) for p in some for i in [*p["items"], *p["unknown_time_items"]]]
+        keys = [_key(i) for p in some for i in p["items"]]
         return list(dict.fromkeys(keys))
 
     assert order(paged) == order(whole)

@@ -1,13 +1,41 @@
-"""The docs are a contract: every tool and every error code has its place in docs/tools.md."""
+"""The docs are a contract: every tool and every error code has its place in docs/tools.md, every command block
+marked runnable in README.md and docs/*.md runs, and the numbers and commands the docs quote are the product's.
+
+A runnable block is a ```sh block on the line right after `<!-- runnable -->`. It runs with bash
+(`set -euo pipefail`) in a fresh empty directory, with this environment's `story-graph-mcp` first on PATH,
+and must exit 0. Mark only blocks that finish on their own and need no network.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
+from support import client_for, demo_db, ok
 
 from server.contracts.errors import ERROR_CODES
+from server.http import INSPECTOR
 from server.tools import TOOLS
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+REPO = Path(__file__).resolve().parent.parent
+DOCS = REPO / "docs"
+MARKDOWN = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+RUNNABLE = re.compile(r"^<!-- runnable -->\n```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
+BIN = Path(sys.executable).parent
+
+
+def runnable_blocks() -> list[tuple[str, str]]:
+    blocks = []
+    for path in MARKDOWN:
+        text = path.read_text(encoding="utf-8")
+        for number, match in enumerate(RUNNABLE.finditer(text), start=1):
+            blocks.append((f"{path.relative_to(REPO)}#{number}", match.group(1)))
+    return blocks
 
 
 def test_every_registered_tool_has_a_reference_section() -> None:
@@ -20,3 +48,89 @@ def test_every_error_code_is_documented() -> None:
     text = (DOCS / "tools.md").read_text(encoding="utf-8")
     for code in ERROR_CODES:
         assert f"| `{code}` |" in text, code
+
+
+def test_the_runnable_marker_is_used_where_it_matters() -> None:
+    marked = {name.split("#")[0] for name, _ in runnable_blocks()}
+    assert {"README.md", "docs/demo.md", "docs/deployment.md"} <= marked
+    # A marker must sit right above a ```sh block, or the block would silently not run.
+    for path in MARKDOWN:
+        text = path.read_text(encoding="utf-8")
+        markers = re.findall(r"^<!-- runnable -->$", text, re.MULTILINE)
+        assert len(markers) == len(RUNNABLE.findall(text)), path
+
+
+@pytest.mark.parametrize(("name", "script"), runnable_blocks(), ids=[name for name, _ in runnable_blocks()])
+def test_runnable_command_blocks_run(tmp_path: Path, name: str, script: str) -> None:
+    assert (BIN / "story-graph-mcp").exists(), "install the project (pip install -e .) to run the docs"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("STORY_GRAPH_CURSOR_SECRET", None)
+    done = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, f"{name} failed:\n{script}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+    # Output quoted in a block's comments (`# line`) is what the commands print, where it is not elided.
+    quoted = [line.removeprefix("# ") for line in script.splitlines() if line.startswith("# ")]
+    for line in quoted:
+        if "…" not in line:
+            assert line in done.stdout, f"{name}: {line!r} not in the output:\n{done.stdout}"
+
+
+def test_the_inspector_commands_in_the_docs_are_pinned_and_their_arguments_valid() -> None:
+    """docs/clients.md shows the Inspector version CI runs, and every --tool-args-json it shows is accepted by the
+    tool's input contract (CI runs the same calls: .ci/conformance.sh)."""
+    ci = (REPO / ".ci" / "conformance.sh").read_text(encoding="utf-8")
+    assert f'INSPECTOR_PKG="{INSPECTOR}"' in ci
+    specs = {spec.name: spec for spec in TOOLS}
+    for path in MARKDOWN:
+        for block in re.findall(r"^```sh\n(.*?)^```", path.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL):
+            for command in re.findall(r"npx[^\n]*@modelcontextprotocol/inspector[^\s]*", block):
+                assert command.endswith(INSPECTOR) and " -y " in f" {command} ", (path, command)
+    clients = (DOCS / "clients.md").read_text(encoding="utf-8")
+    calls = re.findall(r"--tool-name (\w+) \\\n\s+--tool-args-json '([^']+)'", clients)
+    assert len(calls) >= 4
+    import orjson
+
+    for tool, arguments in calls:
+        parsed: dict[str, Any] = orjson.loads(arguments)
+        if "as_of" not in parsed:
+            specs[tool].input_model.model_validate(parsed)
+    # The table of exit codes names the same calls CI makes.
+    for arguments in re.findall(r"--tool-args-json '([^']+)'", ci.split("call()")[1]):
+        if '"cursor"' not in arguments:
+            assert f"`{arguments}`" in clients, arguments
+
+
+@pytest.mark.anyio
+async def test_the_demo_numbers_quoted_in_the_docs_are_the_demo_graphs(tmp_path: Path) -> None:
+    demo = (DOCS / "demo.md").read_text(encoding="utf-8")
+    tools = (DOCS / "tools.md").read_text(encoding="utf-8")
+
+    async def timeline(client: Any, ref: dict[str, str]) -> tuple[int, int]:
+        objects: set[tuple[str, str, str | None]] = set()
+        cursor = None
+        while True:
+            args = {"object_ref": ref, "mode": "timeline", "page_size": 50} | ({"cursor": cursor} if cursor else {})
+            page = await ok(client, "story_graph_get_context", args)
+            objects |= {(i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"]) for i in page["items"]}
+            cursor = page["page"]["next_cursor"]
+            if cursor is None:
+                return page["undated_count"], len(objects)
+
+    async with client_for(demo_db(tmp_path)) as client:
+        found = await ok(client, "story_graph_search", {"query": "会话缓存", "page_size": 50})
+        line = await timeline(client, {"type": "story_line", "id": "sl-atlas-cache"})
+        decision_b = await timeline(client, {"type": "entity", "id": "ent-decision-b"})
+        decision_a = await timeline(client, {"type": "entity", "id": "ent-decision-a"})
+    items = found["items"]
+    distinct = {(i["object_ref"]["type"], i["object_ref"]["id"]) for i in items}
+    assert f"returns {len(items)} items (`page.total_count` is {found['page']['total_count']})" in demo
+    assert f"for {len(distinct)}\nobjects" in demo
+    assert f"{line[0]} of the story line's {line[1]} objects; {decision_b[0]} of the {decision_b[1]} for" in demo
+    assert f"`undated_count` {decision_a[0]} of its {decision_a[1]} objects" in tools

@@ -5,16 +5,18 @@ and statelessness (a cursor from one process is accepted by another sharing the 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 from http_support import (
     PYTHON,
-    SECRET,
     TOKENS,
     HttpServer,
+    free_port,
     http_client,
     http_server,
     policy_text,
@@ -22,7 +24,7 @@ from http_support import (
     write_secret,
 )
 from mcp import Client
-from support import demo_db, error, ok
+from support import demo_db, error, error_payload, ok
 
 from server.cli import _parser
 from server.policy import hash_token
@@ -115,12 +117,17 @@ async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
         local_origin = {**alpha, "Origin": f"http://localhost:{server.port}"}
         assert (await http.post(server.url, json=LIST, headers=local_origin)).status_code == 200
 
-        # /healthz says only whether the database is readable
+        # /healthz says only whether the database is readable, and if not, why (no path)
         moved = db.with_name("moved.db")
         db.rename(moved)
         try:
             down = await http.get(f"{server.base}/healthz")
-            assert down.status_code == 503 and down.json() == {"status": "unavailable", "database": "unreadable"}
+            assert down.status_code == 503
+            assert down.json() == {
+                "status": "unavailable",
+                "database": "missing",
+                "reason": "the database file is gone (deleted or moved) since the server opened it",
+            }
         finally:
             moved.rename(db)
         assert (await http.get(f"{server.base}/healthz")).status_code == 200
@@ -141,9 +148,13 @@ async def test_each_client_reads_with_its_own_grant(tmp_path: Path, mode: str) -
             smuggled = await error(alpha, "story_graph_search", {"query": "s", "grant": {"projects": "*"}})
             assert smuggled["error"] == "invalid_arguments"
         async with http_client(server.url, TOKENS["beta"], mode) as beta:
-            assert (await error(beta, "story_graph_search", {"query": "session"}))["error"] == "scope_required"
+            required = await error(beta, "story_graph_search", {"query": "session"})
+            assert required["error"] == "scope_required"
+            # The next step names what the token's grant can read: beacon only, never atlas or Global.
+            assert required["readable_scopes"] == [BEACON] and required["readable_scope_count"] == 1
+            assert "atlas" not in str(required)
             other = await error(beta, "story_graph_search", {"query": "session", "scope": ATLAS})
-            assert other["error"] == "scope_unavailable"
+            assert other["error"] == "scope_unavailable" and other["readable_scopes"] == [BEACON]
             assert (await ok(beta, "story_graph_search", {"query": "session", "scope": BEACON}))["items"]
     assert_no_secrets_logged(server, *TOKENS.values())
 
@@ -159,8 +170,7 @@ async def test_switches_per_client_and_for_the_server(tmp_path: Path) -> None:
             result = await client.call_tool("story_graph_search", search)
             assert (tools == STORY_TOOLS) is (not result.is_error)
             if result.is_error:
-                assert result.structured_content is not None
-                assert result.structured_content["error"] == "story_graph_unavailable"
+                assert error_payload(result)["error"] == "story_graph_unavailable"
             seen.append(not result.is_error)
         return seen[0], seen[1]
 
@@ -210,8 +220,8 @@ async def test_without_a_policy_a_one_run_token_is_printed_once(tmp_path: Path) 
         tokens = re.findall(r"sgm_[A-Za-z0-9_-]{20,}", stderr)
         assert len(tokens) == 3 and len(set(tokens)) == 1, "the token line and two ready-to-paste commands"
         token = tokens[0]
-        assert f"inspector --transport http --server-url {server.url} --header" in stderr
-        assert f"inspector --cli {server.url} --transport http" in stderr
+        assert f"inspector@2.12.0 --transport http --server-url {server.url} --header" in stderr
+        assert f"inspector@2.12.0 --cli {server.url} --transport http" in stderr
         assert f'--header "Authorization: Bearer {token}"' in stderr
         assert token not in server.out.read_text()
         async with httpx2.AsyncClient() as http:
@@ -252,20 +262,88 @@ async def test_several_workers_from_the_factory(tmp_path: Path) -> None:
             assert (await http.post(server.url, json=LIST, headers=JSON_HEADERS)).status_code == 401
 
 
-def test_factory_refuses_to_start_without_its_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from server.http import create_app
-    from server.store.errors import StoreError
+@pytest.mark.parametrize(
+    ("missing", "message"),
+    [
+        ("STORY_GRAPH_DB", "STORY_GRAPH_DB is not set"),
+        ("STORY_GRAPH_CURSOR_SECRET_FILE", "set STORY_GRAPH_CURSOR_SECRET_FILE or STORY_GRAPH_CURSOR_SECRET"),
+        ("STORY_GRAPH_POLICY", "STORY_GRAPH_POLICY is not set"),
+    ],
+)
+def test_the_factory_without_a_setting_says_so_in_one_line(tmp_path: Path, missing: str, message: str) -> None:
+    """`uvicorn --factory server.http:create_app` with a setting missing: one line, no traceback, and uvicorn's
+    start-up failure status, so a multi-worker supervisor stops instead of restarting workers forever."""
+    db, policy, secret = setup(tmp_path)
+    env = {
+        **server_env(),
+        "STORY_GRAPH_DB": str(db),
+        "STORY_GRAPH_POLICY": str(policy),
+        "STORY_GRAPH_CURSOR_SECRET_FILE": str(secret),
+    }
+    del env[missing]
+    command = [PYTHON, "-m", "uvicorn", "--factory", "server.http:create_app", "--port", str(free_port())]
+    for workers in ("1", "2"):
+        # It ends (timeout otherwise): 2 workers would be restarted forever on any other exit status.
+        done = subprocess.run(
+            [*command, "--workers", workers], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert "Traceback" not in done.stderr, done.stderr
+        ours = {line for line in done.stderr.splitlines() if line.startswith("story-graph-mcp:")}
+        assert len(ours) == 1 and message in ours.pop(), done.stderr
+        if workers == "1":
+            assert done.returncode == 3  # uvicorn's STARTUP_FAILURE (with workers, uvicorn's parent exits 0)
 
-    db, policy, _ = setup(tmp_path)
-    for name in ("STORY_GRAPH_DB", "STORY_GRAPH_POLICY", "STORY_GRAPH_CURSOR_SECRET", "STORY_GRAPH_CURSOR_SECRET_FILE"):
-        monkeypatch.delenv(name, raising=False)
-    with pytest.raises(StoreError, match="STORY_GRAPH_DB"):
-        create_app()
+
+def test_the_factory_starts_with_its_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from server.http import create_app
+
+    db, policy, secret = setup(tmp_path)
     monkeypatch.setenv("STORY_GRAPH_DB", str(db))
-    with pytest.raises(StoreError, match="CURSOR_SECRET"):
-        create_app()
-    monkeypatch.setenv("STORY_GRAPH_CURSOR_SECRET", SECRET)
-    with pytest.raises(StoreError, match="STORY_GRAPH_POLICY"):
-        create_app()
     monkeypatch.setenv("STORY_GRAPH_POLICY", str(policy))
+    monkeypatch.setenv("STORY_GRAPH_CURSOR_SECRET_FILE", str(secret))
+    monkeypatch.setenv("STORY_GRAPH_BUSY_TIMEOUT", "0.5")
     assert create_app() is not None
+    monkeypatch.setenv("STORY_GRAPH_BUSY_TIMEOUT", "soon")
+    with pytest.raises(SystemExit):
+        create_app()
+
+
+async def test_only_post_is_served_and_the_log_has_a_line_per_request_and_no_noise(tmp_path: Path) -> None:
+    db, policy, secret = setup(tmp_path)
+    alpha = {"Authorization": f"Bearer {TOKENS['alpha']}", "Accept": "application/json, text/event-stream"}
+    async with http_server(serve_args(db, policy, secret), tmp_path) as server:
+        async with httpx2.AsyncClient(timeout=10) as http:
+            for method in ("GET", "DELETE", "PUT"):
+                # With a valid token: 405 at once (a GET used to open an event stream that never closed).
+                refused = await http.request(method, server.url, headers=alpha)
+                assert refused.status_code == 405 and refused.headers["allow"] == "POST", method
+                assert refused.json()["error"]["message"].startswith("Method Not Allowed")
+                # Without one: 401, as for POST.
+                assert (await http.request(method, server.url)).status_code == 401
+            for _ in range(3):
+                listing = await http.post(server.url, json=LIST, headers={**JSON_HEADERS, **alpha})
+                assert listing.status_code == 200
+        # A client that hangs up halfway through its request body.
+        async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
+            head = (
+                f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {TOKENS['alpha']}\r\n"
+                "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                'Content-Length: 1000\r\n\r\n{"jsonrpc":'
+            )
+            await stream.send(head.encode())
+        async with http_client(server.url, TOKENS["alpha"]) as client:
+            await error(client, "story_graph_search", {"query": "s", "scope": {"kind": "global"}})
+            write_policy(policy, alpha_on=False)
+            await error(client, "story_graph_search", {"query": "s"})
+        await anyio.sleep(0.5)
+    log = server.log.read_text()
+    access = [line for line in log.splitlines() if "story_graph_mcp.access:" in line]
+    assert sum(" alpha GET /mcp 405 " in line for line in access) == 1
+    assert sum(" - GET /mcp 401 " in line for line in access) == 1
+    assert sum(" alpha POST /mcp 200 " in line for line in access) >= 3 + 3  # 3 lists, 1+ per client call
+    assert "Terminating session" not in log
+    assert "Traceback" not in log and "client disconnected before sending the whole request" in log
+    assert "story_graph_search refused for alpha: scope_unavailable" in log
+    assert "policy reloaded from" in log and "switched off: alpha" in log
+    assert server.out.read_text() == "", "stdout stays empty; every log line goes to stderr"
+    assert_no_secrets_logged(server, *TOKENS.values(), hash_token(TOKENS["alpha"]))

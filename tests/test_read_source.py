@@ -125,7 +125,7 @@ async def test_snapshot_of_each_fragment_of_one_source_returns_exactly_that_save
         assert read["event_time"] is None and read["review_generated_at"] and read["recorded_at"]
         assert read["requested_scope"] == "current_project" and read["resolved_scope"] == ATLAS
         assert read["coverage"]["historical_reconstruction"] is False
-        assert read["source_coverage"]["record"] == "detailed" and read["error"] is None
+        assert read["source_coverage"]["record"] == "detailed" and "error" not in read  # omitted on success
         assert "not the whole source" in read["content_note"]
     assert len({read["object_revision"] for read in reads.values()}) == 3
 
@@ -354,6 +354,42 @@ async def test_a_change_to_the_source_or_the_scope_between_pages_gives_stale_cur
     assert after_source["error"] == after_scope["error"] == "stale_cursor"
 
 
+async def test_a_stored_text_rewritten_in_place_between_pages_gives_stale_cursor_never_a_mix(db: Path) -> None:
+    """A writer edits a stored version's chunks without touching the source or version rows (same length, same
+    times): the cursor is bound to the version's own text revision (migration 0003), so pages never mix."""
+    doc = {"source_reference_id": "ref-long-doc", "content_kind": "version", "source_version": "v1", "page_size": 100}
+    whole = stored_text(db, "src-long-design-doc", "v1")
+    async with client_for(db) as client:
+        first = await ok(client, READ, doc)
+        # In place, same length: every chunk's text upper-cased (the design note is mostly ASCII).
+        write(db, "UPDATE source_chunks SET text = upper(text) WHERE source_id = 'src-long-design-doc'")
+        edited = await error(client, READ, doc | {"cursor": first["page"]["next_cursor"]})
+        restart = await ok(client, READ, doc)
+        assert restart["content"] == stored_text(db, "src-long-design-doc", "v1")[:100] != whole[:100]
+        # Delete the version and store it again under the same name, length and times, with other text.
+        with sqlite3.connect(db) as conn:
+            conn.execute("PRAGMA foreign_keys = ON")
+            row = conn.execute(
+                "SELECT length, recorded_at FROM source_versions WHERE source_id = 'src-long-design-doc'"
+                " AND version = 'v1'"
+            ).fetchone()
+            chunks = conn.execute(
+                "SELECT start, text FROM source_chunks WHERE source_id = 'src-long-design-doc' AND version = 'v1'"
+            ).fetchall()
+            conn.execute("DELETE FROM source_versions WHERE source_id = 'src-long-design-doc' AND version = 'v1'")
+            conn.execute(
+                "INSERT INTO source_versions (source_id, version, length, recorded_at) VALUES (?, 'v1', ?, ?)",
+                ("src-long-design-doc", *row),
+            )
+            conn.executemany(
+                "INSERT INTO source_chunks (source_id, version, start, text)"
+                " VALUES ('src-long-design-doc', 'v1', ?, ?)",
+                [(start, text.lower()) for start, text in chunks],
+            )
+        recreated = await error(client, READ, doc | {"cursor": restart["page"]["next_cursor"]})
+    assert edited["error"] == recreated["error"] == "stale_cursor"
+
+
 async def test_a_current_read_goes_stale_when_the_source_gets_a_new_current_revision(db: Path) -> None:
     arguments = {"source_reference_id": "ref-changed-msg", "content_kind": "current", "page_size": 50}
     async with client_for(db) as client:
@@ -407,7 +443,10 @@ async def test_a_page_reads_only_the_chunks_it_overlaps(db: Path) -> None:
         pages = [await ok(client, READ, arguments)]
         while pages[-1]["position"]["end"] < 56000:
             pages.append(await ok(client, READ, arguments | {"cursor": pages[-1]["page"]["next_cursor"]}))
-        # Chunks are immutable per version: drop every chunk that the last page does not overlap.
+        # Drop every chunk that the last page does not overlap, behind the reader's back: without the trigger
+        # that gives the version a new text revision (which would make the cursor stale, as it must for a
+        # real edit), so only what the next page reads decides whether it succeeds.
+        write(db, "DROP TRIGGER source_chunks_text_revision_del")
         write(db, "DELETE FROM source_chunks WHERE source_id = 'src-long-design-doc' AND start < 53248")
         last = await ok(client, READ, arguments | {"cursor": pages[-1]["page"]["next_cursor"]})
     assert last["content"] == text[56000:] and last["page"]["complete"] is True

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,3 +74,130 @@ def test_serve_refuses_an_unusable_database_in_one_line(
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
     assert expected in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("project", "expected"),
+    [
+        ("atlass", "--project 'atlass' is not in"),
+        ("legacy", "--project 'legacy' is inactive (not active) in"),
+    ],
+    ids=["missing", "inactive"],
+)
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_serve_checks_the_project_at_start_in_one_line(
+    tmp_path: Path, project: str, expected: str, transport: str
+) -> None:
+    from support import demo_db
+
+    db = demo_db(tmp_path)
+    result = _serve("--db", str(db), "--project", project, "--transport", transport, "--port", "1")
+    assert result.returncode == 2
+    [line] = [line for line in result.stderr.splitlines() if line.strip()]
+    assert expected in line and "active projects: atlas, beacon" in line
+    assert "Traceback" not in result.stderr
+
+
+def test_version() -> None:
+    from server import package_version
+
+    result = subprocess.run(
+        [sys.executable, "-m", "server", "--version"], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert result.stdout.strip() == f"story-graph-mcp {package_version()}" and package_version()[0].isdigit()
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [path]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += _commands(sub, (*path, name))
+    return found
+
+
+def test_every_command_help_shows_an_example() -> None:
+    from server.cli import _parser
+
+    commands = _commands(_parser())
+    assert len(commands) == 12  # the program, serve, db (4), policy (3), demo, and the two groups
+    for command in commands:
+        result = subprocess.run(
+            [sys.executable, "-m", "server", *command, "--help"], capture_output=True, text=True, timeout=60, check=True
+        )
+        examples = result.stdout.split("\nexample", 1)
+        assert len(examples) == 2, command
+        runnable = [line.strip() for line in examples[1].splitlines()[1:] if line.strip()]
+        assert runnable and all("story-graph-mcp" in line for line in runnable if not line.startswith("--")), command
+        leaf = command[-1] if command else "story-graph-mcp"
+        assert any(leaf in line for line in runnable), command
+
+
+def _demo_folders(tmp: Path) -> list[Path]:
+    return sorted(tmp.glob("story-graph-demo-*"))
+
+
+def _demo_env(tmp: Path) -> dict[str, str]:
+    from http_support import server_env
+
+    return {**server_env(), "TMPDIR": str(tmp)}
+
+
+def test_serve_demo_removes_its_temporary_folder_on_end_of_input_and_on_sigterm(tmp_path: Path) -> None:
+    from http_support import REPO
+
+    command = [sys.executable, "-m", "server", "serve", "--demo"]
+    ended = subprocess.run(
+        command, input="", capture_output=True, text=True, timeout=60, cwd=REPO, env=_demo_env(tmp_path), check=False
+    )
+    assert ended.returncode == 0, ended.stderr
+    assert _demo_folders(tmp_path) == []
+
+    pipe = subprocess.PIPE
+    process = subprocess.Popen(command, stdin=pipe, stdout=pipe, stderr=pipe, cwd=REPO, env=_demo_env(tmp_path))
+    try:
+        deadline = time.monotonic() + 30
+        while not list(tmp_path.glob("story-graph-demo-*/demo.db")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _demo_folders(tmp_path), "the demo database is made before serving"
+        time.sleep(0.5)  # serving
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode is not None and "Traceback" not in stderr.decode(), stderr.decode()
+    assert _demo_folders(tmp_path) == []
+
+
+def test_serve_demo_over_http_removes_its_temporary_folder_on_sigterm(tmp_path: Path) -> None:
+    from http_support import REPO, free_port
+
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "server", "serve", "--demo", "--transport", "http", "--port", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=_demo_env(tmp_path),
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as answer:
+                    assert answer.status == 200
+                    break
+            except OSError:
+                time.sleep(0.1)
+        assert _demo_folders(tmp_path)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0 and "Traceback" not in stderr.decode()
+    assert _demo_folders(tmp_path) == []

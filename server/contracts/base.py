@@ -34,7 +34,9 @@ class Contract(BaseModel):
 
 def format_utc(moment: datetime) -> str:
     """The one text form of a time in this project: UTC, milliseconds, `Z` (text order is time order)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.astimezone(UTC).microsecond // 1000:03d}Z"
+    utc = moment.astimezone(UTC)
+    # %Y is not zero-padded below year 1000 on every platform; the text must sort as the time does.
+    return f"{utc.year:04d}-" + utc.strftime("%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
 
 
 def parse_instant(value: str) -> str:
@@ -51,7 +53,10 @@ def parse_instant(value: str) -> str:
         raise ValueError(f"{value!r} is not an ISO 8601 date-time such as 2026-09-28T10:00:00Z") from exc
     if moment.tzinfo is None or not (text.endswith(("Z", "z")) or (text[-6] in "+-" and text[-3] == ":")):
         raise ValueError(f"{value!r} has no UTC offset; add 'Z' or '+HH:MM', e.g. 2026-09-28T10:00:00+08:00")
-    return format_utc(moment)
+    try:
+        return format_utc(moment)
+    except OverflowError:
+        raise ValueError(f"{value!r} is outside the years 1-9999 once converted to UTC") from None
 
 
 Instant = Annotated[str, AfterValidator(parse_instant), Field(description="ISO 8601 date-time with Z or ±HH:MM")]

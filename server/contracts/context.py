@@ -1,16 +1,17 @@
 """story_graph_get_context: input and output.
 
-The output is the common frame plus one stream of paged JSON fragments, split into three lists by
-what they are: `items` (stored graph objects), `unknown_time_items` (timeline only: objects whose
-event time is unknown, after every dated one) and `background` (current only: confirmed memory
-items, never history). The first page of `current` also carries a compact `header`.
+The output is the common frame plus one stream of paged JSON fragments, split into two lists by
+what they are: `items` (stored graph objects; in `timeline`, objects whose event time is unknown come
+after every dated one, each marked `undated`, as upstream orders nulls last) and `background` (current
+only: confirmed memory items, never history). The first page of `current` also carries a compact
+`header`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, Strict
 
 from server.contracts.base import Contract, GlobalScope, ObjectRef, ProjectsScope
 from server.contracts.common import Cursor, Frame, ItemBase, ScopeArg, TimeBasis, TimeRange, Unknown
@@ -40,8 +41,9 @@ TIME_FILTER_NOTE = (
 )
 TIMELINE_NOTE = (
     "The history saved now, ordered by event time then type, stable id and result id. A late-recorded event keeps "
-    "its event-time position; nothing here claims what was known at the time. Objects with unknown event time "
-    "follow in unknown_time_items; old decisions stay beside their revisions."
+    "its event-time position; nothing here claims what was known at the time. Objects whose event time is unknown "
+    "come after every dated item, each marked undated (undated_count says how many); old decisions stay beside "
+    "their revisions."
 )
 REASSEMBLY_NOTE = (
     "content is a fragment of the object's compact JSON: join fragments per (object_ref.type, object_ref.id, "
@@ -62,15 +64,15 @@ class ContextArgs(Contract):
     scope: ScopeArg = None
     mode: Literal["current", "timeline"] = "current"
     """current: what is stored about the object now, with its neighbourhood; timeline: the same evidence in
-    event-time order, unknown times apart. as_of is not supported."""
+    event-time order, undated objects last. as_of is not supported."""
     time_range: TimeRange | None = None
     """Keep evidence whose time on `time_basis` lies in [from, to] (intervals match when they intersect)."""
     time_basis: TimeBasis = "event_time"
     """Which time `time_range` filters on; objects with no such time are excluded and counted."""
-    page_size: Annotated[int, Field(ge=1, le=50)] = 10
+    page_size: Annotated[int, Strict(), Field(ge=1, le=50)] = 10
     """Fragments per page (1–50); an object longer than content_page_size spans several pages."""
     cursor: Cursor | None = None
-    content_page_size: Annotated[int, Field(ge=1, le=8000)] = 4000
+    content_page_size: Annotated[int, Strict(), Field(ge=1, le=8000)] = 4000
     """Unicode code points per content fragment (1–8,000)."""
 
 
@@ -113,6 +115,8 @@ class ContextItem(ItemBase):
     leaf_id: str | None = None
     relation: RelationEnds | None = None
     """For a relation: its raw type and both ends."""
+    undated: bool
+    """True when the object's event time is unknown; in timeline, undated items follow every dated one."""
     content: str
     content_format: Literal["json_fragment"] = "json_fragment"
     position: Position
@@ -272,8 +276,10 @@ class ContextResponse(Frame):
     object_ref: ObjectRef
     """The requested object (a leaf id resolves to the object it describes)."""
     items: list[ContextItem]
-    unknown_time_items: list[ContextItem]
-    """timeline only: fragments of objects whose event time is unknown, after every dated item."""
+    """Fragments of graph objects in page order (timeline: dated first, then undated, each marked). Every
+    selected object is here; page.returned_count counts these."""
+    undated_count: int
+    """Selected graph objects whose event time is unknown (in timeline they are the last items of the stream)."""
     background: list[MemoryBackground]
     """current only: confirmed memory items, labelled background."""
     background_note: str | None

@@ -1,6 +1,11 @@
 """Error codes shared with the upstream implementation, and the one exception that carries them.
 
-Tree (every class is a `StoryGraphError`, a `ToolError`, so its message reaches the model):
+An error reaches the client as an `isError` tool result with no `structuredContent` (TypeScript SDK
+clients validate any structuredContent against the tool's outputSchema, even on errors, and then drop
+the error). Its one text item starts with `<code>: `, says what to do, and ends with a line holding the
+JSON payload (`ErrorPayload`) for programs: see `StoryGraphError.text`.
+
+Codes (every one is raised as a `StoryGraphError`, a `ToolError`, so its message reaches the model):
 
     StoryGraphError(code, message, field=None, next_step="")
       unsupported_mode        an `as_of` key or mode "as_of" (checked before anything else)
@@ -15,12 +20,14 @@ Tree (every class is a `StoryGraphError`, a `ToolError`, so its message reaches 
       source_version_required read_source version without source_version
       response_too_large      the response would exceed 100,000 bytes
       story_graph_unavailable switched off for this server or this client
+      read_failed             the database could not be read now (locked, corrupt, gone); nothing changed
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
+import orjson
 from mcp.server.mcpserver.exceptions import ToolError
 
 from server.contracts.base import Contract
@@ -38,22 +45,27 @@ ErrorCode = Literal[
     "source_version_required",
     "response_too_large",
     "story_graph_unavailable",
+    "read_failed",
 ]
 ERROR_CODES: tuple[str, ...] = get_args(ErrorCode)
 
 
 class ErrorPayload(Contract):
-    """The structured content of every error result."""
+    """The machine-readable part of every error, sent as JSON at the end of the error's text item."""
 
     error: ErrorCode
     """The machine-readable code; the text content starts with it and a colon."""
     message: str
     field: str | None = None
-    """The offending argument, where there is one (dotted path)."""
+    """Every offending argument, where there is one (dotted paths, joined by ", " when there are several)."""
     next_step: str
     """What to do next."""
     problems: list[dict[str, Any]] | None = None
     """For invalid_arguments: every problem found, each with `field` and `problem`."""
+    readable_scopes: list[dict[str, Any]] | None = None
+    """For scope_required / scope_unavailable: scopes this caller's grant can read now (never others)."""
+    readable_scope_count: int | None = None
+    """How many readable scopes exist in all (readable_scopes lists the first ones)."""
 
 
 class StoryGraphError(ToolError):
@@ -75,12 +87,39 @@ class StoryGraphError(ToolError):
     def code(self) -> str:
         return self.payload.error
 
+    def text(self) -> str:
+        """The error result's one text item: `<code>: <message> <next step>`, then the JSON payload alone on
+        the last line, so a person (or model) reads the first line and a program parses the last."""
+        return f"{self}\n{self.payload.model_dump_json(exclude_none=True)}"
 
-def unsupported_mode() -> StoryGraphError:
+    def with_readable_scopes(self, scopes: list[dict[str, Any]], total: int) -> StoryGraphError:
+        """The same refusal, its next step naming the scopes the caller can read (from its grant only)."""
+        if total == 0:
+            hint = "This client can read no scope at all; ask the operator to grant one."
+        else:
+            listed = ", ".join(_compact(scope) for scope in scopes)
+            more = f" (and {total - len(scopes)} more)" if total > len(scopes) else ""
+            hint = f"Scopes this client can read: {listed}{more}; a project set of readable projects works too."
+        error = StoryGraphError(
+            self.payload.error,
+            self.payload.message,
+            field=self.payload.field,
+            next_step=f"{self.payload.next_step} {hint}",
+            problems=self.payload.problems,
+        )
+        error.payload = error.payload.model_copy(update={"readable_scopes": scopes, "readable_scope_count": total})
+        return error
+
+
+def _compact(scope: dict[str, Any]) -> str:
+    return orjson.dumps(scope).decode()
+
+
+def unsupported_mode(field: str = "as_of") -> StoryGraphError:
     return StoryGraphError(
         "unsupported_mode",
         "as_of is not supported.",
-        field="as_of",
+        field=field,
         next_step="Use mode 'current' or 'timeline'; a timeline shows stored history, not what was known then.",
     )
 
@@ -100,7 +139,8 @@ def invalid_cursor(reason: str) -> StoryGraphError:
         "invalid_cursor",
         reason,
         field="cursor",
-        next_step="Pass next_cursor exactly as returned, with the same tool, filters and page sizes; or omit cursor.",
+        next_step="Pass next_cursor exactly as returned, with the same tool and filters (page sizes may change); "
+        "or omit cursor to start again.",
     )
 
 
@@ -118,4 +158,13 @@ def story_graph_unavailable() -> StoryGraphError:
         "story_graph_unavailable",
         "the story graph is switched off for this server or this client.",
         next_step="Answer from the current conversation; ask the operator to switch it on if needed.",
+    )
+
+
+def read_failed(reason: str) -> StoryGraphError:
+    """The database could not be read right now; `reason` says which (locked, corrupt, gone)."""
+    return StoryGraphError(
+        "read_failed",
+        f"the story graph database could not be read: {reason}. Nothing was changed.",
+        next_step="Retrying later is safe; if it keeps failing, tell the operator (the server log has the detail).",
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, Strict, field_validator
 
 from server.contracts.base import Contract, ObjectRef, ObjectType
 from server.contracts.common import (
@@ -29,7 +29,7 @@ class SearchArgs(Contract):
     """Keep objects whose time on `time_basis` lies in [from, to]; intervals match when they intersect."""
     time_basis: TimeBasis = "event_time"
     """Which time `time_range` filters on; objects with no such time are excluded and counted."""
-    page_size: Annotated[int, Field(ge=1, le=50)] = 10
+    page_size: Annotated[int, Strict(), Field(ge=1, le=50)] = 10
     """Objects per page (1–50)."""
     cursor: Cursor | None = None
 

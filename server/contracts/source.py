@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, Strict
 
 from server.contracts.base import Contract
 from server.contracts.common import Cursor, Frame, ScopeArg, Unknown
@@ -30,7 +30,7 @@ class ReadSourceArgs(Contract):
     `source_version`; current: the source's current text, read through its stored location."""
     source_version: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     """Required with content_kind 'version'; echoed as requested_version otherwise."""
-    page_size: Annotated[int, Field(ge=1, le=8000)] = 4000
+    page_size: Annotated[int, Strict(), Field(ge=1, le=8000)] = 4000
     """Unicode code points per page (1–8,000)."""
     cursor: Cursor | None = None
 
@@ -143,8 +143,9 @@ class ReadSourceResponse(Frame):
     available_versions: list[str]
     """Readable stored versions of the source (first 50, oldest first); empty when version reads are refused."""
     available_version_count: int
-    error: Unavailable | None
-    """Set when the requested kind cannot be read; this is a normal result and content is null."""
+    error: Unavailable | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Present only when the requested kind cannot be read (a normal result; content is null); omitted on
+    success, as upstream does."""
     content_note: str
     """One sentence on what this page is, and what it is not."""
     source_coverage: SourceCoverage

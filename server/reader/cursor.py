@@ -55,7 +55,7 @@ class CursorCodec:
         if payload.get("v") != _VERSION or payload.get("t") != tool:
             raise invalid_cursor("the cursor belongs to another tool.")
         if payload.get("q") != request:
-            raise invalid_cursor("repeat the original filters and page sizes with this cursor.")
+            raise invalid_cursor("the cursor was issued for a different request; repeat the original filters with it.")
         return DecodedCursor(scope_key=str(payload["s"]), revision=str(payload["r"]), position=dict(payload["p"]))
 
     def _mac(self, body: bytes) -> bytes:

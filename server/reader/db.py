@@ -36,9 +36,10 @@ class Database:
         self._available = anyio.Semaphore(len(connections))
 
     @classmethod
-    async def open(cls, path: Path, size: int = 4) -> Database:
+    async def open(cls, path: Path, size: int = 4, busy_timeout: float = 5.0) -> Database:
+        """`busy_timeout`: seconds a read waits for a writer's lock before SQLite gives up (SQLITE_BUSY)."""
         check_database(path)
-        connections = [await _connect(path) for _ in range(size)]
+        connections = [await _connect(path, busy_timeout) for _ in range(size)]
         return cls(path, connections)
 
     async def close(self) -> None:
@@ -60,9 +61,9 @@ class Database:
                 self._free.append(conn)
 
 
-async def _connect(path: Path) -> aiosqlite.Connection:
+async def _connect(path: Path, busy_timeout: float) -> aiosqlite.Connection:
     # mode=ro makes a write impossible at the file level; query_only guards the connection as well.
-    conn = await aiosqlite.connect(sqlite_uri(path, "ro"), uri=True, isolation_level=None)
+    conn = await aiosqlite.connect(sqlite_uri(path, "ro"), uri=True, isolation_level=None, timeout=busy_timeout)
     conn.row_factory = aiosqlite.Row
     await conn.execute("PRAGMA query_only = 1")
     return conn

@@ -94,3 +94,29 @@ async def is_readable(conn: aiosqlite.Connection, grant: Grant, scope: GlobalSco
     async with conn.execute(ACTIVE_PROJECTS, {"ids": json_ids(scope.projectIds)}) as cur:
         found = {row[0] for row in await cur.fetchall()}
     return found == set(scope.projectIds)
+
+
+ACTIVE_PROJECT_PAGE: Final = "SELECT id FROM projects WHERE status = 'active' ORDER BY id LIMIT :limit"
+ACTIVE_PROJECT_COUNT: Final = "SELECT count(*) FROM projects WHERE status = 'active'"
+GRANTED_PROJECT_PAGE: Final = f"{ACTIVE_PROJECTS} ORDER BY id LIMIT :limit"
+GRANTED_PROJECT_COUNT: Final = f"SELECT count(*) FROM projects WHERE status = 'active' AND id IN {IDS}"
+
+
+async def readable_scopes(
+    conn: aiosqlite.Connection, grant: Grant, limit: int
+) -> tuple[list[GlobalScope | ProjectsScope], int]:
+    """The scopes this caller can read now: Global if granted, then each granted active project (by id);
+    the first `limit` of them and the total. Only the grant decides, never what was asked for."""
+    params: dict[str, object] = {"limit": limit}
+    if grant.projects == "*":
+        page, count = ACTIVE_PROJECT_PAGE, ACTIVE_PROJECT_COUNT
+    else:
+        page, count = GRANTED_PROJECT_PAGE, GRANTED_PROJECT_COUNT
+        params["ids"] = json_ids(grant.projects)
+    scopes: list[GlobalScope | ProjectsScope] = [GlobalScope(kind="global")] if grant.allow_global else []
+    async with conn.execute(page, params) as cur:
+        scopes += [ProjectsScope(kind="projects", projectIds=[row[0]]) for row in await cur.fetchall()]
+    async with conn.execute(count, params) as cur:
+        row = await cur.fetchone()
+    total = (int(row[0]) if row else 0) + (1 if grant.allow_global else 0)
+    return scopes[:limit], total

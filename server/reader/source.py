@@ -48,7 +48,8 @@ SOURCE: Final = """
 SELECT id, project_id, conversation_id, status, current_version, updated_at
   FROM sources WHERE id = :source_id"""
 SOURCE_VERSION: Final = """
-SELECT version, length, recorded_at FROM source_versions WHERE source_id = :source_id AND version = :version"""
+SELECT version, length, recorded_at, text_revision FROM source_versions
+ WHERE source_id = :source_id AND version = :version"""
 SOURCE_VERSIONS: Final = """
 SELECT version FROM source_versions WHERE source_id = :source_id ORDER BY recorded_at, version LIMIT :limit"""
 SOURCE_VERSION_COUNT: Final = "SELECT count(*) FROM source_versions WHERE source_id = :source_id"
@@ -326,7 +327,10 @@ def _state(source: Source | None, version: str | None, version_row: aiosqlite.Ro
             source.updated_at,
         ],
         version,
-        None if version_row is None else [version_row["length"], version_row["recorded_at"]],
+        # text_revision changes with any write to the version's chunks: a text rewritten in place is stale too.
+        None
+        if version_row is None
+        else [version_row["length"], version_row["recorded_at"], version_row["text_revision"]],
     ]
     return hashlib.sha256(orjson.dumps(parts)).hexdigest()[:16]
 

@@ -25,7 +25,7 @@ from server.contracts.context import (
 from server.reader.context import locate_target, select
 from server.reader.context_header import build_header, known_gaps, object_ref
 from server.reader.context_pages import Fragment, SortKey, paginate, parse_position, position_payload
-from server.reader.context_rows import Memory
+from server.reader.context_rows import Memory, Unit
 from server.reader.coverage import read_coverage
 from server.reader.cursor import request_digest
 from server.reader.scope import resolve_page_scope
@@ -39,8 +39,8 @@ CURSOR_RESERVE: Final = 4_400  # the longest next_cursor (4,096) plus its page f
 DESCRIPTION = """Read what is stored about one object (from story_graph_search): mode "current" (default) gives \
 its current description, explicit decision and work status, related entities and relations (raw types and \
 reasons), conflicts to check, open issues, evolution and evidence refs, plus confirmed preferences as background; \
-mode "timeline" gives the same evidence in event-time order (proposal, revision, replacement, conflict), with \
-unknown-time items listed apart.
+mode "timeline" gives the same evidence in event-time order (proposal, revision, replacement, conflict), \
+objects with unknown event time last, each marked undated.
 
 Use it when the user continues earlier work, asks how or why something was decided or changed ("how did we decide \
 this before", "why did the plan change", "what should we use now"). Ordinary chat need not call it.
@@ -99,7 +99,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         mode=args.mode,
         object_ref=object_ref(target),
         items=[],
-        unknown_time_items=[],
+        undated_count=sum(1 for piece in selection.pieces if _is_undated(piece.unit)),
         background=[],
         background_note=BACKGROUND_NOTE if selection.memories else None,
         header=build_header(selection, time_range_used=time_range is not None)
@@ -130,8 +130,8 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         fits=fits,
     )
     models = [shaped[(f.piece.key, f.start)] for f in window.fragments]
-    dated = [m for m in models if isinstance(m, ContextItem) and not _undated(m, args.mode)]
-    undated = [m for m in models if isinstance(m, ContextItem) and _undated(m, args.mode)]
+    # One stream in page order: graph objects (timeline: dated, then undated), then background.
+    items = [m for m in models if isinstance(m, ContextItem)]
     background = [m for m in models if isinstance(m, MemoryBackground)]
     next_cursor = (
         call.cursors.encode(
@@ -146,11 +146,10 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
     )
     return frame.model_copy(
         update={
-            "items": dated,
-            "unknown_time_items": undated,
+            "items": items,
             "background": background,
             "page": Page(
-                returned_count=len(models),
+                returned_count=len(items),
                 total_count=len(selection.pieces),
                 has_more=next_cursor is not None,
                 complete=next_cursor is None,
@@ -161,8 +160,8 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
     )
 
 
-def _undated(item: ContextItem, mode: str) -> bool:
-    return mode == "timeline" and item.event_time is None
+def _is_undated(unit: Unit | Memory) -> bool:
+    return isinstance(unit, Unit) and unit.row.event_time_start is None
 
 
 def _shape(fragment: Fragment, scope: GlobalScope | ProjectsScope) -> ContextItem | MemoryBackground:
@@ -202,6 +201,7 @@ def _shape(fragment: Fragment, scope: GlobalScope | ProjectsScope) -> ContextIte
         describes=describes,
         leaf_id=unit.leaf_id,
         relation=relation,
+        undated=_is_undated(unit),
         content=fragment.text,
         position=position,
     )

@@ -1,0 +1,200 @@
+"""Start-up settings shared by `serve` (stdio and HTTP) and the uvicorn factory, and the checks run before serving.
+
+One home for what both entry points need: the database path and its checks, the current project, the policy
+file, the cursor secret, the SQLite busy timeout and the HTTP bind/host settings. `serve` fills them from the
+command line (`from_args`), the factory from the environment (`from_env`). Every problem is a `StoreError`:
+one line on stderr, a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from server.reader.db import check_database
+from server.store.errors import DatabaseUnusable, StoreError
+from server.store.paths import sqlite_uri
+
+DEFAULT_BUSY_TIMEOUT: Final = 5.0
+"""Seconds a read waits for a writer's lock before giving up with `read_failed` (SQLite's busy timeout)."""
+MAX_BUSY_TIMEOUT: Final = 600.0
+MIN_SECRET_BYTES: Final = 16
+PROJECTS_LISTED: Final = 10
+SQLITE_HEADER: Final = b"SQLite format 3\x00"
+WAL_FORMAT: Final = 2
+"""File format read/write version (header bytes 18 and 19) of a database in WAL journal mode."""
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    host: str = "127.0.0.1"
+    """The bind address; loopback unless told otherwise."""
+    port: int = 8765
+    allowed_hosts: tuple[str, ...] = ()
+    """Extra Host header values accepted (DNS-rebinding protection); `name` also accepts `name:<any port>`."""
+    allowed_origins: tuple[str, ...] = ()
+    """Extra Origin values accepted, e.g. `https://agents.example.com`."""
+    public_url: str | None = None
+    """The URL clients use for /mcp (behind a proxy); names the resource in the 401 `WWW-Authenticate` header."""
+    loopback_hosts: tuple[str, ...] = field(default=("127.0.0.1:*", "localhost:*", "[::1]:*"))
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    db: Path
+    project: str | None = None
+    """The caller's current project on stdio (and the one-run token's default over HTTP)."""
+    policy: Path | None = None
+    cursor_secret: bytes | None = None
+    """None: a random per-process secret (cursors die with the process)."""
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT
+    http: HttpSettings = field(default_factory=HttpSettings)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, db: Path, project: str | None) -> ServeSettings:
+        return cls(
+            db=db,
+            project=project,
+            policy=args.policy,
+            cursor_secret=cursor_secret(args.cursor_secret_file),
+            busy_timeout=busy_timeout(args.busy_timeout),
+            http=HttpSettings(
+                host=args.host,
+                port=args.port,
+                allowed_hosts=tuple(args.allowed_host),
+                allowed_origins=tuple(args.allowed_origin),
+                public_url=args.public_url,
+            ),
+        )
+
+    @classmethod
+    def from_env(cls) -> ServeSettings:
+        """The uvicorn factory's settings (docs/deployment.md, 'Several workers'): every worker must share the
+        policy file and the cursor secret, so both are required."""
+        db = Path(_required_env("STORY_GRAPH_DB"))
+        secret_file = os.environ.get("STORY_GRAPH_CURSOR_SECRET_FILE", "").strip()
+        secret = cursor_secret(Path(secret_file) if secret_file else None)
+        if secret is None:
+            raise StoreError("set STORY_GRAPH_CURSOR_SECRET_FILE or STORY_GRAPH_CURSOR_SECRET: workers must share it")
+        policy = Path(_required_env("STORY_GRAPH_POLICY"))
+        timeout = os.environ.get("STORY_GRAPH_BUSY_TIMEOUT", "").strip()
+        return cls(
+            db=db,
+            policy=policy,
+            cursor_secret=secret,
+            busy_timeout=busy_timeout(_seconds(timeout, "STORY_GRAPH_BUSY_TIMEOUT") if timeout else None),
+            http=HttpSettings(
+                allowed_hosts=_csv("STORY_GRAPH_ALLOWED_HOSTS"),
+                allowed_origins=_csv("STORY_GRAPH_ALLOWED_ORIGINS"),
+                public_url=os.environ.get("STORY_GRAPH_PUBLIC_URL") or None,
+            ),
+        )
+
+
+def cursor_secret(path: Path | None) -> bytes | None:
+    """The shared cursor secret: a file, else STORY_GRAPH_CURSOR_SECRET, else None (a random per-process one)."""
+    if path is not None:
+        try:
+            secret = path.read_bytes().strip()
+        except OSError as exc:
+            raise StoreError(f"cannot read the cursor secret file {path}: {exc.strerror}") from exc
+        if len(secret) < MIN_SECRET_BYTES:
+            raise StoreError(f"the cursor secret in {path} is shorter than 16 bytes; use a long random value")
+        return secret
+    env = os.environ.get("STORY_GRAPH_CURSOR_SECRET", "").encode()
+    if env and len(env) < MIN_SECRET_BYTES:
+        raise StoreError("STORY_GRAPH_CURSOR_SECRET is shorter than 16 bytes; use a long random value")
+    return env or None
+
+
+def busy_timeout(seconds: float | None) -> float:
+    if seconds is None:
+        return DEFAULT_BUSY_TIMEOUT
+    if not 0 <= seconds <= MAX_BUSY_TIMEOUT:
+        raise StoreError(f"the busy timeout must be between 0 and {MAX_BUSY_TIMEOUT:g} seconds, not {seconds:g}")
+    return seconds
+
+
+def check_startup(settings: ServeSettings) -> None:
+    """Everything that can be known wrong before serving: the database file and schema, and the project."""
+    check_database_file(settings.db)
+    if settings.project is not None:
+        check_project(settings.db, settings.project)
+
+
+def check_database_file(path: Path) -> None:
+    """`check_database`, with the one cause SQLite reports misleadingly spelled out: a WAL database whose
+    directory this process cannot write (readers must create the `-shm` file next to it)."""
+    try:
+        check_database(path)
+    except DatabaseUnusable:
+        problem = wal_problem(path)
+        if problem is not None:
+            raise DatabaseUnusable(problem) from None
+        raise
+
+
+def wal_problem(path: Path) -> str | None:
+    """Why a WAL-mode database cannot be opened read-only here, or None when that is not the problem."""
+    try:
+        with path.open("rb") as file:
+            header = file.read(20)
+    except OSError:
+        return None
+    if len(header) < 20 or not header.startswith(SQLITE_HEADER) or header[18] != WAL_FORMAT:
+        return None
+    directory = path.resolve().parent
+    shm = path.with_name(path.name + "-shm")
+    if shm.exists() or os.access(directory, os.W_OK):
+        return None
+    return (
+        f"{path} is in WAL journal mode and its directory {directory} is read-only for this user, so SQLite "
+        f"cannot create {shm.name} to read it; make the directory writable for the server's user, or publish "
+        f"the database in DELETE journal mode (sqlite3 {path} 'PRAGMA journal_mode=DELETE'), which needs no "
+        "-wal/-shm files"
+    )
+
+
+def check_project(db: Path, project: str) -> None:
+    """`serve --project X`: X must exist and be active, so a typo is caught at start, not on the first call."""
+    conn = sqlite3.connect(sqlite_uri(db, "ro"), uri=True)
+    try:
+        row = conn.execute("SELECT status FROM projects WHERE id = ?", (project,)).fetchone()
+        active = [
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM projects WHERE status = 'active' ORDER BY id LIMIT ?", (PROJECTS_LISTED + 1,)
+            )
+        ]
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(f"cannot read the projects of {db}: {exc}") from None
+    finally:
+        conn.close()
+    if row is not None and row[0] == "active":
+        return
+    listed = ", ".join(active[:PROJECTS_LISTED]) + (", ..." if len(active) > PROJECTS_LISTED else "")
+    choose = f"active projects: {listed}" if active else "the database has no active project"
+    state = "is not in" if row is None else f"is {row[0]} (not active) in"
+    raise StoreError(f"--project {project!r} {state} {db}; {choose}")
+
+
+def _required_env(name: str) -> str:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise StoreError(f"{name} is not set (see docs/deployment.md, 'Several workers')")
+    return value
+
+
+def _seconds(text: str, name: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise StoreError(f"{name} must be a number of seconds, not {text!r}") from None
+
+
+def _csv(name: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in os.environ.get(name, "").split(",") if part.strip())

@@ -1,0 +1,76 @@
+"""stdio serving that answers every line: a line that is not one valid JSON-RPC message gets a JSON-RPC error.
+
+The SDK's stdio transport reads one message per line and hands a line it cannot parse to the server as an
+exception, which drops it without a reply, so a client that sent malformed JSON, a lone surrogate, `[]`,
+`{}`, a batch or 5,000-deep nesting waits forever. Here such a line gets `-32700 Parse error` (not JSON) or
+`-32600 Invalid Request` (JSON, but not one JSON-RPC message; batches are not part of MCP), with the
+request's id when one can be read from it and null otherwise, and the server keeps serving. Everything else
+is the SDK's transport unchanged (including its guard that keeps stray prints off the protocol stream).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.message import SessionMessage
+from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from pydantic import ValidationError
+
+log = logging.getLogger("story_graph_mcp.stdio")
+
+
+def refusal(exc: Exception) -> JSONRPCError:
+    """The JSON-RPC error for a line the transport could not turn into a message."""
+    if isinstance(exc, ValidationError):
+        errors = exc.errors(include_url=False)
+        invalid = [err for err in errors if err["type"] == "json_invalid"]
+        if invalid:
+            # e.g. "Invalid JSON: lone leading surrogate in hex escape at line 1 column 60"
+            return _error(None, PARSE_ERROR, f"Parse error: {invalid[0]['msg']} (send one JSON-RPC message per line)")
+        message = "Invalid Request: expected one JSON-RPC 2.0 request or notification object"
+        if any(isinstance(err.get("input"), list) for err in errors):
+            message += "; batches are not supported"
+        return _error(_request_id(errors), INVALID_REQUEST, message)
+    return _error(None, PARSE_ERROR, "Parse error: the line could not be read")
+
+
+def _request_id(errors: list[Any]) -> str | int | None:
+    """The id of an invalid request, when the line was a JSON object holding a usable one."""
+    for err in errors:
+        value = err.get("input")
+        if isinstance(value, dict):
+            request_id = value.get("id")
+            if isinstance(request_id, str | int) and not isinstance(request_id, bool):
+                return request_id
+    return None
+
+
+def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+
+
+async def serve_stdio(server: MCPServer[Any]) -> None:
+    """`MCPServer.run_stdio_async`, with every unreadable line answered instead of dropped."""
+    lowlevel = server._lowlevel_server  # the SDK's own stdio runner drives this same object
+    async with stdio_server() as (transport_in, write_stream):
+        to_server, from_transport = create_context_streams[SessionMessage | Exception](0)
+
+        async def pump() -> None:
+            async with to_server:
+                async for item in transport_in:
+                    if isinstance(item, Exception):
+                        reply = refusal(item)
+                        log.warning("refused an unreadable stdio line: %s", reply.error.message)
+                        await write_stream.send(SessionMessage(reply))
+                    else:
+                        await to_server.send(item)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(pump)
+            await lowlevel.run(from_transport, write_stream, lowlevel.create_initialization_options())
+            tasks.cancel_scope.cancel()

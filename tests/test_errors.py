@@ -1,0 +1,146 @@
+"""The error contract (SPEC §5b) through a real MCP client session on the demo graph, in both protocol eras:
+no structuredContent on an error, the code first in the text, the JSON payload last, every offending field
+named, and the scopes a caller may read named in its next step (from its grant only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import client_for, demo_db, error, ok
+
+from server.contracts.common import Grant
+from server.contracts.errors import ERROR_CODES
+
+pytestmark = pytest.mark.anyio
+
+SEARCH, CONTEXT, SOURCE = "story_graph_search", "story_graph_get_context", "story_graph_read_source"
+ATLAS = {"kind": "projects", "projectIds": ["atlas"]}
+BEACON = {"kind": "projects", "projectIds": ["beacon"]}
+# One valid call per tool; the tests below break one thing at a time.
+VALID: dict[str, dict[str, Any]] = {
+    SEARCH: {"query": "session cache"},
+    CONTEXT: {"object_ref": {"type": "entity", "id": "ent-decision-b"}},
+    SOURCE: {"source_reference_id": "ref-revision-2"},
+}
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    return demo_db(tmp_path)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_error_has_no_structured_content_and_carries_its_payload_in_the_text(demo: Path, mode: str) -> None:
+    async with client_for(demo, mode=mode) as client:
+        result = await client.call_tool(SEARCH, {"query": "cache", "as_of": "2026-05-01T00:00:00Z"})
+        payload = await error(client, SEARCH, {"query": "cache", "as_of": "2026-05-01T00:00:00Z"})
+    assert result.is_error and result.structured_content is None
+    text = result.content[0].text  # type: ignore[union-attr]
+    first, _ = text.split("\n")
+    assert first == f"unsupported_mode: {payload['message']} {payload['next_step']}"
+    assert payload == {
+        "error": "unsupported_mode",
+        "message": "as_of is not supported.",
+        "field": "as_of",
+        "next_step": "Use mode 'current' or 'timeline'; a timeline shows stored history, not what was known then.",
+    }
+    assert payload["error"] in ERROR_CODES
+
+
+async def test_every_offending_field_is_named(demo: Path) -> None:
+    async with client_for(demo) as client:
+        both = await error(client, CONTEXT, VALID[CONTEXT] | {"mode": "as_of", "as_of": "2026-05-01T00:00:00Z"})
+        many = await error(
+            client,
+            SEARCH,
+            {"query": " ", "page_size": 0, "object_types": ["story_line", "nope"], "limit": 3},
+        )
+    assert both["field"] == "as_of, mode"
+    fields = [p["field"] for p in many["problems"]]
+    assert sorted(fields) == ["limit", "object_types.1", "page_size", "query"]
+    assert many["field"] == ", ".join(fields)
+    assert many["message"].startswith("4 problem(s): ")
+
+
+@pytest.mark.parametrize("tool", [SEARCH, CONTEXT, SOURCE])
+@pytest.mark.parametrize("value", ["5", True, 5.0, 2.5, None])
+async def test_page_sizes_accept_integers_only_as_upstream(demo: Path, tool: str, value: Any) -> None:
+    sizes = ["page_size"] + (["content_page_size"] if tool == CONTEXT else [])
+    async with client_for(demo) as client:
+        for size in sizes:
+            refused = await error(client, tool, VALID[tool] | {size: value})
+            assert refused["error"] == "invalid_arguments" and refused["field"] == size, refused
+        accepted = await ok(client, tool, VALID[tool] | dict.fromkeys(sizes, 5))
+    assert accepted["page"]["returned_count"] <= 5
+
+
+async def test_a_time_offset_pushing_an_instant_out_of_years_1_to_9999_lists_every_problem(demo: Path) -> None:
+    low, high = "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-01:00"
+    async with client_for(demo) as client:
+        search = await error(client, SEARCH, {"query": "cache", "time_range": {"from": low, "to": high}})
+        context = await error(client, CONTEXT, VALID[CONTEXT] | {"time_range": {"from": low, "to": high}})
+        # The extremes themselves, in UTC, are fine.
+        edges = {"from": "0001-01-01T00:00:00Z", "to": "9999-12-31T23:59:59Z"}
+        assert (await ok(client, SEARCH, {"query": "cache", "time_range": edges}))["time_range"] == {
+            "from": "0001-01-01T00:00:00.000Z",
+            "to": "9999-12-31T23:59:59.000Z",
+        }
+    for refused in (search, context):
+        assert refused["error"] == "invalid_arguments"
+        assert refused["field"] == "time_range.from, time_range.to"
+        assert all("outside the years 1-9999" in p["problem"] for p in refused["problems"])
+
+
+async def test_invalid_cursor_does_not_ask_to_repeat_page_sizes(demo: Path) -> None:
+    async with client_for(demo) as client:
+        first = await ok(client, SEARCH, {"query": "cache", "page_size": 2})
+        cursor = first["page"]["next_cursor"]
+        smaller = await ok(client, SEARCH, {"query": "cache", "page_size": 1, "cursor": cursor})
+        other = await error(client, SEARCH, {"query": "redis", "page_size": 2, "cursor": cursor})
+    assert smaller["page"]["returned_count"] == 1
+    assert other["error"] == "invalid_cursor" and other["field"] == "cursor"
+    text = f"{other['message']} {other['next_step']}"
+    assert "page size" not in text.replace("page sizes may change", "")
+    assert "repeat the original filters" in text
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_caller_without_a_current_project_is_told_what_it_may_read(demo: Path, mode: str) -> None:
+    everything = Grant(default_project=None)
+    beacon_only = Grant(default_project=None, projects=["beacon", "legacy", "no-such"], allow_global=False)
+    async with client_for(demo, everything, mode=mode) as client:
+        wide = await error(client, SEARCH, {"query": "cache"})
+    async with client_for(demo, beacon_only, mode=mode) as client:
+        narrow = await error(client, SEARCH, {"query": "cache"})
+        asked = await error(client, SEARCH, {"query": "cache", "scope": ATLAS})
+        inactive = await error(
+            client, SEARCH, {"query": "cache", "scope": {"kind": "projects", "projectIds": ["legacy"]}}
+        )
+        found = await ok(client, SEARCH, {"query": "session", "scope": narrow["readable_scopes"][0]})
+    # Every active project and Global for a grant of everything; inactive 'legacy' is not readable.
+    assert wide["error"] == "scope_required"
+    assert wide["readable_scopes"] == [{"kind": "global"}, ATLAS, BEACON]
+    assert wide["readable_scope_count"] == 3
+    assert '{"kind":"projects","projectIds":["atlas"]}' in wide["next_step"]
+    # A narrow grant: only what it can read now (not the inactive or missing projects it names, never atlas).
+    assert narrow["readable_scopes"] == [BEACON] and narrow["readable_scope_count"] == 1
+    assert "atlas" not in narrow["next_step"] and "legacy" not in narrow["next_step"]
+    # An unreadable scope gets the same list: it depends on the grant only, so nothing about what was asked leaks.
+    assert asked["error"] == inactive["error"] == "scope_unavailable"
+    assert asked == inactive
+    assert asked["readable_scopes"] == [BEACON]
+    assert found["resolved_scope"] == BEACON
+
+
+async def test_the_readable_scope_list_is_capped_with_its_total(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = demo_db(tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.executemany("INSERT INTO projects (id, name) VALUES (?, ?)", [(f"p{i:03d}", "P") for i in range(40)])
+    async with client_for(db, Grant(default_project=None, allow_global=False)) as client:
+        refused = await error(client, SEARCH, {"query": "cache"})
+    assert len(refused["readable_scopes"]) == 20 and refused["readable_scope_count"] == 42
+    assert "(and 22 more)" in refused["next_step"]
