@@ -1,0 +1,266 @@
+-- Schema version 3: stories (long-lived features, their threads, cross-project stories) and
+-- experiences (lessons distilled from earlier work), with their links to events.
+--
+-- Scope (SPEC §4; docs/tools.md "Stories and experiences"):
+-- * A feature or thread story belongs to its one project's scope; a cross-project story to the scope
+--   of the project set it spans; an experience to the scope whose projects are exactly those of the
+--   events that formed it (the importer checks that last rule; it spans several rows).
+-- * A link between a story or experience and an event is part of the story or experience: it carries
+--   that owner's scope (`scope_key`) and the event's own scope (`event_scope_key`). The event's scope
+--   must lie within the owner's: the same scope, or a scope of some of its projects (never Global
+--   inside a project set, never a project set inside one project). So whoever may read the owner may
+--   read every event it lists, and a query of the event's own scope never sees a link to a story of a
+--   wider scope. Triggers below refuse any other link, whoever writes.
+--
+-- No search-index rows yet: the searchable fields of these types come with the next index migration.
+
+-- Composite foreign keys name an event together with its scope.
+CREATE UNIQUE INDEX events_by_id_scope ON events (id, scope_key);
+
+-- Is scope `inner` within scope `outer`? (One place for the rule; the triggers below use it.)
+-- inner = outer, or both are project sets and every project of inner is one of outer's.
+CREATE VIEW scope_within (inner_key, outer_key) AS
+SELECT i.scope_key, o.scope_key FROM scopes AS i JOIN scopes AS o
+ WHERE i.scope_key = o.scope_key
+    OR (i.kind = 'projects' AND o.kind = 'projects'
+        AND EXISTS (SELECT 1 FROM scope_projects WHERE scope_key = i.scope_key)
+        AND NOT EXISTS (SELECT 1 FROM scope_projects AS ip WHERE ip.scope_key = i.scope_key
+                          AND NOT EXISTS (SELECT 1 FROM scope_projects AS op
+                                           WHERE op.scope_key = o.scope_key AND op.project_id = ip.project_id)));
+
+CREATE TABLE stories (
+  id                 TEXT PRIMARY KEY,
+  scope_key          TEXT NOT NULL REFERENCES scopes (scope_key),
+  level              TEXT NOT NULL CHECK (level IN ('feature', 'thread', 'cross')),
+  parent_story_id    TEXT,        -- a thread's feature, in the same scope; NULL for features and cross stories
+  name               TEXT NOT NULL,
+  description        TEXT NOT NULL DEFAULT '',
+  state              TEXT NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'concluded')),
+  state_event_id     TEXT REFERENCES events (id) ON DELETE SET NULL,   -- the event that set the state; NULL: none recorded
+  started_at         TEXT,        -- the story's span as recorded; NULL: unknown
+  ended_at           TEXT,
+  confirmation_state TEXT NOT NULL DEFAULT 'automatic' CHECK (confirmation_state IN ('automatic', 'user_edited')),
+  recorded_at        TEXT NOT NULL,
+  revision           TEXT,
+  UNIQUE (id, scope_key),
+  -- Deferred: a thread may be written before its feature within one transaction.
+  FOREIGN KEY (parent_story_id, scope_key) REFERENCES stories (id, scope_key) DEFERRABLE INITIALLY DEFERRED,
+  CHECK ((level = 'thread') = (parent_story_id IS NOT NULL)),
+  -- Stories belong to projects: one project for a feature or thread, a project set for a cross story.
+  CHECK (scope_key LIKE 'projects:%' AND (level = 'cross' OR json_array_length(substr(scope_key, 10)) = 1)),
+  CHECK (ended_at IS NULL OR (started_at IS NOT NULL AND ended_at >= started_at))
+) STRICT;
+CREATE INDEX stories_by_scope ON stories (scope_key, id);
+CREATE INDEX stories_by_parent ON stories (parent_story_id);
+CREATE INDEX stories_by_state_event ON stories (state_event_id);
+
+-- Which stories an event belongs to. `is_primary`: the one feature or thread the event belongs to (at
+-- most one per event, never a cross story); otherwise a related story. `user_set`: a user placed it.
+CREATE TABLE story_events (
+  story_id        TEXT NOT NULL,
+  event_id        TEXT NOT NULL,
+  scope_key       TEXT NOT NULL,      -- the story's scope: the link is part of the story
+  event_scope_key TEXT NOT NULL,      -- the event's own scope, within the story's
+  is_primary      INTEGER NOT NULL DEFAULT 0 CHECK (is_primary IN (0, 1)),
+  user_set        INTEGER NOT NULL DEFAULT 0 CHECK (user_set IN (0, 1)),
+  PRIMARY KEY (story_id, event_id),
+  FOREIGN KEY (story_id, scope_key) REFERENCES stories (id, scope_key) ON DELETE CASCADE,
+  FOREIGN KEY (event_id, event_scope_key) REFERENCES events (id, scope_key) ON DELETE CASCADE,
+  CHECK (is_primary = 0 OR event_scope_key = scope_key)
+) STRICT, WITHOUT ROWID;
+CREATE UNIQUE INDEX story_events_one_primary ON story_events (event_id) WHERE is_primary = 1;
+CREATE INDEX story_events_by_event ON story_events (event_id, event_scope_key);
+
+-- A lesson distilled from earlier work: advice, not a rule.
+CREATE TABLE experiences (
+  id                 TEXT PRIMARY KEY,
+  scope_key          TEXT NOT NULL REFERENCES scopes (scope_key),
+  statement          TEXT NOT NULL,
+  conditions         TEXT NOT NULL DEFAULT '',
+  boundaries         TEXT NOT NULL DEFAULT '',
+  confirmation_state TEXT NOT NULL DEFAULT 'automatic' CHECK (confirmation_state IN ('automatic', 'user_edited')),
+  recorded_at        TEXT NOT NULL,
+  revision           TEXT,
+  UNIQUE (id, scope_key)
+) STRICT;
+CREATE INDEX experiences_by_scope ON experiences (scope_key, id);
+
+-- The events an experience was `formed` from and those where it was `applied`, each with a note.
+-- One event may do both (two rows).
+CREATE TABLE experience_events (
+  experience_id   TEXT NOT NULL,
+  event_id        TEXT NOT NULL,
+  role            TEXT NOT NULL CHECK (role IN ('formed', 'applied')),
+  scope_key       TEXT NOT NULL,      -- the experience's scope: the link is part of the experience
+  event_scope_key TEXT NOT NULL,      -- the event's own scope, within the experience's
+  note            TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY (experience_id, event_id, role),
+  FOREIGN KEY (experience_id, scope_key) REFERENCES experiences (id, scope_key) ON DELETE CASCADE,
+  FOREIGN KEY (event_id, event_scope_key) REFERENCES events (id, scope_key) ON DELETE CASCADE
+) STRICT, WITHOUT ROWID;
+CREATE INDEX experience_events_by_event ON experience_events (event_id, event_scope_key);
+
+-- Rules that span rows, enforced for every writer.
+CREATE TRIGGER stories_parent_bi BEFORE INSERT ON stories
+WHEN new.parent_story_id IS NOT NULL
+ AND EXISTS (SELECT 1 FROM stories WHERE id = new.parent_story_id AND level <> 'feature') BEGIN
+  SELECT RAISE(ABORT, 'a thread''s parent_story_id must name a feature story');
+END;
+CREATE TRIGGER stories_parent_bu BEFORE UPDATE OF parent_story_id ON stories
+WHEN new.parent_story_id IS NOT NULL
+ AND EXISTS (SELECT 1 FROM stories WHERE id = new.parent_story_id AND level <> 'feature') BEGIN
+  SELECT RAISE(ABORT, 'a thread''s parent_story_id must name a feature story');
+END;
+CREATE TRIGGER stories_children_bi BEFORE INSERT ON stories
+WHEN new.level <> 'feature' AND EXISTS (SELECT 1 FROM stories WHERE parent_story_id = new.id) BEGIN
+  SELECT RAISE(ABORT, 'only a feature story can have threads');
+END;
+CREATE TRIGGER stories_children_bu BEFORE UPDATE OF level ON stories
+WHEN new.level <> 'feature' AND EXISTS (SELECT 1 FROM stories WHERE parent_story_id = new.id) BEGIN
+  SELECT RAISE(ABORT, 'only a feature story can have threads');
+END;
+CREATE TRIGGER stories_state_event_bi BEFORE INSERT ON stories
+WHEN new.state_event_id IS NOT NULL AND NOT EXISTS (
+  SELECT 1 FROM events AS e JOIN scope_within AS w ON w.inner_key = e.scope_key
+   WHERE e.id = new.state_event_id AND w.outer_key = new.scope_key) BEGIN
+  SELECT RAISE(ABORT, 'stories.state_event_id must name an event whose scope lies within the story''s scope');
+END;
+CREATE TRIGGER stories_state_event_bu BEFORE UPDATE OF state_event_id, scope_key ON stories
+WHEN new.state_event_id IS NOT NULL AND NOT EXISTS (
+  SELECT 1 FROM events AS e JOIN scope_within AS w ON w.inner_key = e.scope_key
+   WHERE e.id = new.state_event_id AND w.outer_key = new.scope_key) BEGIN
+  SELECT RAISE(ABORT, 'stories.state_event_id must name an event whose scope lies within the story''s scope');
+END;
+
+CREATE TRIGGER story_events_scope_bi BEFORE INSERT ON story_events
+WHEN NOT EXISTS (SELECT 1 FROM scope_within WHERE inner_key = new.event_scope_key AND outer_key = new.scope_key) BEGIN
+  SELECT RAISE(ABORT, 'story_events: the event''s scope must lie within the story''s scope');
+END;
+CREATE TRIGGER story_events_scope_bu BEFORE UPDATE ON story_events
+WHEN NOT EXISTS (SELECT 1 FROM scope_within WHERE inner_key = new.event_scope_key AND outer_key = new.scope_key) BEGIN
+  SELECT RAISE(ABORT, 'story_events: the event''s scope must lie within the story''s scope');
+END;
+CREATE TRIGGER story_events_primary_bi BEFORE INSERT ON story_events
+WHEN new.is_primary = 1 AND EXISTS (SELECT 1 FROM stories WHERE id = new.story_id AND level = 'cross') BEGIN
+  SELECT RAISE(ABORT, 'story_events: a cross-project story is never an event''s primary story');
+END;
+CREATE TRIGGER story_events_primary_bu BEFORE UPDATE ON story_events
+WHEN new.is_primary = 1 AND EXISTS (SELECT 1 FROM stories WHERE id = new.story_id AND level = 'cross') BEGIN
+  SELECT RAISE(ABORT, 'story_events: a cross-project story is never an event''s primary story');
+END;
+CREATE TRIGGER story_events_cross_bu BEFORE UPDATE OF level ON stories
+WHEN new.level = 'cross' AND EXISTS (SELECT 1 FROM story_events WHERE story_id = new.id AND is_primary = 1) BEGIN
+  SELECT RAISE(ABORT, 'story_events: a cross-project story is never an event''s primary story');
+END;
+
+CREATE TRIGGER experience_events_scope_bi BEFORE INSERT ON experience_events
+WHEN NOT EXISTS (SELECT 1 FROM scope_within WHERE inner_key = new.event_scope_key AND outer_key = new.scope_key) BEGIN
+  SELECT RAISE(ABORT, 'experience_events: the event''s scope must lie within the experience''s scope');
+END;
+CREATE TRIGGER experience_events_scope_bu BEFORE UPDATE ON experience_events
+WHEN NOT EXISTS (SELECT 1 FROM scope_within WHERE inner_key = new.event_scope_key AND outer_key = new.scope_key) BEGIN
+  SELECT RAISE(ABORT, 'experience_events: the event''s scope must lie within the experience''s scope');
+END;
+
+-- Data revisions, as for every other table: a write bumps the scope(s) it touches and the graph.
+CREATE TRIGGER stories_revision_ai AFTER INSERT ON stories BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (new.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+CREATE TRIGGER stories_revision_ad AFTER DELETE ON stories BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (old.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+CREATE TRIGGER stories_revision_au AFTER UPDATE ON stories BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (old.scope_key, new.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+CREATE TRIGGER story_events_revision_ai AFTER INSERT ON story_events BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (new.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+CREATE TRIGGER story_events_revision_ad AFTER DELETE ON story_events BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (old.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+CREATE TRIGGER story_events_revision_au AFTER UPDATE ON story_events BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (old.scope_key, new.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+CREATE TRIGGER experiences_revision_ai AFTER INSERT ON experiences BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (new.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+CREATE TRIGGER experiences_revision_ad AFTER DELETE ON experiences BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (old.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+CREATE TRIGGER experiences_revision_au AFTER UPDATE ON experiences BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (old.scope_key, new.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+CREATE TRIGGER experience_events_revision_ai AFTER INSERT ON experience_events BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (new.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+CREATE TRIGGER experience_events_revision_ad AFTER DELETE ON experience_events BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (old.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+CREATE TRIGGER experience_events_revision_au AFTER UPDATE ON experience_events BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1 WHERE scope_key IN (old.scope_key, new.scope_key);
+  UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1;
+END;
+
+-- A story or experience shows the events it lists, which may live in a narrower scope (a cross
+-- story's events live in their projects' scopes). A change to such an event, its entity links or its
+-- evidence changes what the wider scope reads, so it bumps that scope too.
+CREATE VIEW event_owner_scopes (event_id, scope_key) AS
+SELECT event_id, scope_key FROM story_events
+UNION SELECT event_id, scope_key FROM experience_events
+UNION SELECT state_event_id, scope_key FROM stories WHERE state_event_id IS NOT NULL;
+
+CREATE TRIGGER events_owner_revision_au AFTER UPDATE ON events BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (old.id, new.id))
+     AND scope_key NOT IN (old.scope_key, new.scope_key);
+END;
+CREATE TRIGGER events_owner_revision_ad AFTER DELETE ON events BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id = old.id)
+     AND scope_key <> old.scope_key;
+END;
+CREATE TRIGGER event_entities_owner_revision_ai AFTER INSERT ON event_entities BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id = new.event_id)
+     AND scope_key <> new.scope_key;
+END;
+CREATE TRIGGER event_entities_owner_revision_ad AFTER DELETE ON event_entities BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id = old.event_id)
+     AND scope_key <> old.scope_key;
+END;
+CREATE TRIGGER event_entities_owner_revision_au AFTER UPDATE ON event_entities BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (old.event_id, new.event_id))
+     AND scope_key NOT IN (old.scope_key, new.scope_key);
+END;
+CREATE TRIGGER object_sources_owner_revision_ai AFTER INSERT ON object_sources WHEN new.object_type = 'event' BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id = new.object_id)
+     AND scope_key <> new.scope_key;
+END;
+CREATE TRIGGER object_sources_owner_revision_ad AFTER DELETE ON object_sources WHEN old.object_type = 'event' BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id = old.object_id)
+     AND scope_key <> old.scope_key;
+END;
+CREATE TRIGGER object_sources_owner_revision_au AFTER UPDATE ON object_sources
+WHEN old.object_type = 'event' OR new.object_type = 'event' BEGIN
+  UPDATE scopes SET data_revision = data_revision + 1
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes
+                        WHERE event_id IN (old.object_id, new.object_id))
+     AND scope_key NOT IN (old.scope_key, new.scope_key);
+END;
+
+PRAGMA user_version = 3;
