@@ -215,51 +215,65 @@ END;
 -- A story or experience shows the events it lists, which may live in a narrower scope (a cross
 -- story's events live in their projects' scopes). A change to such an event, its entity links or its
 -- evidence changes what the wider scope reads, so it bumps that scope too.
-CREATE VIEW event_owner_scopes (event_id, scope_key) AS
-SELECT event_id, scope_key FROM story_events
-UNION SELECT event_id, scope_key FROM experience_events
-UNION SELECT state_event_id, scope_key FROM stories WHERE state_event_id IS NOT NULL;
-
+-- Each subquery is an index lookup by event id (story_events_by_event, experience_events_by_event,
+-- stories_by_state_event), so these stay cheap however many links there are.
 CREATE TRIGGER events_owner_revision_au AFTER UPDATE ON events BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (old.id, new.id))
+   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.id, new.id)
+                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.id, new.id)
+                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.id, new.id))
      AND scope_key NOT IN (old.scope_key, new.scope_key);
 END;
 CREATE TRIGGER events_owner_revision_ad AFTER DELETE ON events BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id = old.id)
-     AND scope_key <> old.scope_key;
+   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.id)
+                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.id)
+                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.id))
+     AND scope_key NOT IN (old.scope_key);
 END;
 CREATE TRIGGER event_entities_owner_revision_ai AFTER INSERT ON event_entities BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id = new.event_id)
-     AND scope_key <> new.scope_key;
+   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (new.event_id)
+                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (new.event_id)
+                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (new.event_id))
+     AND scope_key NOT IN (new.scope_key);
 END;
 CREATE TRIGGER event_entities_owner_revision_ad AFTER DELETE ON event_entities BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id = old.event_id)
-     AND scope_key <> old.scope_key;
+   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.event_id)
+                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.event_id)
+                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.event_id))
+     AND scope_key NOT IN (old.scope_key);
 END;
 CREATE TRIGGER event_entities_owner_revision_au AFTER UPDATE ON event_entities BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (old.event_id, new.event_id))
+   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.event_id, new.event_id)
+                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.event_id, new.event_id)
+                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.event_id, new.event_id))
      AND scope_key NOT IN (old.scope_key, new.scope_key);
 END;
-CREATE TRIGGER object_sources_owner_revision_ai AFTER INSERT ON object_sources WHEN new.object_type = 'event' BEGIN
+CREATE TRIGGER object_sources_owner_revision_ai AFTER INSERT ON object_sources
+WHEN new.object_type = 'event' BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id = new.object_id)
-     AND scope_key <> new.scope_key;
+   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (new.object_id)
+                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (new.object_id)
+                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (new.object_id))
+     AND scope_key NOT IN (new.scope_key);
 END;
-CREATE TRIGGER object_sources_owner_revision_ad AFTER DELETE ON object_sources WHEN old.object_type = 'event' BEGIN
+CREATE TRIGGER object_sources_owner_revision_ad AFTER DELETE ON object_sources
+WHEN old.object_type = 'event' BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id = old.object_id)
-     AND scope_key <> old.scope_key;
+   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.object_id)
+                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.object_id)
+                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.object_id))
+     AND scope_key NOT IN (old.scope_key);
 END;
 CREATE TRIGGER object_sources_owner_revision_au AFTER UPDATE ON object_sources
 WHEN old.object_type = 'event' OR new.object_type = 'event' BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes
-                        WHERE event_id IN (old.object_id, new.object_id))
+   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.object_id, new.object_id)
+                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.object_id, new.object_id)
+                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.object_id, new.object_id))
      AND scope_key NOT IN (old.scope_key, new.scope_key);
 END;
 
