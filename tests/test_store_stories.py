@@ -531,3 +531,14 @@ def test_the_thread_may_come_before_its_feature_within_one_file(migrated_db: Pat
     report = import_file(migrated_db, write_jsonl(tmp_path / "g.jsonl", [*GRAPH, thread, feature]))
 
     assert report.written["story"] == 5
+
+
+def test_an_experience_formed_from_global_events_belongs_to_global(migrated_db: Path, tmp_path: Path) -> None:
+    lines = [*GRAPH, GLOBAL_EVENT, _experience("ex-global", GLOBAL), _use("ex-global", "ev-g", "formed")]
+
+    report = import_file(migrated_db, write_jsonl(tmp_path / "g.jsonl", lines))
+
+    assert report.written["experience"] == 3
+    with sqlite3.connect(migrated_db) as conn:
+        row = conn.execute("SELECT scope_key, event_scope_key FROM experience_events WHERE experience_id = 'ex-global'")
+        assert row.fetchall() == [("global", "global")]
