@@ -15,8 +15,10 @@ Line = dict[str, Any]
 ALPHA = {"kind": "projects", "projectIds": ["alpha"]}
 BETA = {"kind": "projects", "projectIds": ["beta"]}
 GLOBAL = {"kind": "global"}
+PAIR = {"kind": "projects", "projectIds": ["beta", "alpha"]}
 ALPHA_KEY = 'projects:["alpha"]'
 BETA_KEY = 'projects:["beta"]'
+PAIR_KEY = 'projects:["alpha","beta"]'
 T0 = "2026-03-01T10:00:00Z"
 T1 = "2026-03-02T18:30:00+08:00"
 # Over two chunks of 4096 code points, with emoji and CJK, so chunk boundaries count code points.
@@ -203,6 +205,84 @@ def small_graph() -> list[Line]:
     ]
 
 
+def story_graph() -> list[Line]:
+    """`small_graph` plus the project pair, an event in each scope, stories of every level and two experiences.
+
+    The thread comes before its feature, so the importer must check the parent once every line is in.
+    """
+    return [
+        *small_graph(),
+        {"kind": "scope", "scope": PAIR},
+        {"kind": "result", "id": "r-pair", "scope": PAIR, "review_generated_at": T1, "recorded_at": T1},
+        {
+            "kind": "event",
+            "id": "ev-b1",
+            "result_id": "r-beta",
+            "event_type": "change",
+            "title": "Beta",
+            "recorded_at": T0,
+        },
+        {
+            "kind": "event",
+            "id": "ev-p1",
+            "result_id": "r-pair",
+            "event_type": "decision",
+            "title": "Pair",
+            "recorded_at": T1,
+        },
+        {
+            "kind": "story",
+            "id": "st-thread",
+            "level": "thread",
+            "scope": ALPHA,
+            "parent_story_id": "st-feature",
+            "name": "SQLite 迁移",
+            "description": "Moving the store to SQLite",
+            "state": "concluded",
+            "state_event_id": "ev-1",
+            "started_at": T0,
+            "ended_at": T1,
+            "confirmation_state": "user_edited",
+            "recorded_at": T1,
+            "revision": "2",
+        },
+        {"kind": "story", "id": "st-feature", "level": "feature", "scope": ALPHA, "name": "Storage", "recorded_at": T1},
+        {"kind": "story", "id": "st-cross", "level": "cross", "scope": PAIR, "name": "Shared store", "recorded_at": T1},
+        {"kind": "story_event", "story_id": "st-thread", "event_id": "ev-1", "primary": True, "user_set": True},
+        {"kind": "story_event", "story_id": "st-feature", "event_id": "ev-2", "primary": True},
+        {"kind": "story_event", "story_id": "st-cross", "event_id": "ev-1"},
+        {"kind": "story_event", "story_id": "st-cross", "event_id": "ev-b1"},
+        {"kind": "story_event", "story_id": "st-cross", "event_id": "ev-p1"},
+        {
+            "kind": "experience",
+            "id": "ex-pair",
+            "scope": PAIR,
+            "statement": "Pick storage both teams can run",
+            "conditions": "shared deployments",
+            "boundaries": "not for analytics",
+            "recorded_at": T1,
+        },
+        {"kind": "experience", "id": "ex-alpha", "scope": ALPHA, "statement": "一个文件就够了", "recorded_at": T1},
+        {"kind": "experience_event", "experience_id": "ex-pair", "event_id": "ev-1", "role": "formed"},
+        {"kind": "experience_event", "experience_id": "ex-pair", "event_id": "ev-p1", "role": "formed"},
+        {
+            "kind": "experience_event",
+            "experience_id": "ex-pair",
+            "event_id": "ev-b1",
+            "role": "applied",
+            "note": "Beta",
+        },
+        {"kind": "experience_event", "experience_id": "ex-alpha", "event_id": "ev-1", "role": "formed"},
+        {
+            "kind": "experience_event",
+            "experience_id": "ex-alpha",
+            "event_id": "ev-1",
+            "role": "applied",
+            "note": "again",
+        },
+    ]
+
+
 def write_jsonl(path: Path, lines: Iterable[Line | str]) -> Path:
     """One line per item; a str is written as is (for malformed lines)."""
     encoded = (item.encode() if isinstance(item, str) else orjson.dumps(item) for item in lines)
@@ -238,6 +318,10 @@ GRAPH_TABLES = (
     "source_references",
     "object_sources",
     "memory_items",
+    "stories",
+    "story_events",
+    "experiences",
+    "experience_events",
 )
 
 

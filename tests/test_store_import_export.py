@@ -184,7 +184,7 @@ N = len(GRAPH)
 # (how to spoil the file, line number, field, words the problem must contain)
 BAD_IMPORTS = {
     "malformed JSON": (_append('{"kind": "project", "id": '), N + 2, "", "malformed JSON"),
-    "unknown kind": (_append({"kind": "story", "id": "s-1"}), N + 2, "kind", "unknown kind 'story'"),
+    "unknown kind": (_append({"kind": "storyline", "id": "s-1"}), N + 2, "kind", "unknown kind 'storyline'"),
     "missing field": (_append({"kind": "project", "id": "gamma"}), N + 2, "name", "required field is missing"),
     "time without offset": (
         _append(_event(event_time={"start": "2026-03-01T10:00:00"})),

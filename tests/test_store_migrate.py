@@ -22,6 +22,10 @@ INSERT INTO events (id, result_id, scope_key, event_type, title, description, re
 """
 
 
+# Tables of a version-2 database whose rows an upgrade must keep as they are.
+V2_TABLES = ("projects", "scope_projects", "results", "story_lines", "events")  # search_docs is replaced
+
+
 def _version(path: Path) -> int:
     with sqlite3.connect(path) as conn:
         return int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -74,6 +78,38 @@ def test_upgrading_a_version_1_database_keeps_its_data_and_backfills_the_search_
         ("story_line", "sl-1", "topic\x01\x01", ""),
     ]
     assert item == ("ev-1",) and grams == hits
+
+
+def test_upgrading_a_version_2_database_in_place_keeps_its_data_and_takes_stories(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    with sqlite3.connect(path) as conn:
+        for name in ("0001_story_graph.sql", "0002_search_index_and_revisions.sql"):
+            conn.executescript((migrations_dir() / name).read_text(encoding="utf-8"))
+        conn.executescript(SEARCHABLE_V1_ROWS)
+        before = {table: conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall() for table in V2_TABLES}
+    assert _version(path) == 2
+    stories = tmp_path / "stories.jsonl"
+    stories.write_text(
+        '{"kind": "story", "id": "st-1", "level": "feature", "scope": {"kind": "projects", "projectIds": ["alpha"]},'
+        ' "name": "Backups", "recorded_at": "2026-01-02T00:00:00Z"}\n'
+        '{"kind": "story_event", "story_id": "st-1", "event_id": "ev-1", "primary": true}\n'
+        '{"kind": "experience", "id": "ex-1", "scope": {"kind": "projects", "projectIds": ["alpha"]},'
+        ' "statement": "Snapshot nightly", "recorded_at": "2026-01-02T00:00:00Z"}\n'
+        '{"kind": "experience_event", "experience_id": "ex-1", "event_id": "ev-1", "role": "formed"}\n',
+        encoding="utf-8",
+    )
+
+    assert migrate(path) == (2, SCHEMA_VERSION)
+    report = import_file(path, stories)
+
+    with sqlite3.connect(path) as conn:
+        after = {table: conn.execute(f"SELECT * FROM {table} ORDER BY 1").fetchall() for table in V2_TABLES}
+        links = conn.execute("SELECT story_id, event_id, scope_key, is_primary FROM story_events").fetchall()
+        searchable = conn.execute("SELECT object_type, object_id FROM search_items ORDER BY item_id DESC").fetchall()
+    assert after == before
+    assert searchable[:2] == [("story", "st-1"), ("experience", "ex-1")]  # stories and experiences rank first
+    assert report.written == {"story": 1, "story_event": 1, "experience": 1, "experience_event": 1}
+    assert links == [("st-1", "ev-1", 'projects:["alpha"]', 1)]
 
 
 def test_a_database_newer_than_this_build_is_refused_naming_both_versions(migrated_db: Path) -> None:

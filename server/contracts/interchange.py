@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, model_validator
+from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
 
-from server.contracts.base import Contract, Instant, ObjectRef, Scope
+from server.contracts.base import Contract, GlobalScope, Instant, ObjectRef, ProjectsScope, Scope
 
 Id = Annotated[str, Field(min_length=1, max_length=256)]
 Text = Annotated[str, Field(max_length=20_000_000)]
@@ -218,6 +218,98 @@ class LeafLine(Contract):
     facts: list[LeafFact] = []
 
 
+class StoryLine(Contract):
+    """A long-lived story: a `feature` of one project, a `thread` inside a feature, or a `cross` story
+    that links the same work across projects. Its events are linked by `story_event` lines."""
+
+    kind: Literal["story"]
+    id: Id
+    level: Literal["feature", "thread", "cross"]
+    scope: Scope
+    """A feature or thread: its one project's scope. A cross story: the project set it spans. Must be declared."""
+    parent_story_id: Annotated[Id | None, Field(validate_default=True)] = None
+    """A thread's feature (same scope); null for a feature or a cross story."""
+    name: str
+    description: str = ""
+    state: Literal["active", "concluded"] = "active"
+    state_event_id: Id | None = None
+    """The event that set the state (e.g. the one saying the work is finished); null when none was recorded."""
+    started_at: Instant | None = None
+    """The story's span as recorded; null: unknown."""
+    ended_at: Annotated[Instant | None, Field(validate_default=True)] = None
+    confirmation_state: Literal["automatic", "user_edited"] = "automatic"
+    """`user_edited`: a user renamed, merged or otherwise adjusted the story; `automatic` otherwise."""
+    recorded_at: Instant
+    revision: str | None = None
+
+    @field_validator("scope")
+    @classmethod
+    def _project_scope(cls, scope: GlobalScope | ProjectsScope, info: ValidationInfo) -> GlobalScope | ProjectsScope:
+        level = info.data.get("level")
+        if isinstance(scope, GlobalScope):
+            raise ValueError("a story belongs to projects, never to Global: use a projects scope")
+        if level in ("feature", "thread") and len(scope.projectIds) != 1:
+            raise ValueError(f"a {level} belongs to exactly one project; a story spanning projects has level 'cross'")
+        return scope
+
+    @field_validator("parent_story_id")
+    @classmethod
+    def _parent(cls, parent: str | None, info: ValidationInfo) -> str | None:
+        level = info.data.get("level")
+        if level == "thread" and parent is None:
+            raise ValueError("a thread needs parent_story_id: the feature it belongs to")
+        if level in ("feature", "cross") and parent is not None:
+            raise ValueError(f"only a thread has a parent story; this story's level is {level!r}")
+        return parent
+
+    @field_validator("ended_at")
+    @classmethod
+    def _span(cls, ended: str | None, info: ValidationInfo) -> str | None:
+        started = info.data.get("started_at")
+        if ended is not None and (started is None or ended < started):
+            raise ValueError("ended_at needs a started_at at or before it")
+        return ended
+
+
+class StoryEventLine(Contract):
+    """Links an event to a story. `primary`: the one feature or thread the event belongs to (at most one per
+    event, never a cross story); otherwise a related story, such as a cross story spanning the event's project."""
+
+    kind: Literal["story_event"]
+    story_id: Id
+    event_id: Id
+    primary: bool = False
+    user_set: bool = False
+    """A user placed the event in this story (rather than the automatic assignment)."""
+
+
+class ExperienceLine(Contract):
+    """A lesson distilled from earlier work: advice, not a rule. Its events come in `experience_event` lines."""
+
+    kind: Literal["experience"]
+    id: Id
+    scope: Scope
+    """Exactly the projects of the events that formed it (Global when they are Global events). Must be declared."""
+    statement: str
+    conditions: str = ""
+    """When the lesson applies."""
+    boundaries: str = ""
+    """Where it stops applying."""
+    confirmation_state: Literal["automatic", "user_edited"] = "automatic"
+    recorded_at: Instant
+    revision: str | None = None
+
+
+class ExperienceEventLine(Contract):
+    """An event an experience was `formed` from, or one where it was `applied`, with a note."""
+
+    kind: Literal["experience_event"]
+    experience_id: Id
+    event_id: Id
+    role: Literal["formed", "applied"]
+    note: str = ""
+
+
 class SourceLine(Contract):
     kind: Literal["source"]
     id: Id
@@ -306,6 +398,10 @@ Line = Annotated[
     | RelationLine
     | SummaryLine
     | LeafLine
+    | StoryLine
+    | StoryEventLine
+    | ExperienceLine
+    | ExperienceEventLine
     | SourceLine
     | SourceVersionLine
     | SourceReferenceLine
@@ -330,5 +426,9 @@ KIND_ORDER: tuple[str, ...] = (
     "relation",
     "summary",
     "leaf",
+    "story",
+    "story_event",
+    "experience",
+    "experience_event",
     "memory_item",
 )

@@ -20,11 +20,13 @@ from server.contracts.interchange import (
     EntityChangeLine,
     EntityLine,
     EventLine,
+    ExperienceLine,
     LeafLine,
     Line,
     RelationLine,
     ResultLine,
     ScopeLine,
+    StoryLine,
     StoryLineLine,
     SummaryLine,
 )
@@ -110,7 +112,7 @@ def _unique(number: int, name: str, values: list[Any]) -> None:
 def _normalise(number: int, line: Line) -> Line:
     """The stored form of a line: lists that are sets in the schema sorted, scopes in canonical order."""
     match line:
-        case ScopeLine() | ResultLine() | StoryLineLine():
+        case ScopeLine() | ResultLine() | StoryLineLine() | StoryLine() | ExperienceLine():
             return line.model_copy(update={"scope": normalise_scope(line.scope)})
         case EventLine():
             _unique(number, "entity_ids", line.entity_ids)

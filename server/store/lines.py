@@ -124,6 +124,28 @@ LEAF_FACTS_ALL: Final = (
     " WHERE owner_type = 'leaf' ORDER BY owner_id, object_type, object_id"
 )
 
+STORIES: Final = (
+    "SELECT id, scope_key, level, parent_story_id, name, description, state, state_event_id, started_at, ended_at,"
+    " confirmation_state, recorded_at, revision FROM stories"
+)
+STORY_ONE: Final = STORIES + " WHERE id = :k0"
+STORY_ALL: Final = STORIES + " ORDER BY id"
+
+STORY_EVENTS: Final = "SELECT story_id, event_id, is_primary, user_set FROM story_events"
+STORY_EVENT_ONE: Final = STORY_EVENTS + " WHERE story_id = :k0 AND event_id = :k1"
+STORY_EVENT_ALL: Final = STORY_EVENTS + " ORDER BY story_id, event_id"
+
+EXPERIENCES: Final = (
+    "SELECT id, scope_key, statement, conditions, boundaries, confirmation_state, recorded_at, revision"
+    " FROM experiences"
+)
+EXPERIENCE_ONE: Final = EXPERIENCES + " WHERE id = :k0"
+EXPERIENCE_ALL: Final = EXPERIENCES + " ORDER BY id"
+
+EXPERIENCE_EVENTS: Final = "SELECT experience_id, event_id, role, note FROM experience_events"
+EXPERIENCE_EVENT_ONE: Final = EXPERIENCE_EVENTS + " WHERE experience_id = :k0 AND event_id = :k1 AND role = :k2"
+EXPERIENCE_EVENT_ALL: Final = EXPERIENCE_EVENTS + " ORDER BY experience_id, event_id, role"
+
 MEMORY_ITEMS: Final = "SELECT id, project_id, memory_type, body, confirmation_state, updated_at FROM memory_items"
 MEMORY_ITEM_ONE: Final = MEMORY_ITEMS + " WHERE id = :k0"
 MEMORY_ITEM_ALL: Final = MEMORY_ITEMS + " ORDER BY id"
@@ -317,6 +339,38 @@ def _leaf(row: Row, children: list[list[Row]]) -> dict[str, Any]:
     return {"kind": "leaf", **_plain(row, "id", "result_id", "summary", "recorded_at"), "facts": facts}
 
 
+def _story(row: Row, _: list[list[Row]]) -> dict[str, Any]:
+    return {
+        "kind": "story",
+        **_plain(row, "id", "level"),
+        "scope": scope_from_key(row["scope_key"]),
+        **_plain(row, "parent_story_id", "name", "description", "state", "state_event_id", "started_at", "ended_at"),
+        **_plain(row, "confirmation_state", "recorded_at", "revision"),
+    }
+
+
+def _story_event(row: Row, _: list[list[Row]]) -> dict[str, Any]:
+    return {
+        "kind": "story_event",
+        **_plain(row, "story_id", "event_id"),
+        "primary": bool(row["is_primary"]),
+        "user_set": bool(row["user_set"]),
+    }
+
+
+def _experience(row: Row, _: list[list[Row]]) -> dict[str, Any]:
+    return {
+        "kind": "experience",
+        "id": row["id"],
+        "scope": scope_from_key(row["scope_key"]),
+        **_plain(row, "statement", "conditions", "boundaries", "confirmation_state", "recorded_at", "revision"),
+    }
+
+
+def _experience_event(row: Row, _: list[list[Row]]) -> dict[str, Any]:
+    return {"kind": "experience_event", **_plain(row, "experience_id", "event_id", "role", "note")}
+
+
 def _memory_item(row: Row, _: list[list[Row]]) -> dict[str, Any]:
     fields = ("id", "project_id", "memory_type", "body", "confirmation_state", "updated_at")
     return {"kind": "memory_item", **_plain(row, *fields)}
@@ -361,6 +415,10 @@ KINDS: Final[dict[str, _Kind]] = {
         ((SUMMARY_FACTS_ONE, SUMMARY_FACTS_ALL, {}), _sources_of("summary")),
     ),
     "leaf": _Kind(LEAF_ONE, LEAF_ALL, 1, _leaf, ((LEAF_FACTS_ONE, LEAF_FACTS_ALL, {}),)),
+    "story": _Kind(STORY_ONE, STORY_ALL, 1, _story),
+    "story_event": _Kind(STORY_EVENT_ONE, STORY_EVENT_ALL, 2, _story_event),
+    "experience": _Kind(EXPERIENCE_ONE, EXPERIENCE_ALL, 1, _experience),
+    "experience_event": _Kind(EXPERIENCE_EVENT_ONE, EXPERIENCE_EVENT_ALL, 3, _experience_event),
     "memory_item": _Kind(MEMORY_ITEM_ONE, MEMORY_ITEM_ALL, 1, _memory_item),
 }
 
@@ -423,5 +481,9 @@ def line_key(line: Line) -> Key:
             return (line.entity_id, line.result_id)
         case "entity_change":
             return (line.entity_id, line.association_key)
+        case "story_event":
+            return (line.story_id, line.event_id)
+        case "experience_event":
+            return (line.experience_id, line.event_id, line.role)
         case _:
             return (line.id,)

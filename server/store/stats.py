@@ -23,6 +23,12 @@ PER_SCOPE: Final[tuple[tuple[str, str], ...]] = (
     ("summaries", "SELECT scope_key, count(*) FROM summaries GROUP BY scope_key"),
     ("leaves", "SELECT scope_key, count(*) FROM leaves GROUP BY scope_key"),
     ("source references", "SELECT scope_key, count(*) FROM source_references GROUP BY scope_key"),
+    # Links count where they belong: in their story's or experience's scope (a cross story's links to
+    # events of its projects count in the project set's column).
+    ("stories", "SELECT scope_key, count(*) FROM stories GROUP BY scope_key"),
+    ("story links", "SELECT scope_key, count(*) FROM story_events GROUP BY scope_key"),
+    ("experiences", "SELECT scope_key, count(*) FROM experiences GROUP BY scope_key"),
+    ("experience links", "SELECT scope_key, count(*) FROM experience_events GROUP BY scope_key"),
 )
 # A memory item belongs to Global (no project) or to its one project's scope.
 MEMORY_ITEMS_PER_PROJECT: Final = "SELECT project_id, count(*) FROM memory_items GROUP BY project_id"

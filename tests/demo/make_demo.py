@@ -1,16 +1,21 @@
-"""Build the bundled demo graph: `python server/demo/make_demo.py` rewrites `demo_graph.jsonl`.
+"""Build the bundled demo graph: `python tests/demo/make_demo.py` rewrites `server/demo/demo_graph.jsonl`.
 
 The demo follows a small bilingual team. Project Atlas (a sync service running on edge boxes)
 chose Redis as its session cache (会话缓存) in March, revised that choice in May with explicit
 evidence (ops cannot run Redis on the edge boxes) and decided on SQLite in WAL mode; in June
 someone floated LMDB as an option, with no replacement evidence, while the migration task is
 still in progress. Around it: a mobile app project (Beacon), a joint release of the two, a
-Global engineering-practice scope and an inactive legacy project. docs/demo.md tells the story
-and lists the ids to try.
+Global engineering-practice scope and an inactive legacy project. The session-cache work is
+also a feature story with two threads, and the lesson "don't pick infrastructure ops cannot run
+on the edge boxes" an experience of the project pair (demo/stories.py). docs/demo.md tells the
+story and lists the ids to try.
 
 Everything is written out literally except the long design document, which is generated from
 numbered, varied sections so that every page of it differs. Fragment ranges are computed here
 by finding the saved fragment in the referenced source version, so they are always exact.
+
+The generator lives beside the tests, not in the installed package: the package ships only its
+output, and tests/test_demo_graph.py checks that the shipped file is exactly what this writes.
 """
 
 from __future__ import annotations
@@ -22,103 +27,14 @@ from typing import Any
 import orjson
 
 if not __package__:
-    # Run as a file (`python server/demo/make_demo.py`): the repository root is not on the path yet.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    # Run as a file: put the repository root (for `server`) and tests/ (for `demo`) on the path.
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
 
+from demo.base import ATLAS, BEACON, GLOBAL, LEGACY, PAIR, RECORDED, Demo, Line, event, message, ref, when
+from demo.stories import stories_and_experiences
 from server.contracts.interchange import KIND_ORDER, LINE
 
-Line = dict[str, Any]
-
-OUT = Path(__file__).with_name("demo_graph.jsonl")
-
-ATLAS: Line = {"kind": "projects", "projectIds": ["atlas"]}
-BEACON: Line = {"kind": "projects", "projectIds": ["beacon"]}
-PAIR: Line = {"kind": "projects", "projectIds": ["atlas", "beacon"]}
-LEGACY: Line = {"kind": "projects", "projectIds": ["legacy"]}
-GLOBAL: Line = {"kind": "global"}
-
-# When each result was recorded; objects of a result are recorded with it.
-RECORDED = {
-    "res-atlas-2026-03": "2026-03-31T18:02:11+08:00",
-    "res-atlas-2026-05": "2026-05-31T20:04:37+08:00",
-    "res-atlas-2026-07": "2026-07-15T10:03:00Z",
-    "res-beacon-2026-06": "2026-06-30T09:01:15+08:00",
-    "res-pair-2026-06": "2026-07-01T08:00:40+08:00",
-    "res-global-2026-07": "2026-08-01T08:02:00Z",
-    "res-legacy-2025-11": "2025-11-30T17:00:00+08:00",
-}
-
-
-def ref(kind: str, object_id: str) -> Line:
-    return {"type": kind, "id": object_id}
-
-
-def when(start: str, precision: str, basis: str, end: str | None = None) -> Line:
-    return {"start": start, "end": end, "precision": precision, "basis": basis}
-
-
-class Demo:
-    """Collects lines and remembers source texts so references can locate their fragments."""
-
-    def __init__(self) -> None:
-        self.lines: list[Line] = []
-        self.texts: dict[tuple[str, str], str] = {}
-
-    def add(self, kind: str, **fields: Any) -> None:
-        self.lines.append({"kind": kind, **fields})
-
-    def source(self, source_id: str, source_type: str, *, versions: list[tuple[str, str, str]], **fields: Any) -> None:
-        """A source and its kept versions `(version, recorded_at, text)`; the last one is current."""
-        current = versions[-1][0] if versions else None
-        self.add("source", id=source_id, source_type=source_type, current_version=current, **fields)
-        for version, recorded_at, text in versions:
-            self.texts[(source_id, version)] = text
-            self.add("source_version", source_id=source_id, version=version, text=text, recorded_at=recorded_at)
-
-    def reference(
-        self,
-        ref_id: str,
-        result_id: str,
-        source_id: str,
-        version: str,
-        fragment: str,
-        *,
-        source_type: str = "conversation",
-        text: str | None = None,
-        **fields: Any,
-    ) -> None:
-        """A source reference whose fragment is `text[start:end]` of the referenced version.
-
-        `text` is given only for a source whose version is no longer kept (a deleted message).
-        """
-        full = text if text is not None else self.texts[(source_id, version)]
-        assert full.count(fragment) == 1, f"{ref_id}: fragment must occur exactly once in {source_id}@{version}"
-        start = full.index(fragment)
-        self.add(
-            "source_reference",
-            id=ref_id,
-            result_id=result_id,
-            source_type=source_type,
-            original_source_id=source_id,
-            source_version=version,
-            fragment={"text": fragment, "start": start, "end": start + len(fragment)},
-            source_length=len(full),
-            recorded_at=RECORDED[result_id],
-            **fields,
-        )
-
-    def whole(self, source_id: str, version: str) -> list[int]:
-        return [0, len(self.texts[(source_id, version)])]
-
-
-def message(project: str, conversation: str, message_id: str, order: int, role: str = "user") -> Line:
-    return {
-        "project_id": project,
-        "conversation_id": conversation,
-        "message_id": message_id,
-        "order": order,
-        "role": role,
-    }
+OUT = Path(__file__).resolve().parents[2] / "server" / "demo" / "demo_graph.jsonl"
 
 
 def long_design_doc() -> str:
@@ -1122,10 +1038,6 @@ def atlas_entities(d: Demo) -> None:
     )
 
 
-def event(d: Demo, event_id: str, result_id: str, **fields: Any) -> None:
-    d.add("event", id=event_id, result_id=result_id, recorded_at=RECORDED[result_id], **fields)
-
-
 def atlas_events(d: Demo) -> None:
     event(
         d,
@@ -1903,16 +1815,23 @@ def build() -> list[Line]:
     atlas_summaries_and_leaves(d)
     other_scopes(d)
     memory_items(d)
+    stories_and_experiences(d)
     order = {kind: index for index, kind in enumerate(KIND_ORDER)}
     return sorted(d.lines, key=lambda line: order[line["kind"]])
 
 
-def main() -> None:
+def encoded() -> bytes:
+    """The demo graph as the bytes of `demo_graph.jsonl`, every line validated."""
     lines = build()
     for line in lines:
         LINE.validate_python(line)
-    OUT.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    print(f"wrote {len(lines)} lines to {OUT}")
+    return b"".join(orjson.dumps(line) + b"\n" for line in lines)
+
+
+def main() -> None:
+    data = encoded()
+    OUT.write_bytes(data)
+    print(f"wrote {len(data.splitlines())} lines to {OUT}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""The demo graph generator (not installed: the package ships only its output)."""

@@ -1,0 +1,83 @@
+"""The shipped demo graph is exactly what its generator writes, and docs/demo.md counts what it holds."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from demo.make_demo import encoded
+
+from server.store.demo import demo_path, write_demo
+from server.store.stats import stats_text
+
+DEMO_DOC = Path(__file__).resolve().parent.parent / "docs" / "demo.md"
+
+
+def test_the_shipped_demo_graph_is_what_the_generator_writes() -> None:
+    assert demo_path().read_bytes() == encoded(), "run `python tests/demo/make_demo.py` and commit its output"
+
+
+def _stats_counts(text: str) -> dict[tuple[str, str], str]:
+    """`db stats` per-scope counts as {(row heading, scope key): count}, without the revision row."""
+    lines = text.splitlines()
+    header = lines[5].split()
+    counts: dict[tuple[str, str], str] = {}
+    for line in lines[6:]:
+        heading, cells = line[:17].strip(), line[17:].split()
+        if heading != "data revision":
+            counts.update({(heading, scope): cell for scope, cell in zip(header, cells, strict=True)})
+    return counts
+
+
+def _doc_counts(text: str) -> dict[tuple[str, str], str]:
+    """The table between the demo-counts markers, keyed like `_stats_counts`."""
+    table = text.split("<!-- demo-counts -->\n", 1)[1].split("<!-- /demo-counts -->", 1)[0]
+    rows = [[cell.strip().strip("`") for cell in line.strip().strip("|").split("|")] for line in table.splitlines()]
+    header = ["global" if name == "global" else name if name == "total" else f"projects:{name}" for name in rows[0][1:]]
+    return {(row[0], scope): cell for row in rows[2:] for scope, cell in zip(header, row[1:], strict=True)}
+
+
+def test_the_counts_in_docs_demo_md_are_what_db_stats_prints(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    write_demo(db)
+    stats = stats_text(db)
+
+    assert _doc_counts(DEMO_DOC.read_text(encoding="utf-8")) == _stats_counts(stats)
+    assert "overall: projects 3, scopes 5, sources 21, source versions 21, memory items 3" in stats
+
+
+def test_the_demo_keeps_its_stories_and_experience_in_their_scopes(tmp_path: Path) -> None:
+    db = tmp_path / "demo.db"
+    write_demo(db)
+    with sqlite3.connect(db) as conn:
+        stories = dict(conn.execute("SELECT id, scope_key FROM stories").fetchall())
+        experience = conn.execute("SELECT id, scope_key FROM experiences").fetchall()
+        uses = conn.execute(
+            "SELECT event_id, role, event_scope_key FROM experience_events ORDER BY role, event_id"
+        ).fetchall()
+        atlas_links = conn.execute(
+            "SELECT DISTINCT story_id FROM story_events WHERE scope_key = 'projects:[\"atlas\"]' ORDER BY 1"
+        ).fetchall()
+        primaries = conn.execute("SELECT event_id FROM story_events WHERE is_primary = 1 ORDER BY 1").fetchall()
+
+    pair, atlas, beacon = 'projects:["atlas","beacon"]', 'projects:["atlas"]', 'projects:["beacon"]'
+    assert stories == {
+        "story-atlas-session-cache": atlas,
+        "story-atlas-redis-plan": atlas,
+        "story-atlas-sqlite-wal": atlas,
+        "story-pair-edge-stack": pair,
+    }
+    assert experience == [("exp-edge-box-infra", pair)]
+    assert uses == [
+        ("evt-beacon-push-relay", "applied", beacon),
+        ("evt-decision-b", "applied", atlas),
+        ("evt-pair-edge-box-rule", "formed", pair),
+        ("evt-revision-a-to-b", "formed", atlas),
+    ]
+    # Rows read for Atlas hold only Atlas's own stories: the cross story's links live in the pair's scope.
+    assert [row[0] for row in atlas_links] == [
+        "story-atlas-redis-plan",
+        "story-atlas-session-cache",
+        "story-atlas-sqlite-wal",
+    ]
+    assert len(primaries) == len(set(primaries)) == 8
