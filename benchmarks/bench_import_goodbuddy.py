@@ -2,7 +2,7 @@
 a re-import with nothing changed (what a timer runs every few minutes), and a re-import after 1 % of the
 entities were confirmed and 1 % of the messages edited.
 
-    python benchmarks/bench_import_goodbuddy.py                 # 2,000 results, about 100,000 lines
+    python benchmarks/bench_import_goodbuddy.py                 # 2,000 results, about 88,000 lines
     python benchmarks/bench_import_goodbuddy.py --results 500   # a quick run
 
 The app database is built with the schema-62 DDL facts of tests/goodbuddy_fixture.py, rows written in

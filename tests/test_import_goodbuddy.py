@@ -57,7 +57,7 @@ from support import client_for, error, ok
 from server.contracts.common import Grant
 from server.store.errors import DatabaseUnusable, ImportRejected
 from server.store.goodbuddy import GoodBuddySource, import_goodbuddy, open_app_database
-from server.store.goodbuddy_stories import read_experiences, read_stories
+from server.store.goodbuddy.stories import read_experiences, read_stories
 from server.store.migrate import migrate
 from server.store.sync import Retired
 

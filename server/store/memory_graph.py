@@ -29,10 +29,10 @@ import orjson
 
 from server.contracts.base import format_utc
 from server.store.errors import ImportRejected, StoreError
-from server.store.goodbuddy_rows import Notes
 from server.store.importer import ImportItem, ImportReport, import_items
 from server.store.jsonl import parse_json_line, validate_line
 from server.store.migrate import open_store
+from server.store.notes import Notes
 from server.store.sync import SyncPolicy
 
 POLICY: Final = SyncPolicy(volatile=frozenset({"updated_at", "review_generated_at"}))

@@ -19,7 +19,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Final
 
-from server.store.goodbuddy_rows import at, instant
+from server.store.goodbuddy.rows import at, instant
 
 STORIES: Final = """
 SELECT id, project_id, parent_id, level, name, description, state, state_event_id, user_edited, created_at, updated_at

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import Counter
 from typing import Any, Final
 
 import orjson
@@ -187,20 +186,3 @@ def coverage(
     if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
         return {"kind": "legacy_count", "count": count}
     return None
-
-
-class Notes:
-    """What a source left out or read differently, counted per reason and printed after the report.
-
-    Nothing is dropped silently: each reason names the objects and what happened to them.
-    """
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-
-    def add(self, reason: str, count: int = 1) -> None:
-        if count:
-            self.counts[reason] += count
-
-    def lines(self) -> list[str]:
-        return [f"{reason}: {count}" for reason, count in sorted(self.counts.items())]
