@@ -3,6 +3,7 @@ a real MCP client; malformed lines refused with their line number; re-import ide
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -11,11 +12,12 @@ from typing import Any
 
 import orjson
 import pytest
-from jsonl_graph import dump, revisions
+from jsonl_graph import dump, revisions, write_jsonl
 from support import client_for, ok
 
 from server.contracts.common import Grant
 from server.store.errors import ImportRejected, StoreError
+from server.store.importer import import_file
 from server.store.memory_graph import import_memory_graph, stable_id
 
 pytestmark = pytest.mark.anyio
@@ -116,11 +118,27 @@ def test_a_changed_file_updates_the_entity_and_adds_the_new_observation(migrated
     assert report.written == {"source": 1, "source_version": 1, "source_reference": 1}
 
 
-def test_an_existing_project_is_used_as_it_is(migrated_db: Path, memory: Path) -> None:
-    import_memory_graph(migrated_db, memory, PROJECT)
-    report, _ = import_memory_graph(migrated_db, memory, "second")
+def test_an_existing_project_is_used_as_it_is_and_another_project_gets_its_own_copy(
+    migrated_db: Path, memory: Path, tmp_path: Path
+) -> None:
+    import_file(
+        migrated_db, write_jsonl(tmp_path / "project.jsonl", [{"kind": "project", "id": PROJECT, "name": "Home lab"}])
+    )
 
-    assert report.written["project"] == 1 and report.written["entity"] == 3  # same names, another project
+    first, _ = import_memory_graph(migrated_db, memory, PROJECT)
+    second, _ = import_memory_graph(migrated_db, memory, "office")
+
+    assert "project" not in first.written
+    assert rows_of(migrated_db, "SELECT id, name FROM projects ORDER BY id") == [
+        (PROJECT, "Home lab"),
+        ("office", "office"),
+    ]
+    assert second.written["entity"] == 3  # the same names, under the other project's ids
+
+
+def rows_of(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
 
 
 BAD_LINES = {
