@@ -31,8 +31,10 @@ EXAMPLES: dict[str, str] = {
   story-graph-mcp db stats --db graph.db""",
     "migrate": """example:
   story-graph-mcp db migrate --db graph.db      # creates graph.db, or upgrades it to the current schema""",
-    "import": """example:
-  story-graph-mcp db import --db graph.db graph.jsonl   # all lines or nothing (docs/interchange.md)""",
+    "import": """examples:
+  story-graph-mcp db import --db graph.db graph.jsonl   # all lines or nothing (docs/interchange.md)
+  story-graph-mcp db import --db graph.db --from goodbuddy assistant.db        # re-run to sync; never writes it
+  story-graph-mcp db import --db graph.db --from memory-jsonl memory.jsonl --project notes""",
     "export": """examples:
   story-graph-mcp db export --db graph.db backup.jsonl
   story-graph-mcp db export --db graph.db | head -3""",
@@ -115,8 +117,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     migrate = _command(db, "migrate", "create a database or upgrade it to the current schema")
     migrate.add_argument("--db", type=Path, required=True)
-    imp = _command(db, "import", "load a JSON Lines interchange file in one transaction")
+    imp = _command(
+        db,
+        "import",
+        "load history in one transaction: an interchange file, a GoodBuddy app database or a memory-server graph",
+    )
     imp.add_argument("--db", type=Path, required=True)
+    imp.add_argument(
+        "--from",
+        dest="source",
+        choices=("jsonl", "goodbuddy", "memory-jsonl"),
+        default="jsonl",
+        help="what FILE is: our interchange JSON Lines (default), a GoodBuddy assistant database (opened"
+        " read-only), or the reference memory server's memory.json(l)",
+    )
+    imp.add_argument("--project", help="memory-jsonl: the project the graph goes into (created when new)")
     imp.add_argument("file", type=Path)
     exp = _command(db, "export", "write the graph as a JSON Lines interchange file (stdout without FILE)")
     exp.add_argument("--db", type=Path, required=True)
@@ -164,7 +179,7 @@ def _run(args: argparse.Namespace) -> int:
         write_demo(args.path)
         print(f"wrote the demo graph to {args.path}")
         return 0
-    from server.store import exporter, importer, migrate, stats
+    from server.store import exporter, migrate, stats
 
     if args.db_command == "migrate":
         before, after = migrate.migrate(args.db)
@@ -172,13 +187,31 @@ def _run(args: argparse.Namespace) -> int:
             f"{args.db}: schema version {before} -> {after}" if before != after else f"{args.db}: up to date ({after})"
         )
     elif args.db_command == "import":
-        report = importer.import_file(args.db, args.file)
-        print(report)
+        _import(args)
     elif args.db_command == "export":
         exporter.export_file(args.db, args.file)
     elif args.db_command == "stats":
         print(stats.stats_text(args.db))
     return 0
+
+
+def _import(args: argparse.Namespace) -> None:
+    from server.store import goodbuddy, importer, memory_graph
+
+    notes: list[str] = []
+    if args.source == "memory-jsonl":
+        if not args.project:
+            raise StoreError("--from memory-jsonl needs --project P: the project the memory graph goes into")
+        report, notes = memory_graph.import_memory_graph(args.db, args.file, args.project)
+    elif args.project:
+        raise StoreError(f"--project only applies to --from memory-jsonl, not --from {args.source}")
+    elif args.source == "goodbuddy":
+        report, notes = goodbuddy.import_goodbuddy(args.db, args.file)
+    else:
+        report = importer.import_file(args.db, args.file)
+    print(report)
+    for note in notes:
+        print(f"note: {note}")
 
 
 if __name__ == "__main__":

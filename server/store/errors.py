@@ -1,5 +1,11 @@
 """Errors a user can fix: bad files, bad databases, bad interchange lines. One clear line each."""
 
+from __future__ import annotations
+
+Where = int | str
+"""Where an imported line came from: a line number of a file, or a place such as
+`table supervision_events row id=e-1` in a foreign database."""
+
 
 class StoreError(Exception):
     """Base: printed as one line on stderr with a non-zero exit, never as a traceback."""
@@ -10,11 +16,18 @@ class DatabaseUnusable(StoreError):
 
 
 class ImportRejected(StoreError):
-    """An interchange line is invalid; the database was left exactly as it was."""
+    """An imported line is invalid; the database was left exactly as it was."""
 
-    def __init__(self, line_number: int, field: str, problem: str) -> None:
-        where = f"line {line_number}" + (f", field '{field}'" if field else "")
-        super().__init__(f"import aborted, nothing was written: {where}: {problem}")
-        self.line_number = line_number
+    def __init__(self, where: Where, field: str, problem: str) -> None:
+        place = f"line {where}" if isinstance(where, int) else where
+        super().__init__(
+            f"import aborted, nothing was written: {place}" + (f", field '{field}'" if field else "") + f": {problem}"
+        )
+        self.where = where
         self.field = field
         self.problem = problem
+
+    @property
+    def line_number(self) -> int | None:
+        """The line number, when the line came from a file."""
+        return self.where if isinstance(self.where, int) else None

@@ -16,7 +16,7 @@ from typing import Final
 
 from server.contracts.base import GlobalScope, ProjectsScope
 from server.contracts.interchange import ExperienceEventLine, ExperienceLine, StoryEventLine, StoryLine
-from server.store.errors import ImportRejected
+from server.store.errors import ImportRejected, Where
 from server.store.lines import Key
 
 INSERT_STORY: Final = (
@@ -56,18 +56,18 @@ class StoryKinds(ABC):
     """The story and experience kinds of one import run; `_Import` supplies the shared link checks."""
 
     conn: sqlite3.Connection
-    origin: dict[tuple[str, Key], int]
+    origin: dict[tuple[str, Key], Where]
     deferred: list[Callable[[], object]]
 
     @abstractmethod
-    def _declared_scope(self, number: int, scope: GlobalScope | ProjectsScope) -> str: ...
+    def _declared_scope(self, number: Where, scope: GlobalScope | ProjectsScope) -> str: ...
 
     @abstractmethod
     def _scope_of(
-        self, number: int, name: str, object_type: str, object_id: str, expected: str | None = None, owner: str = ""
+        self, number: Where, name: str, object_type: str, object_id: str, expected: str | None = None, owner: str = ""
     ) -> str: ...
 
-    def _story(self, number: int, line: StoryLine) -> None:
+    def _story(self, number: Where, line: StoryLine) -> None:
         scope = self._declared_scope(number, line.scope)
         if line.state_event_id is not None:
             self._event_within(number, "state_event_id", line.state_event_id, scope, "story")
@@ -79,7 +79,7 @@ class StoryKinds(ABC):
                 self.deferred.append(lambda: self._parent_feature(number, parent, scope))
         self.conn.execute(INSERT_STORY, line.model_dump() | {"scope_key": scope})
 
-    def _parent_feature(self, number: int, parent: str, scope: str) -> None:
+    def _parent_feature(self, number: Where, parent: str, scope: str) -> None:
         self._scope_of(number, "parent_story_id", "story", parent, scope, "thread")
         level = self.conn.execute(STORY_LEVEL, {"id": parent}).fetchone()[0]
         if level != "feature":
@@ -87,7 +87,7 @@ class StoryKinds(ABC):
                 number, "parent_story_id", f"story {parent!r} is a {level}, but a thread's parent must be a feature"
             )
 
-    def _story_event(self, number: int, line: StoryEventLine) -> None:
+    def _story_event(self, number: Where, line: StoryEventLine) -> None:
         scope = self._scope_of(number, "story_id", "story", line.story_id)
         event_scope = self._event_within(number, "event_id", line.event_id, scope, "story")
         if line.primary:
@@ -112,13 +112,13 @@ class StoryKinds(ABC):
         row = line.model_dump() | {"scope_key": scope, "event_scope_key": event_scope}
         self.conn.execute(INSERT_STORY_EVENT, row)
 
-    def _experience(self, number: int, line: ExperienceLine) -> None:
+    def _experience(self, number: Where, line: ExperienceLine) -> None:
         scope = self._declared_scope(number, line.scope)
         self.conn.execute(INSERT_EXPERIENCE, line.model_dump() | {"scope_key": scope})
         # Its formed events come in later lines: check them once every line is in.
         self.deferred.append(lambda: self._formed_in_scope(number, line.id, scope))
 
-    def _formed_in_scope(self, number: int, experience: str, scope: str) -> None:
+    def _formed_in_scope(self, number: Where, experience: str, scope: str) -> None:
         """An experience belongs to the scope of the events that formed it: it needs one, and every project of
         its scope must be one of theirs (links already keep them within the scope)."""
         if self.conn.execute(FORMED_COUNT, {"id": experience}).fetchone()[0] == 0:
@@ -138,14 +138,14 @@ class StoryKinds(ABC):
                 " that formed it",
             )
 
-    def _experience_event(self, number: int, line: ExperienceEventLine) -> None:
+    def _experience_event(self, number: Where, line: ExperienceEventLine) -> None:
         scope = self._scope_of(number, "experience_id", "experience", line.experience_id)
         event_scope = self._event_within(number, "event_id", line.event_id, scope, "experience")
         self.conn.execute(
             INSERT_EXPERIENCE_EVENT, line.model_dump() | {"scope_key": scope, "event_scope_key": event_scope}
         )
 
-    def _event_within(self, number: int, name: str, event: str, scope: str, owner: str) -> str:
+    def _event_within(self, number: Where, name: str, event: str, scope: str, owner: str) -> str:
         """The scope of an event a story or experience names; it must lie within the owner's scope."""
         event_scope = self._scope_of(number, name, "event", event)
         if self.conn.execute(WITHIN, {"inner": event_scope, "outer": scope}).fetchone() is None:

@@ -1,15 +1,20 @@
-"""`db import`: load a JSON Lines interchange file into an existing database in one transaction.
+"""`db import`: load interchange lines into an existing database in one transaction.
 
 Every line is parsed and validated before the database is touched; then the lines are written
 in `KIND_ORDER` inside a single transaction, so any bad line leaves the database exactly as it
 was. A line whose key is already stored with the same content is skipped (no write, so no
-revision is bumped); with different content it is an error.
+revision is bumped); with different content it is an error, except in sync mode (server/store/sync.py),
+where a mirror of another store brings the stored object up to date.
+
+Lines come from a file (`import_file`) or from any other source as (where, line) pairs
+(`import_items`): `where` is a line number or a place such as `table supervision_events row id=e-1`,
+and every error names it.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -41,12 +46,14 @@ from server.contracts.interchange import (
     StoryLineLine,
     SummaryLine,
 )
-from server.store.errors import ImportRejected, StoreError
+from server.store import sync
+from server.store.errors import ImportRejected, StoreError, Where
 from server.store.import_stories import StoryKinds
 from server.store.jsonl import read_lines
 from server.store.lines import Key, line_key, load_line
 from server.store.migrate import open_store
 from server.store.search_index import deferred_index
+from server.store.sync import Retired, SyncPolicy
 
 CHUNK_CODE_POINTS: Final = 4096
 """Source text is stored in chunks of this many code points (see source_chunks in migrations/)."""
@@ -164,13 +171,19 @@ KEY_FIELD: Final[dict[str, str]] = {
 }
 
 
+ImportItem = tuple[Where, Line | Retired]
+"""What a source yields: a line, or (sync mode) an object it knows is retired, with where it came from."""
+
+
 @dataclass(frozen=True)
 class ImportReport:
-    """What an import wrote: new lines per kind, and lines already stored unchanged."""
+    """What an import wrote: new lines per kind, lines already stored unchanged, and (sync mode) updates."""
 
     database: Path
     written: dict[str, int] = field(default_factory=dict)
     unchanged: int = 0
+    updated: dict[str, int] = field(default_factory=dict)
+    retired: int = 0
 
     @property
     def total(self) -> int:
@@ -178,7 +191,12 @@ class ImportReport:
 
     def __str__(self) -> str:
         per_kind = ", ".join(f"{count} {kind}" for kind, count in self.written.items() if count) or "nothing new"
-        return f"imported {self.total} lines ({per_kind}) into {self.database}; {self.unchanged} unchanged"
+        text = f"imported {self.total} lines ({per_kind}) into {self.database}; {self.unchanged} unchanged"
+        if self.updated:
+            text += f"; {sum(self.updated.values())} updated ({', '.join(f'{n} {k}' for k, n in self.updated.items())})"
+        if self.retired:
+            text += f"; {self.retired} retired"
+        return text
 
 
 def import_file(db_path: Path, jsonl_path: Path) -> ImportReport:
@@ -191,22 +209,40 @@ def import_file(db_path: Path, jsonl_path: Path) -> ImportReport:
         conn.close()
 
 
+def import_items(db_path: Path, items: Iterable[ImportItem], policy: SyncPolicy | None = None) -> ImportReport:
+    """Write validated lines from any source in one transaction; `policy` turns on sync mode."""
+    conn = open_store(db_path, write=True)
+    try:
+        return _Import(conn, db_path, policy).run(list(items))
+    finally:
+        conn.close()
+
+
 class _Import(StoryKinds):
     """One import run: writes in KIND_ORDER, checks links as it goes, and checks forward links at the end."""
 
-    def __init__(self, conn: sqlite3.Connection, database: Path) -> None:
+    def __init__(self, conn: sqlite3.Connection, database: Path, policy: SyncPolicy | None = None) -> None:
         self.conn = conn
         self.database = database
-        self.origin: dict[tuple[str, Key], int] = {}
+        self.policy = policy
+        self.origin: dict[tuple[str, Key], Where] = {}
         self.deferred: list[Callable[[], object]] = []
         self.written = dict.fromkeys(KIND_ORDER, 0)
+        self.updated = dict.fromkeys(KIND_ORDER, 0)
         self.unchanged = 0
+        self.retired = 0
+        self.replacing = False
 
-    def run(self, lines: list[tuple[int, Line]]) -> ImportReport:
+    def run(self, items: Sequence[ImportItem]) -> ImportReport:
+        lines = [(where, line) for where, line in items if not isinstance(line, Retired)]
         ordered = sorted(lines, key=lambda item: KIND_ORDER.index(item[1].kind))  # stable: file order within a kind
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             with deferred_index(self.conn):
+                if self.policy is not None:
+                    for where, item in items:
+                        if isinstance(item, Retired):
+                            self.retired += sync.retire(self.conn, where, item)
                 for number, line in ordered:
                     self._line(number, line)
                 # Links that may point forward (to a later kind or a later line of the same kind).
@@ -218,13 +254,25 @@ class _Import(StoryKinds):
         finally:
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK")
-        return ImportReport(self.database, {kind: n for kind, n in self.written.items() if n}, self.unchanged)
+        return ImportReport(
+            self.database,
+            {kind: n for kind, n in self.written.items() if n},
+            self.unchanged,
+            {kind: n for kind, n in self.updated.items() if n},
+            self.retired,
+        )
 
-    def _line(self, number: int, line: Line) -> None:
+    def _line(self, number: Where, line: Line) -> None:
         key = line_key(line)
         stored = load_line(self.conn, line.kind, key)
         if stored is not None:
-            if stored != line:
+            if self.policy is not None and (line.kind, key) not in self.origin:
+                if not self.policy.same(stored, line):
+                    if line.kind not in sync.REPLACEABLE:
+                        self._differs(number, line, stored, key)
+                    self._replace(number, self.policy.carry_over(stored, line), key)
+                    return
+            elif stored != line:
                 self._differs(number, line, stored, key)
             self.unchanged += 1
             return
@@ -235,11 +283,24 @@ class _Import(StoryKinds):
         self.origin[(line.kind, key)] = number
         self.written[line.kind] += 1
 
-    def _differs(self, number: int, line: Line, stored: Line, key: Key) -> None:
+    def _replace(self, number: Where, line: Line, key: Key) -> None:
+        """Sync mode: the stored object changed upstream; rewrite it in place (see server/store/sync.py)."""
+        sync.drop_own_links(self.conn, line.kind, key)
+        self.replacing = True
+        try:
+            self._write(number, line)
+        except sqlite3.IntegrityError as exc:
+            raise ImportRejected(number, "", f"the database refused the update of the {line.kind}: {exc}") from None
+        finally:
+            self.replacing = False
+        self.origin[(line.kind, key)] = number
+        self.updated[line.kind] += 1
+
+    def _differs(self, number: Where, line: Line, stored: Line, key: Key) -> None:
         old, new = stored.model_dump(), line.model_dump()
         fields = ", ".join(name for name in new if old.get(name) != new[name])
         first = self.origin.get((line.kind, key))
-        where = f"line {first}" if first is not None else "the database"
+        where = "the database" if first is None else f"line {first}" if isinstance(first, int) else first
         raise ImportRejected(
             number,
             KEY_FIELD.get(line.kind, "id"),
@@ -247,7 +308,7 @@ class _Import(StoryKinds):
             f" (differs in: {fields})",
         )
 
-    def _write(self, number: int, line: Line) -> None:
+    def _write(self, number: Where, line: Line) -> None:
         match line:
             case ProjectLine():
                 self._exec(INSERT_PROJECT, line.model_dump())
@@ -313,7 +374,7 @@ class _Import(StoryKinds):
                     self._require(number, "project_id", PROJECT_EXISTS, {"id": line.project_id}, "project")
                 self._exec(INSERT_MEMORY_ITEM, line.model_dump())
 
-    def _scope(self, number: int, scope: GlobalScope | ProjectsScope) -> None:
+    def _scope(self, number: Where, scope: GlobalScope | ProjectsScope) -> None:
         key = key_of_scope(scope)
         projects = scope.projectIds if isinstance(scope, ProjectsScope) else []
         for index, project in enumerate(projects):
@@ -322,7 +383,7 @@ class _Import(StoryKinds):
         for project in projects:
             self._exec(INSERT_SCOPE_PROJECT, {"scope_key": key, "project_id": project})
 
-    def _source(self, number: int, line: SourceLine) -> None:
+    def _source(self, number: Where, line: SourceLine) -> None:
         if line.project_id is not None:
             self._require(number, "project_id", PROJECT_EXISTS, {"id": line.project_id}, "project")
         self._exec(INSERT_SOURCE, line.model_dump())
@@ -339,7 +400,7 @@ class _Import(StoryKinds):
 
             self.deferred.append(check)
 
-    def _source_version(self, number: int, line: SourceVersionLine) -> None:
+    def _source_version(self, number: Where, line: SourceVersionLine) -> None:
         self._require(number, "source_id", SOURCE_EXISTS, {"id": line.source_id}, "source")
         self._exec(INSERT_SOURCE_VERSION, line.model_dump() | {"length": len(line.text)})
         text = line.text
@@ -347,7 +408,7 @@ class _Import(StoryKinds):
             chunk = {"source_id": line.source_id, "version": line.version, "start": start}
             self._exec(INSERT_SOURCE_CHUNK, chunk | {"text": text[start : start + CHUNK_CODE_POINTS]})
 
-    def _event(self, number: int, line: EventLine) -> None:
+    def _event(self, number: Where, line: EventLine) -> None:
         scope = self._scope_of(number, "result_id", "result", line.result_id)
         if line.story_line_id is not None:
             self._scope_of(number, "story_line_id", "story_line", line.story_line_id, scope, "event")
@@ -366,7 +427,7 @@ class _Import(StoryKinds):
             self._exec(INSERT_EVENT_ENTITY, {"event_id": line.id, "entity_id": entity, "scope_key": scope})
         self._evidence(number, "event", line.id, line.source_reference_ids, scope)
 
-    def _entity_change(self, number: int, line: EntityChangeLine) -> None:
+    def _entity_change(self, number: Where, line: EntityChangeLine) -> None:
         scope = self._scope_of(number, "entity_id", "entity", line.entity_id)
         self._scope_of(number, "result_id", "result", line.result_id, scope, "entity_change")
         if line.event_id is not None:
@@ -375,7 +436,7 @@ class _Import(StoryKinds):
         address = f"{line.entity_id}#{line.association_key}"
         self._evidence(number, "entity_change", address, line.source_reference_ids, scope)
 
-    def _summary(self, number: int, line: SummaryLine) -> None:
+    def _summary(self, number: Where, line: SummaryLine) -> None:
         scope = self._scope_of(number, "result_id", "result", line.result_id)
         interval = line.interval or {}
         columns = {
@@ -390,13 +451,13 @@ class _Import(StoryKinds):
             self._later_ref(number, f"fact_refs[{index}]", ref, scope)
         self._evidence(number, "summary", line.id, line.source_reference_ids, scope)
 
-    def _evidence(self, number: int, object_type: str, object_id: str, ids: list[str], scope: str) -> None:
+    def _evidence(self, number: Where, object_type: str, object_id: str, ids: list[str], scope: str) -> None:
         for index, reference in enumerate(ids):
             self._scope_of(number, f"source_reference_ids[{index}]", "source_reference", reference, scope, object_type)
             row = {"object_type": object_type, "object_id": object_id, "source_reference_id": reference}
             self._exec(INSERT_OBJECT_SOURCE, row | {"scope_key": scope})
 
-    def _later_ref(self, number: int, name: str, ref: ObjectRef, scope: str) -> None:
+    def _later_ref(self, number: Where, name: str, ref: ObjectRef, scope: str) -> None:
         """An object ref may name a line not written yet: check it once every line is in."""
         if ref.type in NOT_LINKABLE_YET:
             raise ImportRejected(
@@ -404,14 +465,14 @@ class _Import(StoryKinds):
             )
         self.deferred.append(lambda: self._scope_of(number, name, ref.type, ref.id, scope, "line"))
 
-    def _declared_scope(self, number: int, scope: GlobalScope | ProjectsScope) -> str:
+    def _declared_scope(self, number: Where, scope: GlobalScope | ProjectsScope) -> str:
         key = key_of_scope(scope)
         if self.conn.execute(SCOPE_EXISTS, {"id": key}).fetchone() is None:
             raise ImportRejected(number, "scope", f"scope {key} is not declared: add a scope line for it")
         return key
 
     def _scope_of(
-        self, number: int, name: str, object_type: str, object_id: str, expected: str | None = None, owner: str = ""
+        self, number: Where, name: str, object_type: str, object_id: str, expected: str | None = None, owner: str = ""
     ) -> str:
         """The scope of a linked object; the link is refused if it is missing or lives in another scope."""
         params = {"id": object_id}
@@ -431,12 +492,12 @@ class _Import(StoryKinds):
             )
         return scope
 
-    def _require(self, number: int, name: str, sql: str, params: dict[str, str], what: str) -> None:
+    def _require(self, number: Where, name: str, sql: str, params: dict[str, str], what: str) -> None:
         if self.conn.execute(sql, params).fetchone() is None:
             raise ImportRejected(number, name, f"no {what} {params['id']!r} in the file or the database")
 
     def _exec(self, sql: str, params: dict[str, Any]) -> None:
-        self.conn.execute(sql, params)
+        self.conn.execute(sync.upsert(sql) if self.replacing else sql, params)
 
 
 def _ref_row(ref: ObjectRef) -> dict[str, str]:

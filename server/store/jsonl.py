@@ -30,7 +30,7 @@ from server.contracts.interchange import (
     StoryLineLine,
     SummaryLine,
 )
-from server.store.errors import ImportRejected, StoreError
+from server.store.errors import ImportRejected, StoreError, Where
 
 # Inner discriminator tags pydantic puts into an error location; they are not field names.
 UNION_TAGS: Final[dict[str, frozenset[str]]] = {
@@ -48,25 +48,38 @@ def read_lines(path: Path) -> list[tuple[int, Line]]:
     parsed: list[tuple[int, Line]] = []
     for number, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
         if raw.strip():
-            parsed.append((number, _normalise(number, _validate(number, raw))))
+            value = parse_json_line(number, raw)
+            if not isinstance(value, dict):
+                raise ImportRejected(number, "", "each line must be one JSON object with a 'kind'")
+            parsed.append((number, validate_line(number, value)))
     return parsed
 
 
-def _validate(number: int, raw: bytes) -> Line:
+def parse_json_line(number: int, raw: bytes) -> Any:
+    """One line of a JSON Lines file as a JSON value; a bad line is refused with its number."""
     try:
-        value = orjson.loads(raw)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError as bad:
             raise ImportRejected(number, "", f"not UTF-8 text (byte {bad.start + 1} of the line)") from None
         raise ImportRejected(number, "", f"malformed JSON at column {exc.colno}: {exc.msg}") from None
-    if not isinstance(value, dict):
-        raise ImportRejected(number, "", "each line must be one JSON object with a 'kind'")
+
+
+def validate_line(where: Where, value: dict[str, Any]) -> Line:
+    """An interchange line from its JSON object, validated and in its stored form; errors name `where`.
+
+    Every importer builds its lines through here, whatever it reads: a JSONL file or a foreign database.
+    """
+    return _normalise(where, _validate(where, value))
+
+
+def _validate(where: Where, value: dict[str, Any]) -> Line:
     kind = value.get("kind")
     if kind not in KIND_ORDER:
         problem = "missing" if kind is None else f"unknown kind {kind!r}"
-        raise ImportRejected(number, "kind", f"{problem}; the kinds are: {', '.join(KIND_ORDER)}")
+        raise ImportRejected(where, "kind", f"{problem}; the kinds are: {', '.join(KIND_ORDER)}")
     try:
         return LINE.validate_python(value)
     except ValidationError as exc:
@@ -75,7 +88,7 @@ def _validate(number: int, raw: bytes) -> Line:
         problem = _problem(first["type"], first["msg"], str(kind))
         if len(errors) > 1:
             problem += f" (and {len(errors) - 1} more problem(s) on this line)"
-        raise ImportRejected(number, _field_path(first["loc"], str(kind)), problem) from None
+        raise ImportRejected(where, _field_path(first["loc"], str(kind)), problem) from None
 
 
 def _problem(error_type: str, message: str, kind: str) -> str:
@@ -101,7 +114,7 @@ def _field_path(loc: Iterable[int | str], kind: str) -> str:
     return text
 
 
-def _unique(number: int, name: str, values: list[Any]) -> None:
+def _unique(number: Where, name: str, values: list[Any]) -> None:
     seen: set[Any] = set()
     for index, value in enumerate(values):
         if value in seen:
@@ -109,7 +122,7 @@ def _unique(number: int, name: str, values: list[Any]) -> None:
         seen.add(value)
 
 
-def _normalise(number: int, line: Line) -> Line:
+def _normalise(number: Where, line: Line) -> Line:
     """The stored form of a line: lists that are sets in the schema sorted, scopes in canonical order."""
     match line:
         case ScopeLine() | ResultLine() | StoryLineLine() | StoryLine() | ExperienceLine():

@@ -1,0 +1,304 @@
+"""GoodBuddy projects, review scopes, results with their summaries, coverage and successful leaves, story
+lines, and the saved fragments with the live records behind them."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+from pydantic import TypeAdapter, ValidationError
+
+from server.contracts.base import Scope
+from server.store.errors import ImportRejected, Where
+from server.store.goodbuddy.rows import (
+    at,
+    coverage,
+    instant,
+    json_column,
+    live_record,
+    locator,
+    maybe_instant,
+    offset,
+    revision_of,
+    scope_key_of,
+    source_key,
+)
+from server.store.goodbuddy.state import Leaf, Result, Seen
+from server.store.importer import ImportItem
+
+SCOPE: Final[TypeAdapter[Scope]] = TypeAdapter(Scope)
+
+PROJECTS: Final = "SELECT id, name, status FROM projects ORDER BY id"
+STORY_LINES: Final = "SELECT id, scope_json, title, created_at FROM story_lines ORDER BY id"
+RESULTS: Final = """
+SELECT r.id, r.run_id, r.summary, r.open_items_json, r.coverage_json, r.created_at, r.graph_snapshot_json,
+       run.scope_json, run.time_range_json, rr.state_json
+  FROM supervision_results AS r JOIN supervision_runs AS run ON run.id = r.run_id
+  LEFT JOIN supervision_review_runs AS rr ON rr.run_id = r.run_id
+ ORDER BY r.created_at, r.rowid"""
+REVIEW_SOURCES: Final = """
+SELECT source, revision, length, initial_offset, processed_offset FROM supervision_review_sources
+ WHERE run_id = ? ORDER BY source"""
+BATCHES: Final = "SELECT id, output_json FROM supervision_review_batches WHERE run_id = ? ORDER BY rowid"
+SOURCES: Final = """
+SELECT id, result_id, source_type, source_id, title, occurred_at, content, availability, locator_json
+  FROM supervision_sources ORDER BY id"""
+CURRENT_RECORD: Final = """
+SELECT type, project_id, conversation_id, title, occurred, alternate_time, body, context
+  FROM supervision_review_current WHERE record_id = ? AND reference_index = ? AND type = ?"""
+RECORD_EXISTS: Final[dict[str, str]] = {
+    "conversation": "SELECT 1 FROM messages WHERE id = ?",
+    "task": "SELECT 1 FROM tasks WHERE id = ?",
+    "knowledge": "SELECT 1 FROM messages WHERE id = ?"
+    " AND json_extract(metadata_json, '$.sourceReferences[' || ? || ']') IS NOT NULL",
+}
+
+
+def read_projects(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
+    for row in conn.execute(PROJECTS):
+        seen.projects.add(row["id"])
+        yield seen.line(at("projects", id=row["id"]), {"kind": "project", **dict(row)})
+
+
+def review_scope(where: Where, column: str, text: object) -> dict[str, Any]:
+    value = json_column(where, column, text)
+    try:
+        scope = SCOPE.validate_python(value)
+    except ValidationError as exc:
+        raise ImportRejected(where, column, f"not a review scope: {exc.errors()[0]['msg']}") from None
+    return scope.model_dump()
+
+
+def read_scopes_results_and_story_lines(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
+    scopes: dict[str, tuple[str, dict[str, Any]]] = {}
+    story_lines: list[ImportItem] = []
+    for row in conn.execute(STORY_LINES).fetchall():
+        where = at("story_lines", id=row["id"])
+        scope = review_scope(where, "scope_json", row["scope_json"])
+        seen.story_line_scope[row["id"]] = scope_key_of(scope)
+        scopes.setdefault(scope_key_of(scope), (where, scope))
+        value = {"kind": "story_line", "id": row["id"], "scope": scope, "topic": row["title"]}
+        story_lines.append(seen.line(where, value | {"recorded_at": instant(where, "created_at", row["created_at"])}))
+    results: list[ImportItem] = []
+    for row in conn.execute(RESULTS).fetchall():
+        where = at("supervision_results", id=row["id"])
+        scope = review_scope(at("supervision_runs", id=row["run_id"]), "scope_json", row["scope_json"])
+        key = scope_key_of(scope)
+        scopes.setdefault(key, (where, scope))
+        created = instant(where, "created_at", row["created_at"])
+        seen.results[row["id"]] = Result(row["id"], key, created, where)
+        snapshot = json_column(where, "graph_snapshot_json", row["graph_snapshot_json"])
+        seen.snapshots[row["id"]] = snapshot if isinstance(snapshot, dict) else {}
+        results.extend(result_lines(conn, seen, row, where, scope, created))
+    for _key, (where, scope) in sorted(scopes.items()):
+        for project in scope.get("projectIds", []):
+            if project not in seen.projects:
+                # A review of a project deleted since: keep its history, unreadable like any inactive project.
+                seen.projects.add(project)
+                seen.notes.add("projects named by a review scope but deleted in the app (stored with status 'deleted')")
+                yield seen.line(where, {"kind": "project", "id": project, "name": project, "status": "deleted"})
+        yield seen.line(where, {"kind": "scope", "scope": scope})
+    yield from results
+    yield from story_lines
+
+
+def result_lines(
+    conn: sqlite3.Connection, seen: Seen, row: sqlite3.Row, where: str, scope: dict[str, Any], created: str
+) -> Iterator[ImportItem]:
+    run_where = at("supervision_runs", id=row["run_id"])
+    span = json_column(run_where, "time_range_json", row["time_range_json"])
+    start, end = (maybe_instant(span.get(name)) if isinstance(span, dict) else None for name in ("from", "to"))
+    interval = {"from": start, "to": end} if start is not None and end is not None else None
+    review_sources = [dict(r) for r in conn.execute(REVIEW_SOURCES, (row["run_id"],))]
+    state = json_column(at("supervision_review_runs", run_id=row["run_id"]), "state_json", row["state_json"])
+    omitted = state.get("omittedSources", 0) if isinstance(state, dict) else 0
+    stored = json_column(where, "coverage_json", row["coverage_json"])
+    record = coverage(where, stored, review_sources, int(omitted) if isinstance(omitted, int) else 0, interval)
+    yield seen.line(
+        where,
+        {
+            "kind": "result",
+            "id": row["id"],
+            "scope": scope,
+            "stage": "supervision",
+            "review_generated_at": created,
+            "recorded_at": created,
+            "coverage": record,
+        },
+    )
+    open_items = json_column(where, "open_items_json", row["open_items_json"]) or []
+    yield seen.line(
+        where,
+        {
+            "kind": "summary",
+            "id": row["id"],
+            "result_id": row["id"],
+            "interval": interval,
+            "body": row["summary"],
+            "open_items": [item if isinstance(item, str) else str(item) for item in open_items],
+            "recorded_at": created,
+        },
+    )
+    for batch in conn.execute(BATCHES, (row["run_id"],)).fetchall():
+        yield from leaf_lines(conn, seen, batch, row["id"], created)
+
+
+def leaf_lines(
+    conn: sqlite3.Connection, seen: Seen, batch: sqlite3.Row, result_id: str, created: str
+) -> Iterator[ImportItem]:
+    """A successful leaf: its own summary (id `leaf:<batch>`, as the app's reader shows it) and its
+    independent descriptions of the entities it re-identified (`persistedId`)."""
+    where = at("supervision_review_batches", id=batch["id"])
+    output = json_column(where, "output_json", batch["output_json"])
+    if not isinstance(output, dict):
+        raise ImportRejected(where, "output_json", "expected a JSON object")
+    summary = output.get("summary") if isinstance(output.get("summary"), str) else None
+    listed = output.get("openItems")
+    open_items: list[Any] = listed if isinstance(listed, list) else []
+    yield seen.line(
+        where,
+        {
+            "kind": "summary",
+            "id": f"leaf:{batch['id']}",
+            "result_id": result_id,
+            "body": summary or "",
+            "open_items": [item if isinstance(item, str) else str(item) for item in open_items],
+            "recorded_at": created,
+        },
+    )
+    facts: dict[str, str | None] = {}
+    entities = output.get("entities")
+    for entity in entities if isinstance(entities, list) else []:
+        persisted = entity.get("persistedId") if isinstance(entity, dict) else None
+        if isinstance(persisted, str):
+            description = entity.get("description")
+            facts.setdefault(persisted, description if isinstance(description, str) else None)
+        else:
+            seen.notes.add("leaf entities without a stored identity (not imported; the leaf's summary is)")
+    seen.leaves_read.append(Leaf(where, batch["id"], result_id, summary, facts))
+    seen.notes.add(
+        "leaf relations and events (not imported: they name model-local ids)",
+        sum(len(output[name]) for name in ("relations", "events") if isinstance(output.get(name), list)),
+    )
+
+
+# --- source references and the live records behind them ---------------------------------------
+
+
+def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
+    latest: dict[str, tuple[Result, sqlite3.Row, dict[str, Any] | None]] = {}
+    gone_times: dict[str, list[str]] = {}
+    for row in conn.execute(SOURCES).fetchall():
+        where = at("supervision_sources", id=row["id"])
+        result = seen.results.get(row["result_id"])
+        if result is None:
+            continue
+        upstream = json_column(where, "locator_json", row["locator_json"])
+        upstream = upstream if isinstance(upstream, dict) else None
+        key = source_key(row["source_type"], row["source_id"], upstream)
+        seen.reference_scope[row["id"]] = result.scope_key
+        if key not in latest or latest[key][0].created_at <= result.created_at:
+            latest[key] = (result, row, upstream)
+        if (time := maybe_instant(row["occurred_at"])) is not None:
+            gone_times.setdefault(key, []).append(time)
+        start, end = offset(upstream, "start"), offset(upstream, "end")
+        revision = (upstream or {}).get("revision")
+        yield seen.line(
+            where,
+            {
+                "kind": "source_reference",
+                "id": row["id"],
+                "result_id": row["result_id"],
+                "source_type": row["source_type"],
+                "original_source_id": key,
+                "source_version": revision if isinstance(revision, str) else None,
+                "locator": locator(upstream),
+                "title": row["title"],
+                "fragment": {"text": row["content"], "start": start, "end": end if start is not None else None},
+                "source_length": offset(upstream, "length"),
+                "availability": row["availability"],
+                "source_record_time": row["occurred_at"],
+                "recorded_at": result.created_at,
+            },
+        )
+    for key, (result, row, upstream) in sorted(latest.items()):
+        yield from source_record(conn, seen, key, result, row, upstream, max(gone_times.get(key, [result.created_at])))
+
+
+def source_record(
+    conn: sqlite3.Connection,
+    seen: Seen,
+    key: str,
+    result: Result,
+    row: sqlite3.Row,
+    upstream: dict[str, Any] | None,
+    last_seen: str,
+) -> Iterator[ImportItem]:
+    """The live record behind a source key, its current text stored as the current version."""
+    where = f"source {key} (view supervision_review_current)"
+    live = live_record(key)
+    current: Mapping[str, Any] | None = None
+    if live is not None:
+        current = conn.execute(CURRENT_RECORD, live).fetchone()
+    elif key.startswith("memory:"):
+        current = memory_record(conn, key.removeprefix("memory:"))
+    if current is not None:
+        version = revision_of(current["context"])
+        project = current["project_id"] if current["project_id"] in seen.projects else None
+        updated = maybe_instant(current["alternate_time"]) or maybe_instant(current["occurred"]) or last_seen
+        yield seen.line(
+            where,
+            {
+                "kind": "source",
+                "id": key,
+                "source_type": current["type"],
+                "project_id": project,
+                "conversation_id": current["conversation_id"] or None,
+                "title": current["title"],
+                "current_version": version,
+                "updated_at": updated,
+            },
+        )
+        text = {"kind": "source_version", "source_id": key, "version": version, "text": current["body"]}
+        yield seen.line(where, text | {"recorded_at": seen.now})
+        return
+    exists = RECORD_EXISTS.get(live[2]) if live is not None else None
+    params = (live[0], live[1]) if live is not None and live[2] == "knowledge" else (live[0],) if live else ()
+    status = "inaccessible" if exists and conn.execute(exists, params).fetchone() else "deleted"
+    seen.notes.add(f"sources {status} in the app (their saved fragments stay readable as snapshots)")
+    project = (upstream or {}).get("projectId")
+    conversation = (upstream or {}).get("conversationId")
+    yield seen.line(
+        where,
+        {
+            "kind": "source",
+            "id": key,
+            "source_type": row["source_type"],
+            "project_id": project if project in seen.projects else None,
+            "conversation_id": conversation if isinstance(conversation, str) and conversation else None,
+            "title": row["title"],
+            "status": status,
+            "updated_at": last_seen,
+        },
+    )
+
+
+def memory_record(conn: sqlite3.Connection, memory_id: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT scope, scope_id, content, updated_at FROM memory_items WHERE id = ? AND status = 'confirmed'",
+        (memory_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    project = row["scope_id"] if row["scope"] == "project" else None
+    return {
+        "type": "memory",
+        "project_id": project,
+        "conversation_id": None,
+        "title": "Confirmed background",
+        "occurred": row["updated_at"],
+        "alternate_time": row["updated_at"],
+        "body": row["content"],
+        "context": row["content"],
+    }

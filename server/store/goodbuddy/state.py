@@ -1,0 +1,62 @@
+"""What one GoodBuddy import has read so far: the ids it found, the scope each lives in, and its notes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from server.store.errors import Where
+from server.store.importer import ImportItem
+from server.store.jsonl import validate_line
+from server.store.notes import Notes
+
+
+@dataclass(frozen=True)
+class Result:
+    id: str
+    scope_key: str
+    created_at: str
+    where: str
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A successful leaf, written once the entities (its facts' targets) are known."""
+
+    where: str
+    id: str
+    result_id: str
+    summary: str | None
+    facts: dict[str, str | None]
+    """Stored entity id -> the leaf's own description of it."""
+
+
+@dataclass
+class Seen:
+    """Shared by the readers of one snapshot. Objects keep the app's ids; each lives in the scope of its review."""
+
+    now: str
+    """The import's time: `recorded_at` of source versions (write-once, see server/store/sync.py)."""
+    notes: Notes
+    projects: set[str] = field(default_factory=set)
+    story_line_scope: dict[str, str] = field(default_factory=dict)
+    results: dict[str, Result] = field(default_factory=dict)
+    """In creation order."""
+    reference_scope: dict[str, str] = field(default_factory=dict)
+    entity_scope: dict[str, str] = field(default_factory=dict)
+    snapshots: dict[str, dict[str, Any]] = field(default_factory=dict)
+    leaves_read: list[Leaf] = field(default_factory=list)
+
+    def line(self, where: Where, value: dict[str, Any]) -> ImportItem:
+        return (where, validate_line(where, value))
+
+    def same_scope(self, ids: list[str], scope: str, known: dict[str, str], what: str) -> list[str]:
+        """The linked ids that live in `scope`; the others are counted, not linked across scopes."""
+        kept = [item for item in ids if known.get(item) == scope]
+        gone = [item for item in ids if item not in known]
+        self.notes.add(f"links to {what} no longer in the app (not imported)", len(gone))
+        self.notes.add(
+            f"links to {what} in another review scope (not imported: an object lives in one scope here)",
+            len(ids) - len(kept) - len(gone),
+        )
+        return kept

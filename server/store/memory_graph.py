@@ -1,0 +1,216 @@
+"""`db import --from memory-jsonl memory.json --project P`: the reference memory server's graph as a source.
+
+The memory MCP server (modelcontextprotocol/servers, src/memory) keeps its knowledge graph as JSON Lines:
+`{"type": "entity", "name", "entityType", "observations": [...]}` and
+`{"type": "relation", "from", "to", "relationType"}`; an entity's name is its identity and a relation's
+identity is (from, to, relationType). The whole graph goes into one project:
+
+* each entity becomes an entity (label = name, type = entityType, description = its observations, one
+  per line) in the story line `memory:<P>` of the project's scope;
+* each observation becomes its own source (`memory` type) with one version holding its text, and a
+  saved fragment citing it, so every observation is individually citable with `read_source`;
+* each relation becomes a relation between the two entities, its type passed through.
+
+The format keeps no time at all: no event is created and no event time is set. The times the store
+requires are the import's: `recorded_at` is when this graph first recorded an object (kept on later
+imports) and an entity's `updated_at` when an import last saw its content change. Confirmation is
+`unknown`. A malformed line is refused with its line number; re-importing the same file changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from server.contracts.base import format_utc
+from server.store.errors import ImportRejected, StoreError
+from server.store.importer import ImportItem, ImportReport, import_items
+from server.store.jsonl import parse_json_line, validate_line
+from server.store.migrate import open_store
+from server.store.notes import Notes
+from server.store.sync import SyncPolicy
+
+POLICY: Final = SyncPolicy(volatile=frozenset({"updated_at", "review_generated_at"}))
+FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "entity": ("name", "entityType", "observations"),
+    "relation": ("from", "to", "relationType"),
+}
+MAX_ID: Final = 256
+
+
+def stable_id(*parts: str) -> str:
+    """`memory:<part>:<part>...`, or its sha256 when that would pass the 256-character id limit."""
+    text = ":".join(("memory", *parts))
+    return text if len(text) <= MAX_ID else f"memory:sha256:{hashlib.sha256(text.encode()).hexdigest()}"
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256(orjson.dumps(parts)).hexdigest()[:32]
+
+
+class MemoryGraphSource:
+    """Reads one memory-server file into import items for project `project`."""
+
+    policy: Final = POLICY
+
+    def __init__(self, path: Path, project: str, *, create_project: bool, now: str | None = None) -> None:
+        self.path = path
+        self.project = project
+        self.create_project = create_project
+        self.now = now or format_utc(datetime.now(UTC))
+        self.notes = Notes()
+
+    def items(self) -> list[ImportItem]:
+        try:
+            data = self.path.read_bytes()
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        records: list[tuple[int, dict[str, Any]]] = []
+        for number, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
+            if raw.strip():
+                records.append((number, self.record(number, parse_json_line(number, raw))))
+        names = {record["name"]: number for number, record in records if record["type"] == "entity"}
+        return list(self.lines(records, names))
+
+    def record(self, number: int, value: object) -> dict[str, Any]:
+        """One line checked against the memory server's own schema; anything else is refused by number."""
+        if not isinstance(value, dict):
+            raise ImportRejected(number, "", "each line must be one JSON object with a 'type'")
+        kind = value.get("type")
+        if kind not in FIELDS:
+            problem = "missing" if kind is None else f"unknown type {kind!r}"
+            raise ImportRejected(number, "type", f"{problem}; the types are: entity, relation")
+        for name in FIELDS[kind]:
+            if name not in value:
+                raise ImportRejected(number, name, "required field is missing")
+            wanted = list if name == "observations" else str
+            if not isinstance(value[name], wanted):
+                raise ImportRejected(number, name, f"expected {'a list of strings' if wanted is list else 'a string'}")
+        if kind == "entity":
+            if not value["name"]:
+                raise ImportRejected(number, "name", "an entity needs a non-empty name")
+            for index, observation in enumerate(value["observations"]):
+                if not isinstance(observation, str):
+                    raise ImportRejected(number, f"observations[{index}]", "expected a string")
+        extra = sorted(set(value) - {"type", *FIELDS[kind]})
+        if extra:
+            self.notes.add(f"lines with fields the memory server does not define (ignored: {', '.join(extra)})")
+        return value
+
+    def lines(self, records: list[tuple[int, dict[str, Any]]], names: dict[str, int]) -> Iterator[ImportItem]:
+        project, now = self.project, self.now
+        scope = {"kind": "projects", "projectIds": [project]}
+        home = stable_id(project)
+        first = records[0][0] if records else 1
+        if self.create_project:
+            yield self.line(first, {"kind": "project", "id": project, "name": project})
+        yield self.line(first, {"kind": "scope", "scope": scope})
+        result = {"kind": "result", "id": home, "scope": scope, "stage": "memory_import"}
+        yield self.line(first, result | {"review_generated_at": now, "recorded_at": now})
+        yield self.line(
+            first, {"kind": "story_line", "id": home, "scope": scope, "topic": "Memory graph"} | {"recorded_at": now}
+        )
+        for number, record in records:
+            if record["type"] == "entity":
+                yield from self.entity(number, record, home)
+            else:
+                for end in ("from", "to"):
+                    if record[end] not in names:
+                        raise ImportRejected(number, end, f"no entity named {record[end]!r} in the file")
+                relation_id = stable_id(
+                    project, "relation", _digest(record["from"], record["relationType"], record["to"])
+                )
+                yield self.line(
+                    number,
+                    {
+                        "kind": "relation",
+                        "id": relation_id,
+                        "result_id": home,
+                        "from_ref": {"type": "entity", "id": stable_id(project, record["from"])},
+                        "to_ref": {"type": "entity", "id": stable_id(project, record["to"])},
+                        "relation_type": record["relationType"],
+                        "confirmation_state": "unknown",
+                        "recorded_at": now,
+                    },
+                )
+
+    def entity(self, number: int, record: dict[str, Any], home: str) -> Iterator[ImportItem]:
+        project, now, name = self.project, self.now, record["name"]
+        observations = list(dict.fromkeys(record["observations"]))
+        self.notes.add(
+            "repeated observations of an entity (imported once)", len(record["observations"]) - len(observations)
+        )
+        references = []
+        for index, text in enumerate(observations):
+            digest = _digest(name, text)
+            source_id, reference_id = stable_id(project, "observation", digest), stable_id(project, "ref", digest)
+            references.append(reference_id)
+            where = f"line {number}, observations[{index}]"
+            yield self.line(
+                where,
+                {
+                    "kind": "source",
+                    "id": source_id,
+                    "source_type": "memory",
+                    "project_id": project,
+                    "title": name,
+                    "current_version": digest,
+                    "updated_at": now,
+                },
+            )
+            yield self.line(
+                where,
+                {"kind": "source_version", "source_id": source_id, "version": digest, "text": text, "recorded_at": now},
+            )
+            yield self.line(
+                where,
+                {
+                    "kind": "source_reference",
+                    "id": reference_id,
+                    "result_id": home,
+                    "source_type": "memory",
+                    "original_source_id": source_id,
+                    "source_version": digest,
+                    "locator": {"project_id": project, "external": {"entityName": name}},
+                    "title": name,
+                    "fragment": {"text": text, "start": 0, "end": len(text)},
+                    "source_length": len(text),
+                    "recorded_at": now,
+                },
+            )
+        yield self.line(
+            number,
+            {
+                "kind": "entity",
+                "id": stable_id(project, name),
+                "story_line_id": home,
+                "entity_type": record["entityType"],
+                "canonical_label": name,
+                "description": "\n".join(observations),
+                "confirmation_state": "unknown",
+                "updated_at": now,
+                "source_reference_ids": references,
+            },
+        )
+
+    def line(self, where: int | str, value: dict[str, Any]) -> ImportItem:
+        return (where, validate_line(where, value))
+
+
+def project_exists(db_path: Path, project: str) -> bool:
+    conn = open_store(db_path, write=False)
+    try:
+        return conn.execute("SELECT 1 FROM projects WHERE id = ?", (project,)).fetchone() is not None
+    finally:
+        conn.close()
+
+
+def import_memory_graph(db_path: Path, path: Path, project: str) -> tuple[ImportReport, list[str]]:
+    """Import (or re-import) a memory-server file into `project`, creating the project when it is new."""
+    source = MemoryGraphSource(path, project, create_project=not project_exists(db_path, project))
+    return import_items(db_path, source.items(), source.policy), source.notes.lines()

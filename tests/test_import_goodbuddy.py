@@ -1,0 +1,375 @@
+"""`db import --from goodbuddy`: a schema-62 GoodBuddy assistant database, imported and read back through a real
+MCP client with the app's own ids, times, states, relation types and saved fragments."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from goodbuddy_fixture import (
+    ATLAS,
+    ATLAS_SCOPE,
+    BATCH,
+    CH_A,
+    EDITED_TEXT,
+    ENT_A,
+    ENT_B,
+    ENT_C,
+    EV_A,
+    EV_B,
+    EV_C,
+    EV_G,
+    EV_KICK,
+    EV_OLD_A,
+    EV_REV,
+    EV_ROLL,
+    EV_UNDATED,
+    EXPERIENCE,
+    KNOWLEDGE,
+    M_A,
+    M_EDIT,
+    REL_BA,
+    REL_CB,
+    RES1,
+    RES2,
+    RES3,
+    S1,
+    S2,
+    S3,
+    S4,
+    S6,
+    S7,
+    STORY_F,
+    STORY_T,
+    TEXT,
+    build_goodbuddy,
+    write,
+)
+from jsonl_graph import dump, file_hash, revisions
+from mcp import Client
+from support import client_for, error, ok
+
+from server.contracts.common import Grant
+from server.store.errors import DatabaseUnusable, ImportRejected
+from server.store.goodbuddy import GoodBuddySource, import_goodbuddy, open_app_database
+from server.store.goodbuddy.stories import read_experiences, read_stories
+from server.store.migrate import migrate
+from server.store.sync import Retired
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parent.parent
+SEARCH, CONTEXT, READ = "story_graph_search", "story_graph_get_context", "story_graph_read_source"
+GLOBAL = {"kind": "global"}
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Path:
+    return build_goodbuddy(tmp_path / "assistant.db")
+
+
+@pytest.fixture
+def graph(tmp_path: Path, app: Path) -> Path:
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_goodbuddy(db, app)
+    return db
+
+
+def client(db: Path) -> Any:
+    return client_for(db, Grant(default_project=ATLAS))
+
+
+async def context(client: Client, object_type: str, object_id: str, **extra: Any) -> dict[str, Any]:
+    return await ok(client, CONTEXT, {"object_ref": {"type": object_type, "id": object_id}, **extra})
+
+
+def target(page: dict[str, Any], object_type: str, object_id: str, result_id: str | None) -> dict[str, Any]:
+    """The item of one object row on a get_context page, with its content parsed."""
+    for item in page["items"]:
+        if item["object_ref"] == {"type": object_type, "id": object_id} and item["result_id"] == result_id:
+            assert item["position"]["end"] == item["position"]["length"], "short content is one fragment"
+            found: dict[str, Any] = item | {"data": orjson.loads(item["content"])}
+            return found
+    raise AssertionError(f"no {object_type} {object_id} / {result_id} on the page")
+
+
+async def test_search_finds_decision_a_the_revision_and_decision_b_under_the_apps_ids(graph: Path) -> None:
+    async with client(graph) as session:
+        page = await ok(session, SEARCH, {"query": "SQLite Postgres storage decision"})
+
+    found = {(item["object_ref"]["type"], item["object_ref"]["id"]) for item in page["items"]}
+    assert {("event", EV_A), ("event", EV_REV), ("event", EV_B)} <= found
+    assert page["resolved_scope"] == ATLAS_SCOPE
+    assert ("event", EV_OLD_A) not in found  # superseded by a later review of the same scope
+
+
+async def test_events_keep_their_times_results_and_evidence(graph: Path) -> None:
+    async with client(graph) as session:
+        b = target(await context(session, "event", EV_B), "event", EV_B, RES2)
+        kickoff = target(await context(session, "event", EV_KICK), "event", EV_KICK, RES3)
+        undated = target(await context(session, "event", EV_UNDATED), "event", EV_UNDATED, RES3)
+        rollout = target(await context(session, "event", EV_ROLL), "event", EV_ROLL, RES3)
+
+    assert b["event_time"] == "2026-03-10T14:00:00.000Z"
+    assert b["review_generated_at"] == b["recorded_at"] == "2026-03-11T00:00:00.000Z"
+    assert b["source_reference_ids"] == sorted([S3, S4])
+    assert (b["confirmation_state"], b["validity"]) == ("automatic", "unknown")
+    assert (b["data"]["title"], b["data"]["event_type"]) == ("Chose Postgres on the central host", "decision")
+    # A late-recorded old event stays old: its event time is not its record time.
+    assert (kickoff["event_time"], kickoff["recorded_at"]) == ("2026-01-15T10:00:00.000Z", "2026-04-01T00:00:00.000Z")
+    assert undated["event_time"] is None
+    assert rollout["event_time"] == "2026-03-13T00:00:00.000Z"
+
+
+async def test_entities_relations_and_changes_keep_states_raw_types_and_reasons(graph: Path) -> None:
+    async with client(graph) as session:
+        b = await context(session, "entity", ENT_B)
+        contrast = target(await context(session, "relation", REL_BA), "relation", REL_BA, RES2)
+        option_c = target(await context(session, "relation", REL_CB), "relation", REL_CB, RES3)
+        change = target(
+            await context(session, "entity_change", f"{ENT_A}#{CH_A}"), "entity_change", f"{ENT_A}#{CH_A}", RES2
+        )
+        missing = await error(session, CONTEXT, {"object_ref": {"type": "event", "id": EV_OLD_A}})
+
+    current = target(b, "entity", ENT_B, None)
+    assert (current["confirmation_state"], current["data"]["canonical_label"]) == (
+        "confirmed",
+        "Use Postgres on the central host",
+    )
+    assert target(b, "entity", ENT_B, RES2)["data"]["description"] == "The sync store moves to Postgres."
+    # B and A are in contrast, with the raw reason; nothing turns it into 'replaces'. C is only related to B.
+    assert contrast["data"]["relation_type"] == "contrasts"
+    assert contrast["data"]["reason"] == "Postgres replaces SQLite because WAL fails on NFS"
+    assert contrast["validity"] == "unknown"
+    assert (option_c["data"]["relation_type"], option_c["data"]["from_ref"]["id"]) == ("related", ENT_C)
+    assert (change["data"]["change_type"], change["source_reference_ids"]) == ("revised", [S3])
+    assert missing["error"] == "object_not_found"
+
+
+async def test_summaries_and_the_successful_leaf_are_read_under_the_apps_ids(graph: Path) -> None:
+    async with client(graph) as session:
+        summary = target(await context(session, "summary", RES1), "summary", RES1, RES1)
+        leaf = target(await context(session, "summary", f"leaf:{BATCH}"), "summary", f"leaf:{BATCH}", RES2)
+        a = await context(session, "entity", ENT_A)
+
+    assert (summary["data"]["body"], summary["data"]["open_items"]) == ("Storage settled on SQLite.", ["backup plan"])
+    assert leaf["data"]["body"] == "The team replaced SQLite with Postgres."
+    leaf_rows = [item for item in a["items"] if item["object_ref"]["id"].startswith("leaf:")]
+    assert leaf_rows and "Dropped: WAL fails on the edge boxes." in leaf_rows[0]["content"]
+
+
+async def test_each_review_scope_reads_only_its_own_results(graph: Path) -> None:
+    async with client(graph) as session:
+        atlas = await ok(session, SEARCH, {"query": "Beacon release"})
+        everything = await ok(session, SEARCH, {"query": "Beacon release", "scope": GLOBAL})
+
+    assert all(item["object_ref"]["id"] != EV_G for item in atlas["items"])
+    assert ("event", EV_G) in {(i["object_ref"]["type"], i["object_ref"]["id"]) for i in everything["items"]}
+
+
+async def test_read_source_returns_the_saved_fragments_and_positions_the_app_stored(graph: Path) -> None:
+    async with client(graph) as session:
+        a = await ok(session, READ, {"source_reference_id": S1})
+        knowledge = await ok(session, READ, {"source_reference_id": S2, "content_kind": "current"})
+
+    assert a["content"] == TEXT[M_A][:36] == "We go with SQLite for the sync store"
+    assert (a["saved_fragment"], a["position"]["source_start"], a["position"]["source_end"]) == (
+        {"start": 0, "end": 36, "length": 36},
+        0,
+        36,
+    )
+    assert a["source_location"]["message_id"] and a["source_location"]["role"] == "user"
+    assert a["original_source_length"] == 65
+    assert knowledge["content"] == KNOWLEDGE["snippet"]
+    assert knowledge["differs_from_reference"] is False
+    assert knowledge["source_location"]["document_id"] == "doc-edge"
+
+
+async def test_edited_and_deleted_messages_are_told_apart_from_their_saved_fragments(graph: Path) -> None:
+    async with client(graph) as session:
+        edited = await ok(session, READ, {"source_reference_id": S7, "content_kind": "current"})
+        edited_snapshot = await ok(session, READ, {"source_reference_id": S7})
+        deleted = await ok(session, READ, {"source_reference_id": S6, "content_kind": "current"})
+        deleted_snapshot = await ok(session, READ, {"source_reference_id": S6})
+
+    assert (edited["content"], edited["differs_from_reference"]) == (EDITED_TEXT, True)
+    assert edited_snapshot["content"] == TEXT[M_EDIT]
+    assert deleted["error"] == "current_source_unavailable"
+    assert deleted["original_source_availability"] == "deleted"
+    assert deleted_snapshot["content"].startswith("DuckDB would need")
+
+
+def test_reimport_changes_nothing(tmp_path: Path, app: Path, graph: Path) -> None:
+    before, revisions_before = dump(graph), revisions(graph)
+
+    report, _ = import_goodbuddy(graph, app)
+
+    assert (report.total, report.updated, report.retired) == (0, {}, 0)
+    assert dump(graph) == before
+    assert revisions(graph) == revisions_before
+
+
+async def test_upstream_changes_are_picked_up_and_stale_cursors_say_so(app: Path, graph: Path) -> None:
+    async with client(graph) as session:
+        first = await ok(session, SEARCH, {"query": "DuckDB", "page_size": 1})
+        assert first["page"]["next_cursor"]
+        # The user revokes option C, edits a message again, and a new review supersedes decision A's extraction.
+        write(app, "UPDATE supervision_entities SET confirmation_state = 'revoked' WHERE id = ?", ENT_C)
+        write(app, "UPDATE messages SET content = 'Postgres rollout moved to May.' WHERE id = ?", M_EDIT)
+        write(app, "UPDATE supervision_events SET superseded_by = ? WHERE id = ?", RES3, EV_A)
+
+        report, _ = import_goodbuddy(graph, app)
+
+        assert report.updated == {"source": 1, "entity": 1}
+        assert (report.written, report.retired) == ({"source_version": 1}, 1)
+        later = await error(
+            session, SEARCH, {"query": "DuckDB", "page_size": 1, "cursor": first["page"]["next_cursor"]}
+        )
+        c = target(await context(session, "entity", ENT_C), "entity", ENT_C, None)
+        current = await ok(session, READ, {"source_reference_id": S7, "content_kind": "current"})
+        gone = await error(session, CONTEXT, {"object_ref": {"type": "event", "id": EV_A}})
+
+    assert later["error"] == "stale_cursor"
+    assert c["confirmation_state"] == "revoked"
+    assert current["content"] == "Postgres rollout moved to May."
+    assert current["available_version_count"] == 2  # the earlier current text stays readable as a version
+    assert gone["error"] == "object_not_found"
+
+
+def test_the_app_database_is_never_written_and_is_read_while_the_app_writes(tmp_path: Path, app: Path) -> None:
+    wal = app.with_name(app.name + "-wal")
+    running = sqlite3.connect(app, isolation_level=None)  # the app, its last write committed to the WAL only
+    try:
+        running.execute("UPDATE projects SET name = 'Atlas (renamed)' WHERE id = ?", (ATLAS,))
+        before = (file_hash(app), file_hash(wal))
+        report, _ = import_goodbuddy(migrated(tmp_path / "live.db"), app)
+        after = (file_hash(app), file_hash(wal))
+    finally:
+        running.close()
+    with sqlite3.connect(tmp_path / "live.db") as conn:
+        name = conn.execute("SELECT name FROM projects WHERE id = ?", (ATLAS,)).fetchone()[0]
+
+    assert report.total > 0 and name == "Atlas (renamed)"
+    assert after == before
+    # With the app closed (no WAL file at all) the file is read, and still not written: a WAL reader only
+    # creates the empty -wal and the -shm index SQLite needs, as the app itself does when it opens.
+    closed = file_hash(app)
+    import_goodbuddy(migrated(tmp_path / "closed.db"), app)
+    assert file_hash(app) == closed
+    assert not wal.exists() or wal.stat().st_size == 0
+
+
+def migrated(path: Path) -> Path:
+    migrate(path)
+    return path
+
+
+@pytest.mark.parametrize("version", [61, 99])
+def test_other_schema_versions_are_refused_with_one_line(tmp_path: Path, version: int) -> None:
+    old = build_goodbuddy(tmp_path / f"v{version}.db", version=version)
+    db = tmp_path / "graph.db"
+    migrate(db)
+    before = dump(db)
+
+    run = subprocess.run(
+        [sys.executable, "-m", "server", "db", "import", "--from", "goodbuddy", "--db", str(db), str(old)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+    assert f"is a GoodBuddy assistant database at schema version {version}; only version 62 can be imported" in (
+        run.stderr
+    )
+    assert dump(db) == before
+
+
+def test_files_that_are_not_assistant_databases_are_refused(tmp_path: Path) -> None:
+    junk, empty = tmp_path / "junk.db", tmp_path / "empty.db"
+    junk.write_bytes(b"\x00not sqlite" * 100)
+    sqlite3.connect(empty).close()
+
+    with pytest.raises(DatabaseUnusable, match="is not a SQLite database"):
+        open_app_database(junk)
+    for other in (empty, migrated(tmp_path / "graph.db")):  # a story graph database is not an app database
+        with pytest.raises(DatabaseUnusable, match=r"is not a GoodBuddy assistant database \(it has no supervision"):
+            open_app_database(other)
+    with pytest.raises(DatabaseUnusable, match="does not exist"):
+        open_app_database(tmp_path / "missing.db")
+
+
+def test_a_bad_row_aborts_the_import_naming_table_and_row(tmp_path: Path, app: Path, graph: Path) -> None:
+    write(
+        app,
+        "UPDATE supervision_runs SET scope_json = 'not json'"
+        " WHERE id IN (SELECT run_id FROM supervision_results WHERE id = ?)",
+        RES2,
+    )
+    write(app, "UPDATE supervision_entities SET confirmation_state = 'confirmed' WHERE id = ?", ENT_A)
+    before = dump(graph)
+
+    with pytest.raises(ImportRejected) as caught:
+        import_goodbuddy(graph, app)
+
+    assert str(caught.value).startswith("import aborted, nothing was written: table supervision_runs row id=")
+    assert "field 'scope_json': not valid JSON" in str(caught.value)
+    assert dump(graph) == before
+
+
+def test_the_cli_prints_the_report_and_what_was_left_out(tmp_path: Path, app: Path) -> None:
+    db = tmp_path / "graph.db"
+    migrate(db)
+
+    run = subprocess.run(
+        [sys.executable, "-m", "server", "db", "import", "--db", str(db), "--from", "goodbuddy", str(app)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith("imported ") and lines[0].endswith("; 0 unchanged")
+    assert "note: stories (read, not imported: this build stores no story objects yet): 2" in lines
+    assert "note: sources deleted in the app (their saved fragments stay readable as snapshots): 1" in lines
+
+
+def test_stories_and_experiences_are_read_ready_for_their_line_kinds(app: Path) -> None:
+    conn = open_app_database(app)
+    try:
+        stories = {story.id: story for story in read_stories(conn)}
+        experiences = read_experiences(conn)
+    finally:
+        conn.close()
+
+    feature, thread = stories[STORY_F], stories[STORY_T]
+    assert (feature.level, feature.project_id, feature.confirmation_state) == ("feature", ATLAS, "automatic")
+    assert (thread.parent_id, thread.confirmation_state) == (STORY_F, "user_edited")
+    assert {link.event_id for link in feature.events} == {EV_A, EV_REV, EV_C}
+    assert [link.user_set for link in thread.events if link.event_id == EV_ROLL] == [True]
+    [lesson] = experiences
+    assert lesson.id == EXPERIENCE
+    assert {(link.event_id, link.role) for link in lesson.events} == {(EV_REV, "formed"), (EV_C, "applied")}
+
+
+def test_items_name_the_table_and_row_they_came_from(app: Path) -> None:
+    places = {
+        (line.kind, getattr(line, "id", None)): where
+        for where, line in GoodBuddySource(app).items()
+        if not isinstance(line, Retired)
+    }
+
+    assert places[("event", EV_B)] == f"table supervision_events row id={EV_B}"
+    assert places[("source_reference", S1)] == f"table supervision_sources row id={S1}"
+    assert str(places[("entity_revision", None)]).startswith("table supervision_results row id=")
