@@ -427,3 +427,20 @@ async def test_a_grant_scoped_search_never_counts_other_scopes(tmp_path: Path) -
     async with client_for(db, Grant(default_project="atlas", projects=["atlas"])) as client:
         found = await walk(client, {"query": "cache", "page_size": 50})
     assert len(found) == len(expected)
+
+
+async def test_queries_that_look_like_fts_syntax_or_hold_nul_are_just_text(tmp_path: Path) -> None:
+    lines = random_graph(7)
+    lines[2]["topic"] = 'say "NEAR(a b)" * OR * {hi}: AND'
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    async with client_for(db) as client:
+        answers = {
+            query: await ok(client, SEARCH, {"query": query})
+            for query in ['"', '"NEAR(a b)"', "* OR *", "{hi}:", "AND", "ca\x00che", "\x02\x02"]
+        }
+    assert [i["object_ref"]["id"] for i in answers['"NEAR(a b)"']["items"]] == ["sl"]
+    assert answers["* OR *"]["items"][0]["object_ref"]["id"] == "sl"
+    assert answers["ca\x00che"]["query_terms"] == ["cache"]  # NUL ends an FTS5 string: it is dropped
+    assert answers["\x02\x02"]["items"] == [] and answers["\x02\x02"]["page"]["total_count"] == 0

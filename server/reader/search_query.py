@@ -21,7 +21,8 @@ from typing import Final
 
 from server.store.search_index import BIGRAM_PAD, CJK_RUN, UNIGRAM_PAD
 
-MARKERS: Final = str.maketrans("", "", "\x01\x02")  # the index's own separators: never part of a needle
+# The index's own separators, and NUL (which ends an FTS5 query string): never part of a needle.
+MARKERS: Final = str.maketrans("", "", "\x00\x01\x02")
 MAX_EXACT_TERMS: Final = 8
 """Up to this many distinct terms the at-least-half rule is one FTS5 expression (125 phrases for 8 terms; it
 doubles with every term). With more, candidates holding one of the first terms are checked against the text."""
