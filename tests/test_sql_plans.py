@@ -1,4 +1,5 @@
-"""Lookups by id stay on an index, whatever the scope holds (no ANALYZE statistics are assumed)."""
+"""Lookups by id and get_context's keyset sections stay on an index, whatever the scope holds (no ANALYZE
+statistics are assumed)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from server.reader.context_arms import ARMS, Arm, BoundArm, Candidate, Mode, sort_key
 from server.reader.objects import LEAF_ROWS, OBJECT_ROWS
 
 PARAMS = {"ids": '["x"]', "scope_key": "global", "object_type": "event"}
@@ -18,3 +20,18 @@ def test_object_row_lookups_never_scan_a_graph_table(migrated_db: Path, sql: str
         plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, PARAMS)]
     scans = [step for step in plan if step.startswith("SCAN") and "json_each" not in step]
     assert scans == [], plan
+
+
+@pytest.mark.parametrize("arm", ARMS, ids=[arm.name for arm in ARMS])
+@pytest.mark.parametrize("mode", ["current", "timeline"])
+def test_every_keyset_page_reads_its_section_in_index_order(migrated_db: Path, arm: Arm, mode: Mode) -> None:
+    """A page of a section reads only the rows after its position: the order comes from an index, never from
+    sorting the section (no temporary b-tree), on the first page (no position) as on any later one."""
+    bound = BoundArm(arm, {"id": "x", "object_type": "entity", "scope_key": "global"})
+    for time in (None, "2026-01-01T00:00:00.000Z"):
+        position = sort_key(Candidate(arm.role, arm.kind, arm.object_type, "x", "r", time, "global"), mode)
+        for after in (None, position):
+            for sql, params in bound.queries(mode, after, 11):
+                with sqlite3.connect(migrated_db) as conn:
+                    plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+                assert not [step for step in plan if "TEMP B-TREE" in step or step.startswith("SCAN")], (sql, plan)

@@ -119,7 +119,8 @@ class Coverage(Contract):
     """The first COVERAGE_LIST_LIMIT unprocessed parts the records name (only what they name)."""
     source_types_not_included: list[str] | Unknown
     object_types_not_included: list[str]
-    """Requested object types this phase does not model yet (they match nothing)."""
+    """Requested object types this server does not read: none (every type of the input enum is read, stories and
+    experiences included). Kept so a client that checks it finds the answer."""
 
 
 class Frame(Contract):

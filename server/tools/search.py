@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.contracts.base import NOT_YET_MODELLED_TYPES, OBJECT_TYPES, ObjectRef, scope_from_key
+from server.contracts.base import OBJECT_TYPES, ObjectRef, scope_from_key
 from server.contracts.common import INTERPRETATION, Page
 from server.contracts.errors import invalid_cursor
 from server.contracts.search import MatchPosition, SearchArgs, SearchItem, SearchResponse
@@ -55,14 +55,14 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
             query=args.query,
             scope_key=scope.key,
             scope_revision=scope.revision,
-            object_types=[t for t in normalised["object_types"] if t not in NOT_YET_MODELLED_TYPES],
+            object_types=normalised["object_types"],
             time_range=time_range,
             time_basis=args.time_basis,
             page_size=args.page_size,
             position=_position(cursor.position if cursor else None),
         )
         items = await _items(call, conn, scope.key, page)
-        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, requested_types)
+        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision)
     next_cursor = (
         call.cursors.encode(
             tool=NAME,
