@@ -45,7 +45,7 @@ STORIES_BY_ID: Final = f"""
 SELECT s.id, s.scope_key, s.level, s.parent_story_id, s.name, s.description, s.state, s.state_event_id,
        s.started_at, s.ended_at, s.confirmation_state, s.recorded_at, s.revision, p.name AS project_name
   FROM stories AS s
-  LEFT JOIN projects AS p ON p.id = json_extract(s.scope_key, '$[0]') AND s.level <> 'cross'
+  LEFT JOIN projects AS p ON p.id = json_extract(substr(s.scope_key, 10), '$[0]') AND s.level <> 'cross'
  WHERE s.id IN {IDS} AND s.scope_key = :scope_key
 """
 THREAD_IDS: Final = f"""
