@@ -27,6 +27,7 @@ from support import client_for, demo_db, error, ok
 
 from server.app import build_server
 from server.contracts.common import Grant
+from server.contracts.context import OWN_SCOPE_NOTE
 from server.policy import PolicyFile, StdioPolicyAccess
 from server.reader.cursor import CursorCodec
 from server.store.importer import import_file
@@ -225,6 +226,7 @@ async def cross_story_and_experience(s: Session) -> None:
         "evt-beacon-push-relay": BEACON,
     }
     assert cross[0]["header"]["story"]["level"] == "cross" and cross[0]["header"]["story"]["event_count"] == 4
+    assert OWN_SCOPE_NOTE in cross[0]["notes"]
     # An event's sources are read in the event's own scope, which its item names.
     beacon_event = found[("event", "evt-beacon-push-relay")]
     assert beacon_event["source_reference_ids"] == ["ref-beacon-push"]

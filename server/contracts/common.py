@@ -151,7 +151,9 @@ class ItemBase(Contract):
     result_id: str | None
     """The result this row belongs to; null for a current projection or a story line."""
     scope: GlobalScope | ProjectsScope
-    """The object's own scope (always exactly the resolved scope: results are never mixed)."""
+    """The scope the object is stored in: the resolved scope (results are never mixed), except for an event a
+    story or experience lists, which may be stored in a narrower scope within it; read its sources with
+    story_graph_read_source in this scope."""
     event_time: str | None
     """Start of the event time (UTC) or null when unknown; `event_interval` has the detail."""
     event_interval: EventInterval | None

@@ -51,6 +51,10 @@ REASSEMBLY_NOTE = (
     "may stop inside an object. page_size and content_page_size may change between pages; the other arguments must "
     "repeat."
 )
+OWN_SCOPE_NOTE = (
+    "The events a story or experience lists may be stored in narrower scopes within this one: each item's scope "
+    "says where. Quote an event's source_reference_ids with story_graph_read_source in that item's scope."
+)
 BACKGROUND_NOTE = (
     "Confirmed long-term preferences of the Global scope and of this scope's projects, shown as background only: "
     "not events, not history, not a replacement. Their updated_at is not an event time and never fills a gap; a "

@@ -68,9 +68,10 @@ SELECT DISTINCT event_id FROM event_entities WHERE entity_id IN {IDS} AND scope_
 ENTITY_IDS_OF_EVENTS: Final = f"""
 SELECT DISTINCT entity_id FROM event_entities WHERE event_id IN {IDS} AND scope_key = :scope_key
 """
+# The unary + keeps SQLite on fact_links_by_object: the primary key's owner_type prefix would scan every link.
 SUMMARY_IDS_LISTING: Final = f"""
 SELECT DISTINCT owner_id FROM fact_links
- WHERE owner_type = 'summary' AND object_type = :object_type AND object_id IN {IDS} AND scope_key = :scope_key
+ WHERE +owner_type = 'summary' AND object_type = :object_type AND object_id IN {IDS} AND scope_key = :scope_key
 """
 OBJECTS_BACKED_BY: Final = """
 SELECT object_type, object_id FROM object_sources

@@ -11,6 +11,7 @@ from server.contracts.base import GlobalScope, ProjectsScope, scope_from_key
 from server.contracts.common import INTERPRETATION, Page
 from server.contracts.context import (
     BACKGROUND_NOTE,
+    OWN_SCOPE_NOTE,
     REASSEMBLY_NOTE,
     TIME_FILTER_NOTE,
     TIMELINE_NOTE,
@@ -42,7 +43,10 @@ DESCRIPTION = """Read what is stored about one object (from story_graph_search):
 its current description, explicit decision and work status, related entities and relations (raw types and \
 reasons), conflicts to check, open issues, evolution and evidence refs, plus confirmed preferences as background; \
 mode "timeline" gives the same evidence in event-time order (proposal, revision, replacement, conflict), \
-objects with unknown event time last, each marked undated.
+objects with unknown event time last, each marked undated. A story gives its events in time order; an \
+experience its statement, conditions, boundaries and the events that formed it and where it was applied. Each \
+item carries its own scope: an event a story or experience lists may be stored in a narrower scope, and its \
+sources are read with story_graph_read_source in that scope.
 
 Use it when the user continues earlier work, asks how or why something was decided or changed ("how did we decide \
 this before", "why did the plan change", "what should we use now"). Ordinary chat need not call it.
@@ -92,6 +96,8 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         notes.append(TIMELINE_NOTE)
     if time_range is not None:
         notes.append(TIME_FILTER_NOTE)
+    if target[0] in ("story", "experience"):
+        notes.append(OWN_SCOPE_NOTE)
     frame = ContextResponse(
         requested_scope=scope.requested,
         resolved_scope=scope.scope,
