@@ -169,6 +169,8 @@ class MachineState:
     load: tuple[float, float, float]
     cpu_busy: int
     cpu_total: int
+    own_cpu_s: float
+    """CPU seconds of this process and of its children already waited for."""
     process_ticks: dict[int, tuple[str, int]] = field(default_factory=dict)
 
 
@@ -192,34 +194,45 @@ def machine_state() -> MachineState:
                 ticks[int(entry)] = (head.split("(", 1)[1], int(fields[11]) + int(fields[12]))
             except (OSError, IndexError, ValueError):
                 continue
-    return MachineState(time.time(), load, busy, total, ticks)
+    own = os.times()
+    own_cpu = own.user + own.system + own.children_user + own.children_system
+    return MachineState(time.time(), load, busy, total, own_cpu, ticks)
 
 
 def machine_report(before: MachineState, after: MachineState, ours: Iterable[int] = ()) -> list[str]:
-    """Load average before/after, how busy the CPUs were, and the other processes that used the most CPU."""
+    """Load average before/after, how busy the CPUs were, how much of that was not this benchmark, and the other
+    processes that used the most CPU (of those still running at the end)."""
     lines = [
         f"machine: {os.cpu_count()} CPUs; load average before {_load(before.load)}, after {_load(after.load)}",
     ]
-    if after.cpu_total > before.cpu_total:
-        busy = 100 * (after.cpu_busy - before.cpu_busy) / (after.cpu_total - before.cpu_total)
-        lines.append(f"CPU busy over the run (all processes, all CPUs): {busy:.0f} %")
     mine: set[int] = set()
     for pid in {os.getpid(), *ours}:
         mine.update(process_tree(pid))
     hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     seconds = max(after.at - before.at, 1e-9)
+    children = sum(
+        ticks - before.process_ticks.get(pid, (name, 0))[1]
+        for pid, (name, ticks) in after.process_ticks.items()
+        if pid in mine and pid != os.getpid()
+    )
+    ours_cpu = after.own_cpu_s - before.own_cpu_s + children / hz
+    if after.cpu_total > before.cpu_total:
+        busy = 100 * (after.cpu_busy - before.cpu_busy) / (after.cpu_total - before.cpu_total)
+        others_cpu = max(0.0, (after.cpu_busy - before.cpu_busy) / hz - ours_cpu)
+        lines.append(
+            f"over {seconds:.0f} s the CPUs were {busy:.0f} % busy; this benchmark and its servers used "
+            f"{ours_cpu:.0f} s of CPU, everything else {others_cpu:.0f} s "
+            f"({100 * others_cpu / seconds:.0f} % of one CPU)"
+        )
     others = []
     for pid, (name, ticks) in after.process_ticks.items():
-        if pid in mine:
-            continue
         used = ticks - before.process_ticks.get(pid, (name, 0))[1]
-        if used > 0:
+        if pid not in mine and used > 0:
             others.append((used / hz, name, pid))
     others.sort(reverse=True)
     if others:
         busiest = ", ".join(f"{name}[{pid}] {used:.1f} s" for used, name, pid in others[:5])
-        share = 100 * sum(used for used, _, _ in others) / seconds
-        lines.append(f"other processes used {share:.0f} % of one CPU over {seconds:.0f} s; busiest: {busiest}")
+        lines.append(f"busiest other processes still running at the end: {busiest}")
     return lines
 
 

@@ -144,6 +144,7 @@ async def measure_size(db: Path, cases: list[Case], runs: int, modes: Sequence[s
         walker = targets.inproc or targets.ours
         measured = [Measured(case) for case in cases]
         for m in measured:
+            print(f"  preparing {m.case.cls} {m.case.label}", file=sys.stderr, flush=True)
             try:
                 m.arguments = await page_arguments(walker, m.case)
                 _, content = await _timed(targets.ours, m.case.tool, m.arguments)  # warm-up, and the totals
