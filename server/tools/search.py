@@ -112,7 +112,7 @@ def _position(position: dict[str, Any] | None) -> tuple[int, int] | None:
         return None
     try:
         rank_class, item_id = position["at"]
-        if not (0 <= int(rank_class) < reader.CLASS_COUNT) or isinstance(item_id, bool):
+        if int(rank_class) < 0 or isinstance(item_id, bool):
             raise ValueError(rank_class)
         return int(rank_class), int(item_id)
     except (KeyError, TypeError, ValueError):
