@@ -36,7 +36,7 @@ from server.reader.db import Database
 from server.reader.fold import Folder
 from server.reader.memo import Memo
 from server.reader.scope import readable_scopes
-from server.reader.source import StoredTextBroken
+from server.reader.source_rows import StoredTextBroken
 from server.settings import DEFAULT_BUSY_TIMEOUT
 from server.tools import TOOLS
 from server.tools.base import Call, ToolSpec
