@@ -11,7 +11,7 @@ from server.contracts.base import GlobalScope, ProjectsScope, normalise_scope, s
 from server.contracts.common import Grant
 from server.contracts.errors import StoryGraphError, invalid_cursor, scope_unavailable, stale_cursor
 from server.reader.cursor import DecodedCursor
-from server.reader.db import IDS, json_ids
+from server.reader.db import IDS, json_ids, scalar
 
 ACTIVE_PROJECTS: Final = f"SELECT id FROM projects WHERE status = 'active' AND id IN {IDS}"
 # One statement (one hop to the connection's thread) for what every call reads first: how many of the scope's
@@ -121,9 +121,6 @@ async def readable_scopes(
         page, count = GRANTED_PROJECT_PAGE, GRANTED_PROJECT_COUNT
         params["ids"] = json_ids(grant.projects)
     scopes: list[GlobalScope | ProjectsScope] = [GlobalScope(kind="global")] if grant.allow_global else []
-    async with conn.execute(page, params) as cur:
-        scopes += [ProjectsScope(kind="projects", projectIds=[row[0]]) for row in await cur.fetchall()]
-    async with conn.execute(count, params) as cur:
-        row = await cur.fetchone()
-    total = (int(row[0]) if row else 0) + (1 if grant.allow_global else 0)
+    scopes += [ProjectsScope(kind="projects", projectIds=[row[0]]) for row in await conn.execute_fetchall(page, params)]
+    total = int(await scalar(conn, count, params)) + (1 if grant.allow_global else 0)
     return scopes[:limit], total
