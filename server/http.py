@@ -16,6 +16,8 @@ environment (docs/deployment.md)::
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -32,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors import Multiprocess
 
 from server.app import StoryGraphServer, build_server
 from server.logs import configure_logging
@@ -205,8 +208,11 @@ def _health_route(server: StoryGraphServer) -> Callable[[Request], Awaitable[JSO
 
 
 def serve_http(settings: ServeSettings) -> int:
-    """`serve --transport http`: one uvicorn process. Without --policy, a one-run token is made and shown once."""
+    """`serve --transport http`: one uvicorn process, or `--workers N` of them. Without --policy (one process
+    only), a one-run token is made and shown once."""
     http = settings.http
+    if http.workers > 1:
+        return serve_workers(settings)
     policy: PolicySource
     if settings.policy is not None:
         policy = PolicyFile(settings.policy)
@@ -239,14 +245,48 @@ def serve_http(settings: ServeSettings) -> int:
     return 0
 
 
+def serve_workers(settings: ServeSettings) -> int:
+    """`serve --transport http --workers N`: uvicorn's supervisor with N worker processes on one listening socket,
+    each built by `create_app` from these settings passed as its environment.
+
+    The socket gets TCP_NODELAY, which its connections inherit. uvicorn's own `--workers` binds a socket that
+    asyncio does not recognise as TCP (protocol 0), so Nagle's algorithm stays on: the body of every answer,
+    written after its headers, then waits for the client's delayed ACK, about 40 ms per request."""
+    os.environ.update(settings.worker_env())
+    http = settings.http
+    if http.host not in LOOPBACK:
+        print(
+            f"story-graph-mcp: listening on {http.host}, not loopback; put TLS in front "
+            "(docs/deployment.md) and pass --allowed-host for the names clients use",
+            file=sys.stderr,
+            flush=True,
+        )
+    config = uvicorn.Config(
+        "server.http:create_app",
+        factory=True,
+        host=http.host,
+        port=http.port,
+        workers=http.workers,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+    )
+    sock = config.bind_socket()
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    Multiprocess(config, sockets=[sock]).run()
+    return 0
+
+
 def create_app() -> ASGIApp:
     """`uvicorn --factory server.http:create_app`: configured from the environment, for several workers.
 
     STORY_GRAPH_DB (required), STORY_GRAPH_POLICY (required: workers cannot share a one-run token),
     STORY_GRAPH_CURSOR_SECRET_FILE or STORY_GRAPH_CURSOR_SECRET (required: workers must share it),
     STORY_GRAPH_BUSY_TIMEOUT (seconds), STORY_GRAPH_ALLOWED_HOSTS / STORY_GRAPH_ALLOWED_ORIGINS
-    (comma-separated), STORY_GRAPH_PUBLIC_URL. A missing or bad setting is one line on stderr and exit
-    status 3 (uvicorn's start-up failure, so its supervisor stops instead of restarting workers).
+    (comma-separated), STORY_GRAPH_PUBLIC_URL, STORY_GRAPH_HOST / STORY_GRAPH_PORT (the address uvicorn binds,
+    for the resource URL in 401 answers and the Host check; default 127.0.0.1:8765). A missing or bad setting
+    is one line on stderr and exit status 3 (uvicorn's start-up failure, so its supervisor stops instead of
+    restarting workers). `serve --transport http --workers N` runs this factory with its own settings.
     """
     configure_logging()
     try:
