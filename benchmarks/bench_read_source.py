@@ -241,19 +241,21 @@ async def measure(path: Path, runs: int, project: str) -> None:
                 f"[{position['start']:,}, {position['end']:,})"
             )
 
-        # Load-independent: SQLite virtual-machine steps and thread hops of one reader call (one connection).
-        counted = await Database.open(path, size=1)
+        # Load-independent: SQLite virtual-machine steps (all statements on the thread, so that the progress
+        # handler counting them is the only one), and the hops to the connection's thread as the server runs.
+        stepped = await Database.open(path, size=1, inline_steps=0)
+        hopped = await Database.open(path, size=1)
         steps, hops = [0], [0]
 
         def step() -> int:
             steps[0] += 1
             return 0
 
-        async with counted.snapshot() as conn:
+        async with stepped.snapshot() as conn:
             await conn.set_progress_handler(step, 1)
-            hop: Callable[..., Awaitable[Any]] = (
-                conn._execute
-            )  # every aiosqlite operation is one call of this: one round trip to its thread
+        async with hopped.snapshot() as conn:
+            # Every aiosqlite operation is one call of this: one round trip to the connection's thread.
+            hop: Callable[..., Awaitable[Any]] = conn._execute
 
             async def counting_hop(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
                 hops[0] += 1
@@ -261,7 +263,8 @@ async def measure(path: Path, runs: int, project: str) -> None:
 
             conn._execute = counting_hop  # type: ignore[method-assign,assignment]
         warm_up = ReadSourceArgs(source_reference_id="ref-small", content_kind="current")
-        await reader.read(counted, grant, CODEC, memo, warm_up, "2026-07-01T10:00:00.000Z")  # loads the schema
+        for counted in (stepped, hopped):  # loads the schema
+            await reader.read(counted, grant, CODEC, memo, warm_up, "2026-07-01T10:00:00.000Z")
         print()
         for name, reference, cursor in (
             ("small source, page 1", "ref-small", None),
@@ -272,9 +275,11 @@ async def measure(path: Path, runs: int, project: str) -> None:
             arguments = ReadSourceArgs(
                 source_reference_id=reference, content_kind="current", page_size=PAGE, cursor=cursor
             )
-            await reader.read(counted, grant, CODEC, memo, arguments, "2026-07-01T10:00:00.000Z")
+            for counted in (stepped, hopped):
+                await reader.read(counted, grant, CODEC, memo, arguments, "2026-07-01T10:00:00.000Z")
             print(f"reader call, {name:26} SQLite VM steps {steps[0]:8,}   thread hops {hops[0]:3}")
-        await counted.close()
+        await stepped.close()
+        await hopped.close()
         await db.close()
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
