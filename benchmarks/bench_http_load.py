@@ -35,7 +35,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
 import socket
 import sqlite3
 import statistics
@@ -44,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -52,11 +51,25 @@ import orjson
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 HERE: Final = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from loadgen import (  # noqa: E402
+    HOST,
+    Connection,
+    Server,
+    Tally,
+    client_loop,
+    free_port,
+    p95,
+    rss_mib,
+    server_cpu_seconds,
+)
+
 TOKEN: Final = "sgm_bench-http-load-token-0123456789"
 SECRET: Final = "bench-http-load-cursor-secret-0123456789"
 BIG_SCOPE: Final = 'projects:["big"]'
 START_TIMEOUT: Final = 60.0
-CALL_TIMEOUT: Final = 30.0
 LAUNCHERS: Final = {
     "serve": "story-graph-mcp serve --transport http --workers W (listening socket with TCP_NODELAY)",
     "uvicorn": "uvicorn --factory server.http:create_app --workers W (uvicorn's own socket)",
@@ -103,50 +116,6 @@ async def floor_app(
 
 
 # --- the server under test ---------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@dataclass
-class Server:
-    """A uvicorn process group we started (the supervisor and, with --workers > 1, its worker processes)."""
-
-    process: subprocess.Popen[bytes]
-    port: int
-    log: Path
-
-    def pids(self) -> list[int]:
-        """The supervisor and all its descendants, from /proc."""
-        children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(parent, []).append(int(entry))
-        found, todo = [], [self.process.pid]
-        while todo:
-            pid = todo.pop()
-            found.append(pid)
-            todo += children.get(pid, [])
-        return found
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)  # its own process group (start_new_session)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
 
 
 STARTED: list[Server] = []
@@ -218,37 +187,6 @@ async def wait_ready(server: Server, workers: int) -> None:
 
 # --- the load generator -------------------------------------------------------------------------------------
 
-HOST: Final = "127.0.0.1"
-
-
-class Connection:
-    """One keep-alive HTTP/1.1 connection; a request is prepared bytes, an answer is (status, body)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-
-    @classmethod
-    async def open(cls, port: int) -> Connection:
-        reader, writer = await asyncio.open_connection(HOST, port)
-        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(reader, writer)
-
-    async def request(self, data: bytes) -> tuple[int, bytes]:
-        self.writer.write(data)
-        head = await self.reader.readuntil(b"\r\n\r\n")
-        lines = head.split(b"\r\n")
-        status = int(lines[0].split(b" ", 2)[1])
-        length = 0
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        return status, await self.reader.readexactly(length)
-
-    def close(self) -> None:
-        self.writer.close()
-
 
 def call_request(port: int, arguments: dict[str, Any]) -> bytes:
     body = orjson.dumps(
@@ -275,64 +213,6 @@ def answer_ok(status: int, body: bytes) -> bool:
 
 
 @dataclass
-class Tally:
-    latencies: list[float] = field(default_factory=list)
-    errors: int = 0
-    error_samples: list[str] = field(default_factory=list)
-
-
-async def client_loop(port: int, requests: list[bytes], offset: int, stop: asyncio.Event, tally: Tally) -> None:
-    connection: Connection | None = None
-    index = offset
-    while not stop.is_set():
-        data = requests[index % len(requests)]
-        index += 1
-        started = time.perf_counter()
-        try:
-            if connection is None:
-                connection = await Connection.open(port)
-            status, body = await asyncio.wait_for(connection.request(data), CALL_TIMEOUT)
-            ok = answer_ok(status, body)
-            problem = "" if ok else f"HTTP {status}: {body[:300]!r}"
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
-            ok, problem = False, f"{type(exc).__name__}: {exc}"
-            if connection is not None:
-                connection.close()
-            connection = None
-        tally.latencies.append(time.perf_counter() - started)
-        if not ok:
-            tally.errors += 1
-            if len(tally.error_samples) < 3:
-                tally.error_samples.append(problem)
-    if connection is not None:
-        connection.close()
-
-
-def server_cpu_seconds(pids: Sequence[int]) -> float:
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / ticks
-
-
-def rss_mib(pids: Sequence[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return total / 1024
-
-
-@dataclass
 class Cell:
     server: str
     workers: int
@@ -351,11 +231,6 @@ class Cell:
     error_samples: list[str]
 
 
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, -(-95 * len(ordered) // 100) - 1)]
-
-
 async def run_cell(
     server: Server,
     kind: str,
@@ -371,7 +246,10 @@ async def run_cell(
         stop = asyncio.Event()
         tally = Tally()
         rss: list[float] = []
-        tasks = [asyncio.create_task(client_loop(server.port, requests, n * 7, stop, tally)) for n in range(clients)]
+        tasks = [
+            asyncio.create_task(client_loop(server.port, requests, n * 7, stop, tally, answer_ok))
+            for n in range(clients)
+        ]
         cpu_before, own_before, started = server_cpu_seconds(pids), time.process_time(), time.perf_counter()
         deadline = started + duration
         while (now := time.perf_counter()) < deadline:
