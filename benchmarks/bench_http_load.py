@@ -35,7 +35,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -71,7 +70,7 @@ SECRET: Final = "bench-http-load-cursor-secret-0123456789"
 BIG_SCOPE: Final = 'projects:["big"]'
 START_TIMEOUT: Final = 60.0
 LAUNCHERS: Final = {
-    "serve": "story-graph-mcp serve --transport http --workers W (listening socket with TCP_NODELAY)",
+    "serve": "story-graph-mcp serve --transport http --workers W (a socket per worker: SO_REUSEPORT, TCP_NODELAY)",
     "uvicorn": "uvicorn --factory server.http:create_app --workers W (uvicorn's own socket)",
 }
 FLOOR_BODY_BYTES: Final = 7_000
@@ -150,19 +149,18 @@ def start_server(
 
 
 def serve_floor(port: int, workers: int) -> None:
-    """The floor as `serve --transport http --workers W` runs the server: one listening socket with TCP_NODELAY
-    (server/http.py `serve_workers`), W worker processes under uvicorn's supervisor."""
+    """The floor as `serve --transport http --workers W` runs the server (server/workers.py): a listening socket
+    per worker, or one uvicorn process."""
     import uvicorn
-    from uvicorn.supervisors import Multiprocess
+
+    from server.workers import SocketPerWorker
 
     # This file's folder is on sys.path (it is the script's), and spawned workers inherit sys.path.
     config = uvicorn.Config("bench_http_load:floor_app", host=HOST, port=port, workers=workers, log_level="warning")
     if workers == 1:
         uvicorn.Server(config).run()
-        return
-    sock = config.bind_socket()
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    Multiprocess(config, sockets=[sock]).run()
+    else:
+        SocketPerWorker(config, HOST, port).run()
 
 
 async def wait_ready(server: Server, workers: int) -> None:

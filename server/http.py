@@ -16,8 +16,6 @@ environment (docs/deployment.md)::
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -34,7 +32,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.config import STARTUP_FAILURE
-from uvicorn.supervisors import Multiprocess
 
 from server.app import StoryGraphServer, build_server
 from server.logs import configure_logging
@@ -212,6 +209,9 @@ def serve_http(settings: ServeSettings) -> int:
     only), a one-run token is made and shown once."""
     http = settings.http
     if http.workers > 1:
+        from server.workers import serve_workers
+
+        _warn_if_not_loopback(http.host)
         return serve_workers(settings)
     policy: PolicySource
     if settings.policy is not None:
@@ -230,13 +230,7 @@ def serve_http(settings: ServeSettings) -> int:
             file=sys.stderr,
             flush=True,
         )
-    if http.host not in LOOPBACK:
-        print(
-            f"story-graph-mcp: listening on {http.host}, not loopback; put TLS in front "
-            "(docs/deployment.md) and pass --allowed-host for the names clients use",
-            file=sys.stderr,
-            flush=True,
-        )
+    _warn_if_not_loopback(http.host)
     app = build_http_app(settings, policy)
     # log_config=None: uvicorn's lines go through the root handler (server.logs), in one format on stderr;
     # access_log=False: AccessLog writes one line per request, with the client id.
@@ -245,36 +239,14 @@ def serve_http(settings: ServeSettings) -> int:
     return 0
 
 
-def serve_workers(settings: ServeSettings) -> int:
-    """`serve --transport http --workers N`: uvicorn's supervisor with N worker processes on one listening socket,
-    each built by `create_app` from these settings passed as its environment.
-
-    The socket gets TCP_NODELAY, which its connections inherit. uvicorn's own `--workers` binds a socket that
-    asyncio does not recognise as TCP (protocol 0), so Nagle's algorithm stays on: the body of every answer,
-    written after its headers, then waits for the client's delayed ACK, about 40 ms per request."""
-    os.environ.update(settings.worker_env())
-    http = settings.http
-    if http.host not in LOOPBACK:
+def _warn_if_not_loopback(host: str) -> None:
+    if host not in LOOPBACK:
         print(
-            f"story-graph-mcp: listening on {http.host}, not loopback; put TLS in front "
+            f"story-graph-mcp: listening on {host}, not loopback; put TLS in front "
             "(docs/deployment.md) and pass --allowed-host for the names clients use",
             file=sys.stderr,
             flush=True,
         )
-    config = uvicorn.Config(
-        "server.http:create_app",
-        factory=True,
-        host=http.host,
-        port=http.port,
-        workers=http.workers,
-        log_config=None,
-        access_log=False,
-        server_header=False,
-    )
-    sock = config.bind_socket()
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    Multiprocess(config, sockets=[sock]).run()
-    return 0
 
 
 def create_app() -> ASGIApp:
@@ -286,7 +258,7 @@ def create_app() -> ASGIApp:
     (comma-separated), STORY_GRAPH_PUBLIC_URL, STORY_GRAPH_HOST / STORY_GRAPH_PORT (the address uvicorn binds,
     for the resource URL in 401 answers and the Host check; default 127.0.0.1:8765). A missing or bad setting
     is one line on stderr and exit status 3 (uvicorn's start-up failure, so its supervisor stops instead of
-    restarting workers). `serve --transport http --workers N` runs this factory with its own settings.
+    restarting workers). `serve --transport http --workers N` runs this factory (server/workers.py).
     """
     configure_logging()
     try:

@@ -5,6 +5,7 @@ and statelessness (a cursor from one process is accepted by another sharing the 
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -409,3 +410,23 @@ def test_workers_are_for_http_only(tmp_path: Path) -> None:
     )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "story-graph-mcp: --workers applies to --transport http" in done.stderr
+
+
+def test_serve_with_workers_refuses_a_port_in_use(tmp_path: Path) -> None:
+    """Each worker binds its own socket with SO_REUSEPORT; that must never share a port another server holds."""
+    db, policy, secret = setup(tmp_path)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        command = [PYTHON, "-m", "server", "serve", "--transport", "http", "--port", str(port), "--workers", "2"]
+        done = subprocess.run(
+            [*command, *serve_args(db, policy, secret)],
+            env=server_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"story-graph-mcp: cannot listen on 127.0.0.1:{port}:" in done.stderr
