@@ -10,8 +10,8 @@ uvicorn's own `--workers` gives every worker the same listening socket, and two 
 
 Here every worker (and every replacement uvicorn's supervisor starts for one that died) gets a socket of its
 own, bound with SO_REUSEPORT, so the kernel spreads new connections over the workers, and created as TCP, so
-its connections get TCP_NODELAY. Where SO_REUSEPORT does not exist, all workers share one socket, with
-TCP_NODELAY set. Each worker builds the app with `server.http:create_app` from the settings, handed over as
+its connections get TCP_NODELAY. Outside Linux, where SO_REUSEPORT does not balance, all workers share one
+socket, with TCP_NODELAY set. Each worker builds the app with `server.http:create_app` from the settings, handed over as
 its environment.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 from typing import Final
 
 import uvicorn
@@ -46,7 +47,9 @@ def serve_workers(settings: ServeSettings) -> int:
         server_header=False,
     )
     check_port_free(http.host, http.port)  # SO_REUSEPORT would otherwise share a port another server holds
-    supervisor = SocketPerWorker if hasattr(socket, "SO_REUSEPORT") else SharedSocket
+    # Linux balances new connections over the sockets of a SO_REUSEPORT group; other systems accept the option
+    # without balancing (one socket would get every connection), so they share one socket instead.
+    supervisor = SocketPerWorker if sys.platform.startswith("linux") else SharedSocket
     supervisor(config, http.host, http.port).run()
     return 0
 
