@@ -23,7 +23,9 @@ EXAMPLES: dict[str, str] = {
   story-graph-mcp serve --db graph.db --project atlas            # stdio, as an agent runtime launches it
   story-graph-mcp serve --transport http --demo                  # HTTP on 127.0.0.1:8765 with a one-run token
   story-graph-mcp serve --transport http --db graph.db --policy policy.toml \\
-      --cursor-secret-file secret --port 8765 --busy-timeout 2   # HTTP for several clients (docs/deployment.md)""",
+      --cursor-secret-file secret --port 8765 --busy-timeout 2   # HTTP for several clients (docs/deployment.md)
+  story-graph-mcp serve --transport http --workers 4 --db graph.db --policy policy.toml \\
+      --cursor-secret-file secret                                # one worker process per CPU core""",
     "db": """examples:
   story-graph-mcp db migrate --db graph.db
   story-graph-mcp db import --db graph.db graph.jsonl
@@ -103,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="file holding the secret that signs cursors; share it between replicas (default: STORY_GRAPH_CURSOR_SECRET"
         " or a random per-process secret)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="HTTP: worker processes sharing the port (about one CPU core each; needs --policy and a cursor secret)",
     )
     serve.add_argument(
         "--busy-timeout",

@@ -176,11 +176,10 @@ async def object_rows(conn: aiosqlite.Connection, scope_key: str, keys: Iterable
             if type_keys <= found.keys():  # leaf rows only stand in for objects without a row of their own
                 break
             params = {"ids": json_ids(lookup), "scope_key": scope_key} | extra
-            async with conn.execute(query, params) as cur:
-                for row in await cur.fetchall():
-                    item = ObjectRow(object_type, *row)
-                    if item.key in type_keys and item.key not in found:
-                        found[item.key] = item
+            for row in await conn.execute_fetchall(query, params):  # one hop to the connection's thread
+                item = ObjectRow(object_type, *row)
+                if item.key in type_keys and item.key not in found:
+                    found[item.key] = item
     return found
 
 
@@ -193,7 +192,6 @@ async def source_reference_ids(
         return {object_id: [object_id] for object_id in ids}
     params = {"object_type": object_type, "ids": json_ids(ids), "scope_key": scope_key}
     links: dict[str, list[str]] = {object_id: [] for object_id in ids}
-    async with conn.execute(SOURCE_REFERENCE_IDS, params) as cur:
-        for object_id, reference_id in await cur.fetchall():
-            links[object_id].append(reference_id)
+    for object_id, reference_id in await conn.execute_fetchall(SOURCE_REFERENCE_IDS, params):
+        links[object_id].append(reference_id)
     return links
