@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from server.store.errors import StoreError
+from server.store.progress import DEFAULT_EVERY_SECONDS, Progress
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,9 +55,12 @@ def _parser() -> argparse.ArgumentParser:
     imp = db.add_parser("import", help="load a JSON Lines interchange file in one transaction")
     imp.add_argument("--db", type=Path, required=True)
     imp.add_argument("file", type=Path)
+    imp.add_argument("--dry-run", action="store_true", help="check every line, links included, and write nothing")
+    _progress_options(imp)
     exp = db.add_parser("export", help="write the graph as a JSON Lines interchange file (stdout without FILE)")
     exp.add_argument("--db", type=Path, required=True)
     exp.add_argument("file", type=Path, nargs="?")
+    _progress_options(exp)
     stats = db.add_parser("stats", help="print schema version, data revision and counts per object type and scope")
     stats.add_argument("--db", type=Path, required=True)
 
@@ -71,6 +75,18 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="write the bundled demo graph to a new database file")
     demo.add_argument("path", type=Path)
     return parser
+
+
+def _progress_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--quiet", action="store_true", help="print no progress on stderr")
+    command.add_argument(
+        "--progress-every",
+        type=float,
+        default=DEFAULT_EVERY_SECONDS,
+        metavar="SECONDS",
+        help="when stderr is not a terminal, print a progress line every SECONDS"
+        f" (default {DEFAULT_EVERY_SECONDS:g}; on a terminal a bar is drawn instead)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,10 +124,11 @@ def _run(args: argparse.Namespace) -> int:
             f"{args.db}: schema version {before} -> {after}" if before != after else f"{args.db}: up to date ({after})"
         )
     elif args.db_command == "import":
-        report = importer.import_file(args.db, args.file)
-        print(report)
+        progress = Progress.to_stderr("import", every=args.progress_every, quiet=args.quiet)
+        print(importer.import_file(args.db, args.file, dry_run=args.dry_run, progress=progress))
     elif args.db_command == "export":
-        exporter.export_file(args.db, args.file)
+        progress = Progress.to_stderr("export", every=args.progress_every, quiet=args.quiet)
+        exporter.export_file(args.db, args.file, progress=progress)
     elif args.db_command == "stats":
         print(stats.stats_text(args.db))
     return 0

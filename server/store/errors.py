@@ -10,11 +10,15 @@ class DatabaseUnusable(StoreError):
 
 
 class ImportRejected(StoreError):
-    """An interchange line is invalid; the database was left exactly as it was."""
+    """An interchange line is invalid; the database was left exactly as it was.
 
-    def __init__(self, line_number: int, field: str, problem: str) -> None:
-        where = f"line {line_number}" + (f", field '{field}'" if field else "")
+    `location` says where the line came from in its source: `line 12` for a JSON Lines file, or
+    e.g. `table supervision_events row id=7` for a source that reads another database.
+    """
+
+    def __init__(self, location: str, field: str, problem: str) -> None:
+        where = location + (f", field '{field}'" if field else "")
         super().__init__(f"import aborted, nothing was written: {where}: {problem}")
-        self.line_number = line_number
+        self.location = location
         self.field = field
         self.problem = problem

@@ -1,33 +1,20 @@
-"""Reading an interchange file: every line parsed, validated and put in its stored form.
+"""The JSON Lines source of an import: each line parsed and validated as it is read.
 
 Errors name the line number, the field path (as in `event_time.start` or `entity_ids[2]`) and the
-problem; nothing here touches a database.
+problem; nothing here touches a database. The file is read one line at a time, so memory does
+not grow with its size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import BinaryIO, Final
 
 import orjson
 from pydantic import ValidationError
 
-from server.contracts.base import normalise_scope
-from server.contracts.interchange import (
-    KIND_ORDER,
-    LINE,
-    EntityChangeLine,
-    EntityLine,
-    EventLine,
-    LeafLine,
-    Line,
-    RelationLine,
-    ResultLine,
-    ScopeLine,
-    StoryLineLine,
-    SummaryLine,
-)
+from server.contracts.interchange import KIND_ORDER, LINE, Line
 from server.store.errors import ImportRejected, StoreError
 
 # Inner discriminator tags pydantic puts into an error location; they are not field names.
@@ -35,19 +22,34 @@ UNION_TAGS: Final[dict[str, frozenset[str]]] = {
     "scope": frozenset({"global", "projects"}),
     "coverage": frozenset({"detailed", "legacy_count"}),
 }
+BOM: Final = b"\xef\xbb\xbf"
 
 
-def read_lines(path: Path) -> list[tuple[int, Line]]:
-    """Parse and validate every non-blank line; raise ImportRejected at the first bad one."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
-    parsed: list[tuple[int, Line]] = []
-    for number, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
-        if raw.strip():
-            parsed.append((number, _normalise(number, _validate(number, raw))))
-    return parsed
+class JsonlSource:
+    """Yields `("line N", line)` for every non-blank line of a file; raises ImportRejected at the first bad one."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._size = 0
+        self._read = 0
+
+    def __iter__(self) -> Iterator[tuple[str, Line]]:
+        try:
+            stream: BinaryIO = self.path.open("rb")
+            self._size, self._read = self.path.stat().st_size, 0
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        with stream:
+            for number, raw in enumerate(stream, start=1):
+                self._read += len(raw)
+                if number == 1:
+                    raw = raw.removeprefix(BOM)
+                if raw.strip():
+                    yield f"line {number}", _validate(number, raw)
+
+    def fraction_read(self) -> float | None:
+        """How much of the file has been read (by bytes)."""
+        return self._read / self._size if self._size else None
 
 
 def _validate(number: int, raw: bytes) -> Line:
@@ -57,14 +59,14 @@ def _validate(number: int, raw: bytes) -> Line:
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError as bad:
-            raise ImportRejected(number, "", f"not UTF-8 text (byte {bad.start + 1} of the line)") from None
-        raise ImportRejected(number, "", f"malformed JSON at column {exc.colno}: {exc.msg}") from None
+            raise ImportRejected(f"line {number}", "", f"not UTF-8 text (byte {bad.start + 1} of the line)") from None
+        raise ImportRejected(f"line {number}", "", f"malformed JSON at column {exc.colno}: {exc.msg}") from None
     if not isinstance(value, dict):
-        raise ImportRejected(number, "", "each line must be one JSON object with a 'kind'")
+        raise ImportRejected(f"line {number}", "", "each line must be one JSON object with a 'kind'")
     kind = value.get("kind")
     if kind not in KIND_ORDER:
         problem = "missing" if kind is None else f"unknown kind {kind!r}"
-        raise ImportRejected(number, "kind", f"{problem}; the kinds are: {', '.join(KIND_ORDER)}")
+        raise ImportRejected(f"line {number}", "kind", f"{problem}; the kinds are: {', '.join(KIND_ORDER)}")
     try:
         return LINE.validate_python(value)
     except ValidationError as exc:
@@ -73,7 +75,7 @@ def _validate(number: int, raw: bytes) -> Line:
         problem = _problem(first["type"], first["msg"], str(kind))
         if len(errors) > 1:
             problem += f" (and {len(errors) - 1} more problem(s) on this line)"
-        raise ImportRejected(number, _field_path(first["loc"], str(kind)), problem) from None
+        raise ImportRejected(f"line {number}", _field_path(first["loc"], str(kind)), problem) from None
 
 
 def _problem(error_type: str, message: str, kind: str) -> str:
@@ -97,46 +99,3 @@ def _field_path(loc: Iterable[int | str], kind: str) -> str:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
         previous = part
     return text
-
-
-def _unique(number: int, name: str, values: list[Any]) -> None:
-    seen: set[Any] = set()
-    for index, value in enumerate(values):
-        if value in seen:
-            raise ImportRejected(number, f"{name}[{index}]", f"{value!r} is listed more than once")
-        seen.add(value)
-
-
-def _normalise(number: int, line: Line) -> Line:
-    """The stored form of a line: lists that are sets in the schema sorted, scopes in canonical order."""
-    match line:
-        case ScopeLine() | ResultLine() | StoryLineLine():
-            return line.model_copy(update={"scope": normalise_scope(line.scope)})
-        case EventLine():
-            _unique(number, "entity_ids", line.entity_ids)
-            _unique(number, "source_reference_ids", line.source_reference_ids)
-            return line.model_copy(
-                update={
-                    "entity_ids": sorted(line.entity_ids),
-                    "source_reference_ids": sorted(line.source_reference_ids),
-                }
-            )
-        case EntityLine() | EntityChangeLine() | RelationLine():
-            _unique(number, "source_reference_ids", line.source_reference_ids)
-            return line.model_copy(update={"source_reference_ids": sorted(line.source_reference_ids)})
-        case SummaryLine():
-            _unique(number, "fact_refs", [(ref.type, ref.id) for ref in line.fact_refs])
-            _unique(number, "source_reference_ids", line.source_reference_ids)
-            return line.model_copy(
-                update={
-                    "interval": line.interval or None,
-                    "fact_refs": sorted(line.fact_refs, key=lambda ref: (ref.type, ref.id)),
-                    "source_reference_ids": sorted(line.source_reference_ids),
-                }
-            )
-        case LeafLine():
-            _unique(number, "facts", [(fact.object_ref.type, fact.object_ref.id) for fact in line.facts])
-            facts = sorted(line.facts, key=lambda fact: (fact.object_ref.type, fact.object_ref.id))
-            return line.model_copy(update={"facts": facts})
-        case _:
-            return line

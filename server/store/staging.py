@@ -1,0 +1,99 @@
+"""The first half of an import: every line from a source, validated, into temporary staging tables.
+
+Staging keeps memory flat whatever the input size: lines go to `temp.stage_<kind>` tables in
+batches (SQLite spills them to a temporary file), and merge.py then checks and writes them with
+set-based SQL. `seq` numbers the lines in the order the source gave them; `location` is kept for
+errors.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from typing import Final, Protocol
+
+from server.contracts.interchange import Line
+from server.store.errors import ImportRejected
+from server.store.kinds import KINDS, Invalid, Kind, Staged
+from server.store.progress import Progress
+
+BATCH_ROWS: Final = 2_000
+BATCH_CHARACTERS: Final = 4_000_000
+"""A batch is written once it holds this many rows or characters of text, whichever comes first."""
+
+
+class Source(Protocol):
+    """Where an import's lines come from, in any order.
+
+    Yields `(location, line)`: the location names the line in the source for errors, e.g.
+    `line 12` or `table supervision_events row id=7`. A source raises ImportRejected for input it
+    cannot turn into a valid line.
+    """
+
+    def __iter__(self) -> Iterator[tuple[str, Line]]: ...
+
+    def fraction_read(self) -> float | None:
+        """How far through its input the source is (0..1), or None when it cannot tell."""
+
+
+def create_tables(conn: sqlite3.Connection) -> None:
+    for kind in KINDS.values():
+        conn.execute(f"DROP TABLE IF EXISTS temp.{kind.stage}")
+        columns = ", ".join(kind.staged_columns)
+        conn.execute(
+            f"CREATE TEMP TABLE {kind.stage} (seq INTEGER PRIMARY KEY, location TEXT NOT NULL,"
+            f" skip INTEGER NOT NULL DEFAULT 0, {columns})"
+        )
+
+
+def drop_tables(conn: sqlite3.Connection) -> None:
+    for kind in KINDS.values():
+        conn.execute(f"DROP TABLE IF EXISTS temp.{kind.stage}")
+
+
+def stage(conn: sqlite3.Connection, source: Source, progress: Progress) -> dict[str, int]:
+    """Stage every line of `source`; return the number of lines per kind. Raises ImportRejected."""
+    create_tables(conn)
+    batches = {name: _Batch(kind) for name, kind in KINDS.items()}
+    progress.phase("reading", "lines")
+    seq = 0
+    for location, line in source:
+        seq += 1
+        try:
+            values = KINDS[line.kind].row(line)
+        except Invalid as bad:
+            raise ImportRejected(location, bad.field, bad.problem) from None
+        batch = batches[line.kind]
+        if batch.add(seq, location, values):
+            batch.flush(conn)
+        if seq % 1000 == 0:
+            progress.update(seq, source.fraction_read())
+    for batch in batches.values():
+        batch.flush(conn)
+    progress.update(seq, source.fraction_read())
+    progress.finish()
+    return {name: batch.count for name, batch in batches.items()}
+
+
+class _Batch:
+    """Rows of one kind waiting to be written to its staging table."""
+
+    def __init__(self, kind: Kind) -> None:
+        columns = kind.staged_columns
+        self.sql = f"INSERT INTO {kind.stage} (seq, location, {', '.join(columns)}) VALUES (?, ?{', ?' * len(columns)})"
+        self.rows: list[Staged] = []
+        self.characters = 0
+        self.count = 0
+
+    def add(self, seq: int, location: str, values: Staged) -> bool:
+        """Queue a row; True when the batch is full."""
+        self.rows.append((seq, location, *values))
+        self.count += 1
+        self.characters += sum(len(value) for value in values if isinstance(value, str))
+        return len(self.rows) >= BATCH_ROWS or self.characters >= BATCH_CHARACTERS
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        if self.rows:
+            conn.executemany(self.sql, self.rows)
+            self.rows.clear()
+            self.characters = 0
