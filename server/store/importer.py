@@ -29,6 +29,7 @@ __all__ = ["CHUNK_CODE_POINTS", "ImportReport", "Source", "import_file", "import
 # enough to keep the process far below its memory budget; staging spills to a temporary file.
 IMPORT_PRAGMAS: Final = (
     "PRAGMA temp_store = FILE",
+    "PRAGMA temp.page_size = 65536",  # fewer, larger reads and writes of the staging file
     "PRAGMA cache_size = -131072",  # KiB: 128 MiB for the database
     "PRAGMA temp.cache_size = -32768",  # KiB: 32 MiB for the staging tables
 )
@@ -84,8 +85,11 @@ def import_lines(
     try:
         counts = stage(conn, source, progress)
         written, unchanged = merge(conn, counts, progress)
-        # Bulk maintenance of derived data (e.g. a search index) for the rows just written goes here.
-        conn.execute("ROLLBACK" if dry_run else "COMMIT")
+        if dry_run:
+            conn.execute("ROLLBACK")
+        else:
+            # Bulk maintenance of derived data (e.g. a search index) for the rows just written goes here.
+            conn.execute("COMMIT")
     except sqlite3.Error as exc:
         raise StoreError(f"import aborted, nothing was written: {database}: {exc}") from None
     finally:

@@ -138,7 +138,14 @@ def _stored(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
 
 
 def _links(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
-    """Step 3: every link of the lines still to write names a stored object of the row's scope."""
+    """Step 3: every link of the lines still to write names a stored object of the row's scope.
+
+    One scan finds the first line with any bad link; only that line is then asked link by link
+    what is wrong with it.
+    """
+    seq = _first_bad_link(conn, kind)
+    if seq is None:
+        return []
     found: list[_Found] = []
     if kind.owner is not None:
         target = TARGETS[kind.owner.target]
@@ -146,7 +153,8 @@ def _links(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
         row = conn.execute(
             f"SELECT s.seq, s.location, s.{column} FROM {kind.stage} AS s"
             f" LEFT JOIN {target.table} AS x ON x.{target.key} = s.{column}"
-            f" WHERE s.skip = 0 AND x.{target.key} IS NULL ORDER BY s.seq LIMIT 1"
+            f" WHERE s.seq = ? AND x.{target.key} IS NULL",
+            (seq,),
         ).fetchone()
         if row is not None:
             found.append(_Found(row[0], 2, _missing(row[1], kind.owner.name, kind.owner.target, row[2])))
@@ -162,13 +170,39 @@ def _links(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
             f"SELECT s.seq, s.location, {value}, {index}, x.{target.key} IS NOT NULL,"
             f" {'x.scope_key' if other_scope else 'NULL'}, {scope}"
             f" FROM {kind.stage} AS s{join}{each} LEFT JOIN {target.table} AS x ON x.{target.key} = {value}"
-            f" WHERE s.skip = 0 AND {value} IS NOT NULL AND (x.{target.key} IS NULL"
+            f" WHERE s.seq = ? AND {value} IS NOT NULL AND (x.{target.key} IS NULL"
             f"{f' OR x.scope_key IS NOT {scope}' if other_scope else ''})"
-            f" ORDER BY s.seq{', j.key' if link.many else ''} LIMIT 1"
+            f"{' ORDER BY j.key' if link.many else ''} LIMIT 1",
+            (seq,),
         ).fetchone()
         if row is not None:
             found.append(_Found(row[0], order, _bad_link(kind, link, row)))
     return found
+
+
+def _first_bad_link(conn: sqlite3.Connection, kind: Kind) -> int | None:
+    """The source position of the first line still to write with a missing or out-of-scope link."""
+    bad: list[str] = []
+    join, scope = "", _scope_of(kind)[1]
+    if kind.owner is not None:
+        target = TARGETS[kind.owner.target]
+        join = f" LEFT JOIN {target.table} AS o ON o.{target.key} = s.{kind.owner.column}"
+        bad.append(f"o.{target.key} IS NULL")
+    for link in kind.links:
+        target = TARGETS[link.target]
+        value = "j.value" if link.many else f"s.{link.column}"
+        same_scope = f" AND x.scope_key IS {scope}" if target.scoped and kind.scoped else ""
+        missing = f"NOT EXISTS (SELECT 1 FROM {target.table} AS x WHERE x.{target.key} = {value}{same_scope})"
+        if link.many:
+            bad.append(f"EXISTS (SELECT 1 FROM json_each(s.{link.column}) AS j WHERE {missing})")
+        else:
+            bad.append(f"({value} IS NOT NULL AND {missing})")
+    if not bad:
+        return None
+    row = conn.execute(
+        f"SELECT s.seq FROM {kind.stage} AS s{join} WHERE s.skip = 0 AND ({' OR '.join(bad)}) ORDER BY s.seq LIMIT 1"
+    ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _insert(conn: sqlite3.Connection, kind: Kind, progress: Progress, done: int) -> int:
