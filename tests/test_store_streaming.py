@@ -37,6 +37,7 @@ EVENTS = 3_000
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches and insert chunks far smaller than the file, so their boundaries are crossed many times."""
     monkeypatch.setattr(staging, "BATCH_ROWS", 97)
+    monkeypatch.setattr(staging, "BATCH_CHARACTERS", 20_000)
     monkeypatch.setattr(merge, "CHUNK_ROWS", 1_000)
 
 

@@ -21,7 +21,6 @@ from server.contracts.interchange import (
     EntityRevisionLine,
     EventLine,
     LeafLine,
-    Line,
     MemoryItemLine,
     ProjectLine,
     RelationLine,
@@ -661,11 +660,6 @@ FIELD_OF_COLUMN: Final[dict[str, str]] = {
     "length": "text",
     "chunks": "text",
 }
-
-
-def staged_row(line: Line) -> Staged:
-    """The staged values of a line (see Kind.row); raises Invalid."""
-    return KINDS[line.kind].row(line)
 
 
 def differing_fields(kind: Kind, first: Staged, second: Staged) -> list[str]:

@@ -18,8 +18,9 @@ from server.store.kinds import KINDS, Invalid, Kind, Staged
 from server.store.progress import Progress
 
 BATCH_ROWS: Final = 2_000
+"""A kind's staged rows are written to its table in batches of this many."""
 BATCH_CHARACTERS: Final = 4_000_000
-"""A batch is written once it holds this many rows or characters of text, whichever comes first."""
+"""All waiting rows are written once they hold this many characters of text, so long texts stay few in memory."""
 
 
 class Source(Protocol):
@@ -56,7 +57,7 @@ def stage(conn: sqlite3.Connection, source: Source, progress: Progress) -> dict[
     create_tables(conn)
     batches = {name: _Batch(kind) for name, kind in KINDS.items()}
     progress.phase("reading", "lines")
-    seq = 0
+    seq = characters = 0
     for location, line in source:
         seq += 1
         try:
@@ -64,8 +65,14 @@ def stage(conn: sqlite3.Connection, source: Source, progress: Progress) -> dict[
         except Invalid as bad:
             raise ImportRejected(location, bad.field, bad.problem) from None
         batch = batches[line.kind]
-        if batch.add(seq, location, values):
+        batch.rows.append((seq, location, *values))
+        characters += sum([len(value) for value in values if type(value) is str])
+        if len(batch.rows) >= BATCH_ROWS:
             batch.flush(conn)
+        if characters >= BATCH_CHARACTERS:  # a few long texts: write every kind's rows now
+            for each in batches.values():
+                each.flush(conn)
+            characters = 0
         if seq % 1000 == 0:
             progress.update(seq, source.fraction_read())
     for batch in batches.values():
@@ -82,18 +89,10 @@ class _Batch:
         columns = kind.staged_columns
         self.sql = f"INSERT INTO {kind.stage} (seq, location, {', '.join(columns)}) VALUES (?, ?{', ?' * len(columns)})"
         self.rows: list[Staged] = []
-        self.characters = 0
         self.count = 0
-
-    def add(self, seq: int, location: str, values: Staged) -> bool:
-        """Queue a row; True when the batch is full."""
-        self.rows.append((seq, location, *values))
-        self.count += 1
-        self.characters += sum(len(value) for value in values if isinstance(value, str))
-        return len(self.rows) >= BATCH_ROWS or self.characters >= BATCH_CHARACTERS
 
     def flush(self, conn: sqlite3.Connection) -> None:
         if self.rows:
             conn.executemany(self.sql, self.rows)
+            self.count += len(self.rows)
             self.rows.clear()
-            self.characters = 0
