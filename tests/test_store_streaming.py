@@ -25,9 +25,10 @@ from jsonl_graph import (
 from server.contracts.interchange import LINE
 from server.contracts.interchange import Line as LineModel
 from server.store import merge, staging
-from server.store.errors import ImportRejected
+from server.store.errors import ImportRejected, StoreError
 from server.store.exporter import export_file
 from server.store.importer import import_file, import_lines
+from server.store.jsonl import JsonlSource
 from server.store.migrate import migrate, open_store
 
 EVENTS = 3_000
@@ -236,3 +237,21 @@ def test_a_large_export_round_trips_to_the_same_bytes(migrated_db: Path, tmp_pat
 
     assert first.read_bytes() == second.read_bytes()
     assert content(copy) == content(migrated_db)
+
+
+def test_an_import_while_another_writer_holds_the_lock_fails_cleanly(migrated_db: Path, tmp_path: Path) -> None:
+    graph = write_jsonl(tmp_path / "g.jsonl", small_graph())
+    other = sqlite3.connect(migrated_db, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        conn = open_store(migrated_db, write=True)
+        conn.execute("PRAGMA busy_timeout = 100")
+        try:
+            with pytest.raises(StoreError, match=r"import aborted, nothing was written: .*database is locked"):
+                import_lines(conn, migrated_db, JsonlSource(graph))
+        finally:
+            conn.close()
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert import_file(migrated_db, graph).total == len(small_graph())

@@ -81,14 +81,15 @@ def import_lines(
     progress = progress or Progress.silent()
     for pragma in IMPORT_PRAGMAS:
         conn.execute(pragma)
-    conn.execute("BEGIN IMMEDIATE")
     try:
+        conn.execute("BEGIN IMMEDIATE")  # the write lock for the whole import; readers go on (WAL)
         counts = stage(conn, source, progress)
         written, unchanged = merge(conn, counts, progress)
         if dry_run:
             conn.execute("ROLLBACK")
         else:
-            # Bulk maintenance of derived data (e.g. a search index) for the rows just written goes here.
+            # Bulk maintenance of derived data (e.g. a search index) for the rows just written goes
+            # here; `temp.stage_<kind>` rows with `skip = 0` are exactly the lines written.
             conn.execute("COMMIT")
     except sqlite3.Error as exc:
         raise StoreError(f"import aborted, nothing was written: {database}: {exc}") from None
