@@ -366,7 +366,7 @@ def test_stories_and_experiences_are_read_ready_for_their_line_kinds(app: Path) 
 def test_items_name_the_table_and_row_they_came_from(app: Path) -> None:
     places = {
         (line.kind, getattr(line, "id", None)): where
-        for where, line in GoodBuddySource(app).items()
+        for where, line in GoodBuddySource(app)
         if not isinstance(line, Retired)
     }
 

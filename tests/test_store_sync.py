@@ -101,7 +101,7 @@ def test_one_object_twice_in_one_sync_with_other_content_is_refused(migrated_db:
     with pytest.raises(ImportRejected) as caught:
         sync(migrated_db, twice)
 
-    assert caught.value.where == f"row {len(twice)}"
+    assert caught.value.location == f"row {len(twice)}"
     assert "already defined by row" in caught.value.problem
 
 

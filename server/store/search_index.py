@@ -1,19 +1,19 @@
 """Bulk maintenance of the search index (migrations/0003): collect during a load, rebuild once at the end.
 
 Outside a bulk load the schema's triggers rebuild every touched item at once, computing the CJK grams
-in SQL. Inside `deferred_index(conn)`, writes only collect the items they touch; on leaving it the
+in SQL. After `defer(conn)`, writes only collect the items they touch; `rebuild(conn)` then has the
 triggers rebuild them all in one pass, and this module computes their grams in Python (an order of
 magnitude faster than SQL, which has to step through the text one character at a time) and puts
-them into the FTS index. The grams are the same either way (tests/test_search_index.py checks it).
+them into the FTS index. The grams are the same either way (tests/test_search_rank.py checks it).
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Final
+
+from server.store.progress import Progress
 
 # The blocks of the search_cjk table: kana, CJK ideographs (extension A, the unified block,
 # compatibility ideographs, the supplementary planes), Hangul syllables.
@@ -27,6 +27,7 @@ FLUSH: Final = "INSERT INTO search_refresh (object_type) VALUES (NULL)"
 WITHOUT_GRAMS: Final = """
 SELECT item_id, hi, lo FROM search_items WHERE hi_grams IS NULL AND item_id > :after ORDER BY item_id LIMIT :limit
 """
+COUNT_WITHOUT_GRAMS: Final = "SELECT count(*) FROM search_items WHERE hi_grams IS NULL"
 SET_GRAMS: Final = "UPDATE search_items SET hi_grams = ?, lo_grams = ? WHERE item_id = ?"
 INDEX_ITEM: Final = "INSERT INTO search_fts (rowid, hi, lo, hi_grams, lo_grams) VALUES (?, ?, ?, ?, ?)"
 
@@ -41,30 +42,25 @@ def grams(text: str) -> str:
     return "".join(sorted(found))
 
 
-@contextmanager
-def deferred_index(conn: sqlite3.Connection) -> Iterator[None]:
-    """Inside an open write transaction: collect touched items, rebuild them once on a normal exit.
-
-    On an exception nothing is rebuilt; the caller's rollback also restores the mode.
-    """
-    defer(conn)
-    yield
-    rebuild(conn)
-
-
 def defer(conn: sqlite3.Connection) -> None:
     """From now on writes only collect the items they touch (until `rebuild`)."""
     conn.execute(SET_MODE, {"mode": "deferred"})
 
 
-def rebuild(conn: sqlite3.Connection) -> None:
+def rebuild(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
     """Rebuild every collected item (best inside one transaction), then rebuild items at once again."""
+    progress = progress or Progress.silent()
+    progress.phase("indexing", "items")
     conn.execute(SET_MODE, {"mode": "flush"})
     conn.execute(FLUSH)
-    after = 0
+    progress.expect(conn.execute(COUNT_WITHOUT_GRAMS).fetchone()[0])
+    after = done = 0
     while rows := conn.execute(WITHOUT_GRAMS, {"after": after, "limit": BATCH}).fetchall():
         computed = [(item_id, hi, lo, grams(hi), grams(lo)) for item_id, hi, lo in rows]
         conn.executemany(SET_GRAMS, [(hi_g, lo_g, item_id) for item_id, _, _, hi_g, lo_g in computed])
         conn.executemany(INDEX_ITEM, computed)
         after = rows[-1][0]
+        done += len(rows)
+        progress.update(done)
     conn.execute(SET_MODE, {"mode": "immediate"})
+    progress.finish()
