@@ -47,7 +47,7 @@ __all__ = [
 IMPORT_PRAGMAS: Final = (
     "PRAGMA temp_store = FILE",
     "PRAGMA temp.page_size = 65536",  # fewer, larger reads and writes of the staging file
-    "PRAGMA cache_size = -131072",  # KiB: 128 MiB for the database
+    "PRAGMA cache_size = -65536",  # KiB: 64 MiB for the database
     "PRAGMA temp.cache_size = -32768",  # KiB: 32 MiB for the staging tables
 )
 
