@@ -168,7 +168,7 @@ async def read(
         else:
             text = None
 
-        coverage = await read_coverage(conn, memo, scope.key, scope.revision, ["source_reference"])
+        coverage = await read_coverage(conn, memo, scope.key, scope.revision)
         common = _common(reference, source, scope, args, coverage, read_at, kinds, versions, version_count, in_scope)
         object_revision = _object_revision(reference, state)
         if text is None:

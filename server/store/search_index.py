@@ -61,6 +61,15 @@ def grams(text: str) -> str:
     return "".join([gram + (BIGRAM_PAD if len(gram) == 2 else UNIGRAM_PAD) for gram in sorted(found)])
 
 
+@contextmanager
+def deferred_index(conn: sqlite3.Connection) -> Iterator[None]:
+    """For a bulk writer inside an open write transaction: collect touched items, rebuild them once on a
+    normal exit. On an exception nothing is rebuilt; the caller's rollback also restores the mode."""
+    defer(conn)
+    yield
+    rebuild(conn)
+
+
 def defer(conn: sqlite3.Connection) -> None:
     """From now on writes only collect the items they touch (until `rebuild`)."""
     conn.execute(SET_MODE, {"mode": "deferred"})
