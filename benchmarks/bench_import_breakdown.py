@@ -51,8 +51,7 @@ TRIGGERS: Final = {
 
 
 def cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return time.process_time()
 
 
 def peak_rss_mib() -> float:
@@ -146,7 +145,6 @@ def breakdown_run(jsonl: Path, db: Path) -> None:
     timers = Timers()
     for name in ("_retire", "_index", "_repeats", "_stored", "_links", "_insert", "_after"):
         timers.wrap(merge, name, f"merge: {name.strip('_')}")
-    timers.wrap(search_index, "grams", "index: grams (Python)")
     conn = open_store(db, write=True)
     phases: list[tuple[str, float, float, float]] = []
     c_start, w_start = cpu(), time.perf_counter()
@@ -166,7 +164,7 @@ def breakdown_run(jsonl: Path, db: Path) -> None:
     merged = phase("merge", lambda: merge.merge(conn, counts, Progress.silent(), None))
     with search_index.rebuild_settings(conn):
         phase("index: stage items (SQL)", lambda: _stage_items(conn))
-        phase("index: grams (Python + insert)", lambda: _grams(conn))
+        phase("index: grams (Python)", lambda: _grams(conn))
         body = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'search_apply_now'").fetchone()[0]
         statements = [s.strip() for s in re.split(r";\s*\n", body[body.index("BEGIN") + 5 : body.rindex("END")])]
         for statement in filter(None, statements):
@@ -186,8 +184,6 @@ def breakdown_run(jsonl: Path, db: Path) -> None:
             _sub(timers, ("read, parse, validate",), c, w)
         if name == "merge":
             _sub(timers, [key for key in timers.cpu if key.startswith("merge: ")], c, w)
-        if name.startswith("index: grams"):
-            _sub(timers, ("index: grams (Python)",), c, w)
     print(
         f"{'total':<48} {total_cpu:8.1f} {total_wall:8.1f} {peak_rss_mib():13.0f}   "
         f"{lines / total_wall:,.0f} lines/s wall, {lines / total_cpu:,.0f} lines per CPU-second"

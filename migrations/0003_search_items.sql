@@ -172,7 +172,8 @@ CREATE TABLE search_grams (
 
 -- What is searchable: one row per non-empty field of each item named in search_dirty. This is
 -- the one place that says which fields of which table are searched, with which weight; a later
--- object type adds its branch here. `other_row` is 1 for rows that are not the object's own.
+-- object type adds its branch here. `seq` numbers the item in search_dirty; `other_row` is 1 for
+-- rows that are not the object's own.
 CREATE VIEW search_fields (seq, object_type, object_id, result_key, scope_key, other_row, field, weight, body,
                            event_time_start, event_time_end, recorded_at, is_leaf) AS
 SELECT d.seq, 'story_line', s.id, '', s.scope_key, 0, 'topic', 3, s.topic, NULL, NULL, s.recorded_at, 0
@@ -255,7 +256,8 @@ UNION ALL
 -- A successful leaf's independent description of an object, under the leaf's result.
 SELECT d.seq, f.object_type, f.object_id, l.result_id, f.scope_key, 1, 'leaf:' || f.owner_id, 1, f.description, NULL,
        NULL, l.recorded_at, 1
-  FROM search_dirty AS d JOIN fact_links AS f ON f.object_id = d.object_id AND f.object_type = d.object_type
+  FROM search_dirty AS d  -- CROSS JOIN: from each dirty item, never a scan of every leaf's facts
+  CROSS JOIN fact_links AS f ON f.object_id = d.object_id AND f.object_type = d.object_type
   JOIN leaves AS l ON l.id = f.owner_id AND l.result_id = d.result_key
  WHERE f.owner_type = 'leaf';
 
@@ -265,11 +267,14 @@ SELECT d.seq, f.object_type, f.object_id, l.result_id, f.scope_key, 1, 'leaf:' |
 CREATE VIEW search_item_rows (seq, object_type, object_id, result_key, scope_key, prefix, code,
                               event_time_start, event_time_end, review_generated_at, recorded_at,
                               hi, lo, hi_fields, lo_fields) AS
-SELECT a.seq, a.object_type, a.object_id, a.result_key, a.scope_key, (n.num << 1) | (1 - a.other_row), t.code,
+SELECT d.seq, d.object_type, d.object_id, d.result_key, a.scope_key, (n.num << 1) | (1 - a.other_row), t.code,
        a.event_time_start, a.event_time_end,
-       (SELECT r.review_generated_at FROM results AS r WHERE r.id = a.result_key AND a.result_key <> ''),
+       (SELECT r.review_generated_at FROM results AS r WHERE r.id = d.result_key AND d.result_key <> ''),
        a.recorded_at, a.hi, a.lo, a.hi_fields, a.lo_fields
-  FROM (SELECT seq, object_type, object_id, result_key, min(scope_key) AS scope_key, min(other_row) AS other_row,
+  -- Fields are sorted and grouped by the dirty item's number only, carrying no more than the
+  -- aggregates need (the item's key is read back from search_dirty): the sort is a bulk rebuild's
+  -- largest cost.
+  FROM (SELECT seq, min(scope_key) AS scope_key, min(other_row) AS other_row,
                min(event_time_start) AS event_time_start,
                max(coalesce(event_time_end, event_time_start)) AS event_time_end,
                coalesce(max(CASE WHEN is_leaf = 0 THEN recorded_at END), max(recorded_at)) AS recorded_at,
@@ -277,12 +282,14 @@ SELECT a.seq, a.object_type, a.object_id, a.result_key, a.scope_key, (n.num << 1
                coalesce(group_concat(CASE WHEN weight <> 3 THEN text END, ''), '') AS lo,
                coalesce(group_concat(CASE WHEN weight = 3 THEN field || char(1, 1) END, ''), '') AS hi_fields,
                coalesce(group_concat(CASE WHEN weight <> 3 THEN field || char(1, 1) END, ''), '') AS lo_fields
-          FROM (SELECT *, replace(replace(body, char(1), ''), char(2), '') || char(1, 1) AS text
+          FROM (SELECT seq, scope_key, other_row, field, weight, event_time_start, event_time_end, recorded_at,
+                       is_leaf, replace(replace(body, char(1), ''), char(2), '') || char(1, 1) AS text
                   FROM search_fields WHERE body IS NOT NULL AND body <> ''
                  ORDER BY seq, weight DESC, field)
          GROUP BY seq) AS a
+  JOIN search_dirty AS d ON d.seq = a.seq
   JOIN search_scopes AS n ON n.scope_key = a.scope_key
-  JOIN search_types AS t ON t.object_type = a.object_type;
+  JOIN search_types AS t ON t.object_type = d.object_type;
 
 -- search_apply: a row here (INSERT) writes the staged rows of the dirty items into the index.
 CREATE VIEW search_apply (x) AS SELECT NULL WHERE 0;
@@ -290,13 +297,13 @@ CREATE TRIGGER search_apply_now INSTEAD OF INSERT ON search_apply BEGIN
   -- Out of the FTS index go the old entries (an item without grams was never put in).
   INSERT INTO search_fts (search_fts, rowid, hi, lo, hi_grams, lo_grams)
   SELECT 'delete', i.item_id, i.hi, i.lo, i.hi_grams, i.lo_grams
-    FROM search_dirty AS d
-    JOIN search_items AS i ON i.object_type = d.object_type AND i.object_id = d.object_id AND i.result_key = d.result_key
+    FROM search_dirty AS d  -- CROSS JOIN here and below: from the dirty items, never a scan of the index
+    CROSS JOIN search_items AS i ON i.object_type = d.object_type AND i.object_id = d.object_id AND i.result_key = d.result_key
    WHERE i.hi_grams IS NOT NULL;
   -- An item with no text left goes; one whose scope or own-row flag changed moves to a new id.
   DELETE FROM search_items
    WHERE item_id IN (SELECT i.item_id FROM search_dirty AS d
-                       JOIN search_items AS i
+                       CROSS JOIN search_items AS i
                          ON i.object_type = d.object_type AND i.object_id = d.object_id AND i.result_key = d.result_key
                        LEFT JOIN search_stage AS s ON s.seq = d.seq
                       WHERE s.seq IS NULL OR s.prefix <> i.item_id >> 42);

@@ -2,7 +2,8 @@
 
 On a terminal: one bar per phase, redrawn in place a few times a second. Otherwise (a log file, a
 pipe, CI): a plain line every few seconds with the objects done, the rate and the time elapsed,
-and a closing line for a phase that printed any.
+and a closing line for a phase that printed any. A phase without a unit counts nothing (one long
+database statement): it shows only the time elapsed.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ class Progress:
         """The current phase's total, once it is known."""
         self.total = total
 
+    def tick(self) -> None:
+        """Nothing new is done yet, but time goes on: show it (a long statement calls this)."""
+        self.update(self.done, self.fraction)
+
     def update(self, done: int, fraction: float | None = None) -> None:
         """`done` objects so far; `fraction` (0..1) when the total is not a count (e.g. bytes read)."""
         self.done, self.fraction = done, fraction
@@ -84,7 +89,13 @@ class Progress:
         elapsed = now - self.started
         rate = self.done / elapsed if elapsed > 0 else 0.0
         share = self._share()
-        if self.bar:
+        if not self.unit:  # nothing counted: the time is all there is to show
+            if self.bar:
+                self.stream.write(f"\r{self.label}: {self.name} {_clock(elapsed)}\x1b[K" + ("\n" if closing else ""))
+            else:
+                state = "done" if closing else "running"
+                self.stream.write(f"{self.label}: {self.name}: {state}, {elapsed:.1f} s elapsed\n")
+        elif self.bar:
             filled = round(BAR_WIDTH * (share or 0.0))
             percent = "" if share is None else f" {share:4.0%}"
             text = (

@@ -23,6 +23,8 @@ from server.store.progress import Progress
 CJK_RUN: Final = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0003134f]+")
 UNIGRAM_PAD: Final = "\x02\x02"
 BIGRAM_PAD: Final = "\x02"
+TICK_INSTRUCTIONS: Final = 1_000_000
+"""SQLite steps between progress ticks during the rebuild's long statements (a few ms each)."""
 BATCH: Final = 50_000
 """Stage numbers whose grams are computed per statement (progress moves between statements)."""
 
@@ -79,7 +81,8 @@ def rebuild(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
     """Rebuild every collected item (best inside one transaction), then rebuild items at once again.
 
     The schema stages the items' rows (mode 'flush'), this computes their grams, and the schema then
-    applies the rows with those grams to `search_items` and the FTS index (`search_apply`).
+    applies the rows with those grams to `search_items` and the FTS index (`search_apply`). Progress:
+    the items as their grams are computed ("indexing"), then the time the index writes take.
     """
     progress = progress or Progress.silent()
     progress.phase("indexing", "items")
@@ -87,12 +90,22 @@ def rebuild(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
         conn.execute(SET_MODE, {"mode": "immediate"})
         progress.finish()
         return
-    with rebuild_settings(conn):
-        conn.execute(SET_MODE, {"mode": "flush"})
-        conn.execute(FLUSH)
-        add_grams(conn, progress)
-        conn.execute(APPLY)
-        conn.execute(SET_MODE, {"mode": "immediate"})
+
+    def tick() -> int:
+        progress.tick()
+        return 0  # go on
+
+    conn.set_progress_handler(tick, TICK_INSTRUCTIONS)
+    try:
+        with rebuild_settings(conn):
+            conn.execute(SET_MODE, {"mode": "flush"})
+            conn.execute(FLUSH)
+            add_grams(conn, progress)
+            progress.phase("writing the index", "")
+            conn.execute(APPLY)
+            conn.execute(SET_MODE, {"mode": "immediate"})
+    finally:
+        conn.set_progress_handler(None, 0)
     progress.finish()
 
 

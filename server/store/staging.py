@@ -76,7 +76,8 @@ def stage(conn: sqlite3.Connection, source: Source, progress: Progress, *, sync:
         location = location_of(where)
         if isinstance(line, Retired):
             if not sync:
-                raise ImportRejected(location, "", f"only a sync import can retire a {line.kind}")
+                problem = f"{line.kind} {'/'.join(line.key)!r} is retired, but only a sync import can retire objects"
+                raise ImportRejected(location, "", problem)
             row = (seq, location, line.kind, orjson.dumps(line.key).decode(), line.reason)
             conn.execute(f"INSERT INTO {RETIRED} VALUES (?, ?, ?, ?, ?)", row)
             continue
