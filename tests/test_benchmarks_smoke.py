@@ -115,3 +115,14 @@ def test_bench_import_imports_a_generated_file(cache: Path) -> None:
     out = run("bench_import.py", "--sizes", OBJECTS, "--cache-dir", str(cache))
     assert "importer said: imported" in out
     assert table_rows(out, "2k"), out
+
+
+def test_bench_import_breakdown_names_every_part(tmp_path: Path) -> None:
+    graph = tmp_path / "graph.jsonl"
+    run("make_jsonl.py", str(graph), "--objects", OBJECTS)
+    plain = run("bench_import_breakdown.py", str(graph))
+    out = run("bench_import_breakdown.py", str(graph), "--breakdown", "--drop-triggers", "revision")
+    assert "lines per CPU-second" in plain and "peak RSS" in plain
+    for part in ("read and stage", "merge: insert", "index: stage items (SQL)", "index: grams (Python)", "commit"):
+        assert part in out, part
+    assert "index: apply: INSERT INTO search_fts" in out and "total" in out

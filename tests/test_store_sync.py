@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonl_graph import ALPHA_KEY, Line, by_id, dump, revisions, small_graph
+from jsonl_graph import ALPHA_KEY, Line, by_id, dump, revisions, small_graph, story_graph
 
 from server.store.errors import ImportRejected
 from server.store.importer import ImportItem, ImportReport, import_items
@@ -101,7 +101,7 @@ def test_one_object_twice_in_one_sync_with_other_content_is_refused(migrated_db:
     with pytest.raises(ImportRejected) as caught:
         sync(migrated_db, twice)
 
-    assert caught.value.where == f"row {len(twice)}"
+    assert caught.value.location == f"row {len(twice)}"
     assert "already defined by row" in caught.value.problem
 
 
@@ -132,3 +132,29 @@ def test_an_append_import_still_refuses_changed_content(migrated_db: Path) -> No
 
     with pytest.raises(ImportRejected, match="event 'ev-1' is already defined by the database"):
         import_items(migrated_db, items(changed("ev-1", title="Other")))
+
+
+def test_only_a_sync_can_retire(migrated_db: Path) -> None:
+    import_items(migrated_db, items(small_graph()))
+    before = dump(migrated_db)
+
+    with pytest.raises(ImportRejected, match="'ev-2' is retired, but only a sync import can retire") as caught:
+        import_items(migrated_db, [("table x row id=ev-2", Retired("event", ("ev-2",), "superseded"))])
+
+    assert caught.value.location == "table x row id=ev-2"
+    assert dump(migrated_db) == before
+
+
+def test_a_changed_story_is_updated_in_place_and_keeps_its_links(migrated_db: Path) -> None:
+    graph = story_graph()
+    sync(migrated_db, graph)
+    renamed = [{**line, "name": "Session cache, phase 2"} if line.get("id") == "st-feature" else line for line in graph]
+
+    report = sync(migrated_db, renamed)
+
+    assert report.updated == {"story": 1} and report.total == 0
+    assert rows(migrated_db, "SELECT name FROM stories WHERE id = 'st-feature'") == [("Session cache, phase 2",)]
+    assert rows(migrated_db, "SELECT count(*) FROM story_events WHERE story_id = 'st-feature'") == [(1,)]
+    assert rows(migrated_db, "SELECT hi FROM search_items WHERE object_id = 'st-feature'") == [
+        ("Session cache, phase 2\x01\x01",)
+    ]
