@@ -87,12 +87,6 @@ async def resolve_page_scope(
     return scope
 
 
-async def check_readable(conn: aiosqlite.Connection, grant: Grant, scope: GlobalScope | ProjectsScope) -> None:
-    """Every project must exist, be active and be granted; Global must be granted. One answer for all failures."""
-    if not await is_readable(conn, grant, scope):
-        raise scope_unavailable()
-
-
 async def is_readable(conn: aiosqlite.Connection, grant: Grant, scope: GlobalScope | ProjectsScope) -> bool:
     """Whether this caller may read the scope at all (granted, and every project exists and is active)."""
     if not grant.allows(scope):
