@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from server.contracts.base import GlobalScope, ProjectsScope
 from server.contracts.interchange import ExperienceEventLine, ExperienceLine, StoryEventLine, StoryLine
@@ -39,7 +39,13 @@ INSERT_EXPERIENCE_EVENT: Final = (
     " VALUES (:experience_id, :event_id, :role, :scope_key, :event_scope_key, :note)"
 )
 STORY_LEVEL: Final = "SELECT level FROM stories WHERE id = :id"
-PRIMARY_STORY: Final = "SELECT story_id FROM story_events WHERE event_id = :id AND is_primary = 1"
+STORY_SCOPE: Final = "SELECT scope_key FROM stories WHERE id = :id"
+EXPERIENCE_SCOPE: Final = "SELECT scope_key FROM experiences WHERE id = :id"
+DROP_STORY_LINKS: Final = "DELETE FROM story_events WHERE story_id = :id"
+DROP_EXPERIENCE_LINKS: Final = "DELETE FROM experience_events WHERE experience_id = :id"
+PRIMARY_STORY: Final = (
+    "SELECT story_id FROM story_events WHERE event_id = :id AND is_primary = 1 AND story_id <> :story"
+)
 # Whether scope :inner lies within scope :outer (the rule of the `scope_within` view in migrations/0003).
 WITHIN: Final = "SELECT 1 FROM scope_within WHERE inner_key = :inner AND outer_key = :outer"
 FORMED_COUNT: Final = "SELECT count(*) FROM experience_events WHERE experience_id = :id AND role = 'formed'"
@@ -58,6 +64,11 @@ class StoryKinds(ABC):
     conn: sqlite3.Connection
     origin: dict[tuple[str, Key], Where]
     deferred: list[Callable[[], object]]
+    replacing: bool
+    """Sync mode is rewriting a stored object in place (server/store/sync.py)."""
+
+    @abstractmethod
+    def _exec(self, sql: str, params: dict[str, Any]) -> None: ...
 
     @abstractmethod
     def _declared_scope(self, number: Where, scope: GlobalScope | ProjectsScope) -> str: ...
@@ -77,7 +88,9 @@ class StoryKinds(ABC):
                 self._parent_feature(number, parent, scope)
             else:  # a thread may come before its feature: check once every line is in
                 self.deferred.append(lambda: self._parent_feature(number, parent, scope))
-        self.conn.execute(INSERT_STORY, line.model_dump() | {"scope_key": scope})
+        if self.replacing:
+            self._rescope(STORY_SCOPE, DROP_STORY_LINKS, line.id, scope)
+        self._exec(INSERT_STORY, line.model_dump() | {"scope_key": scope})
 
     def _parent_feature(self, number: Where, parent: str, scope: str) -> None:
         self._scope_of(number, "parent_story_id", "story", parent, scope, "thread")
@@ -99,7 +112,7 @@ class StoryKinds(ABC):
                     f"story {line.story_id!r} is a cross-project story, which is never an event's primary story;"
                     " link it with primary false and make a feature or thread the primary story",
                 )
-            other = self.conn.execute(PRIMARY_STORY, {"id": line.event_id}).fetchone()
+            other = self.conn.execute(PRIMARY_STORY, {"id": line.event_id, "story": line.story_id}).fetchone()
             if other is not None:
                 first = self.origin.get(("story_event", (other[0], line.event_id)))
                 where = f"line {first}" if first is not None else "the database"
@@ -110,11 +123,13 @@ class StoryKinds(ABC):
                     " an event has at most one primary story: link this one with primary false",
                 )
         row = line.model_dump() | {"scope_key": scope, "event_scope_key": event_scope}
-        self.conn.execute(INSERT_STORY_EVENT, row)
+        self._exec(INSERT_STORY_EVENT, row)
 
     def _experience(self, number: Where, line: ExperienceLine) -> None:
         scope = self._declared_scope(number, line.scope)
-        self.conn.execute(INSERT_EXPERIENCE, line.model_dump() | {"scope_key": scope})
+        if self.replacing:
+            self._rescope(EXPERIENCE_SCOPE, DROP_EXPERIENCE_LINKS, line.id, scope)
+        self._exec(INSERT_EXPERIENCE, line.model_dump() | {"scope_key": scope})
         # Its formed events come in later lines: check them once every line is in.
         self.deferred.append(lambda: self._formed_in_scope(number, line.id, scope))
 
@@ -141,9 +156,13 @@ class StoryKinds(ABC):
     def _experience_event(self, number: Where, line: ExperienceEventLine) -> None:
         scope = self._scope_of(number, "experience_id", "experience", line.experience_id)
         event_scope = self._event_within(number, "event_id", line.event_id, scope, "experience")
-        self.conn.execute(
-            INSERT_EXPERIENCE_EVENT, line.model_dump() | {"scope_key": scope, "event_scope_key": event_scope}
-        )
+        self._exec(INSERT_EXPERIENCE_EVENT, line.model_dump() | {"scope_key": scope, "event_scope_key": event_scope})
+
+    def _rescope(self, scope_sql: str, drop_links_sql: str, owner: str, scope: str) -> None:
+        """Sync mode: a story or experience moving to another scope (a cross story that now spans one more
+        project) first loses its stored links, which name its old scope; the sync's lines write them again."""
+        if self.conn.execute(scope_sql, {"id": owner}).fetchone()[0] != scope:
+            self.conn.execute(drop_links_sql, {"id": owner})
 
     def _event_within(self, number: Where, name: str, event: str, scope: str, owner: str) -> str:
         """The scope of an event a story or experience names; it must lie within the owner's scope."""

@@ -243,6 +243,7 @@ class _Import(StoryKinds):
                     for where, item in items:
                         if isinstance(item, Retired):
                             self.retired += sync.retire(self.conn, where, item)
+                    self.retired += sync.drop_unlisted_links(self.conn, (line for _, line in lines))
                 for number, line in ordered:
                     self._line(number, line)
                 # Links that may point forward (to a later kind or a later line of the same kind).
