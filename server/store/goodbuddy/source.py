@@ -12,7 +12,7 @@ from server.store.errors import DatabaseUnusable
 from server.store.goodbuddy import facts, reviews
 from server.store.goodbuddy.database import open_app_database
 from server.store.goodbuddy.state import Seen
-from server.store.goodbuddy.stories import count_stories_and_experiences
+from server.store.goodbuddy.story_mapping import read_stories_and_experiences
 from server.store.importer import ImportItem, ImportReport, import_items
 from server.store.notes import Notes
 from server.store.sync import SyncPolicy
@@ -46,7 +46,7 @@ class GoodBuddySource:
 
 def read(conn: sqlite3.Connection, seen: Seen) -> list[ImportItem]:
     """Every object of the snapshot; each reader relies on the ids the readers before it have seen."""
-    items = [
+    return [
         *reviews.read_projects(conn, seen),
         *reviews.read_scopes_results_and_story_lines(conn, seen),
         *reviews.read_sources(conn, seen),
@@ -55,11 +55,8 @@ def read(conn: sqlite3.Connection, seen: Seen) -> list[ImportItem]:
         *facts.read_changes(conn, seen),
         *facts.read_relations(conn, seen),
         *facts.read_memory(conn, seen),
+        *read_stories_and_experiences(conn, seen),
     ]
-    stories, experiences = count_stories_and_experiences(conn)
-    seen.notes.add("stories (read, not imported: this build stores no story objects yet)", stories)
-    seen.notes.add("experiences (read, not imported: this build stores no experience objects yet)", experiences)
-    return items
 
 
 def import_goodbuddy(db_path: Path, app_path: Path) -> tuple[ImportReport, list[str]]:
