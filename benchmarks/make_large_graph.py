@@ -2,7 +2,7 @@
 
     python benchmarks/make_large_graph.py /tmp/sg-1m.db --objects 1000000
 
-The database is created with the real migrations (`server.store.migrate.migrate`), then filled with
+The database is created with the real migrations (`python -m server db migrate`), then filled with
 raw SQL `executemany` inserts in a few big transactions. The schema's own triggers maintain the search
 index (`search_docs`, `search_fts`) and the per-scope data revisions, exactly as for any other writer;
 nothing here writes to the index directly.
@@ -23,6 +23,9 @@ plus marker words at fixed frequencies so that some queries have few hits:
 | `xylophone` | event descriptions, every 20,000th event | ~18 |
 | `麒麟` | event titles, every 25,000th event | ~14 |
 | `moderato` | event descriptions, every 200th event | ~1,800 |
+
+On top of the objects, `graph_plants.py` plants what the benchmarks and the relevance set need (a big
+neighbourhood, a big story line, a big source, identifier targets, decision stories, ops chatter).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import random
 import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -38,20 +42,46 @@ from pathlib import Path
 from typing import Final
 
 import orjson
+from graph_plants import Plan, plant
+from graph_text import (
+    CHANGE_TYPES,
+    CONFIRMATION,
+    ENTITY_TYPES,
+    EPOCH_SPAN,
+    EPOCH_START,
+    EVENT_TYPES,
+    RELATION_TYPES,
+    Text,
+    iso,
+)
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from server.store import search_index  # noqa: E402
-from server.store.migrate import migrate  # noqa: E402
+from server.store import search_index  # noqa: E402  (the bulk rebuild any bulk writer may use)
 
 DEFAULT_OBJECTS: Final = 1_000_000
 DEFAULT_RESULTS: Final = 2_000
 DEFAULT_SEED: Final = 20260801
+DEFAULT_SOURCE_CODE_POINTS: Final = 10_000_000
+GRAPH_VERSION: Final = 3
+"""Bump when the generated rows change, so cached graphs (bench_common.ensure_graph) are rebuilt."""
 BATCH: Final = 100_000
 """Rows per transaction."""
 
+SEARCHABLE_TABLES: Final = frozenset(
+    {
+        "story_lines",
+        "events",
+        "entities",
+        "entity_revisions",
+        "entity_changes",
+        "relations",
+        "summaries",
+        "source_references",
+    }
+)
 BIG_PROJECT: Final = "big"
 SMALL_PROJECT: Final = "small"
 
@@ -89,65 +119,12 @@ BIG_SCOPE: Final = SCOPES[0].key
 SMALL_SCOPE: Final = SCOPES[4].key
 
 
-def _words(text: str) -> tuple[str, ...]:
-    return tuple(text.split())
-
-
-# A skewed vocabulary: earlier words are drawn more often.
-ENGLISH: Final = _words(
-    """
-    cache decision session plan review schedule latency index sync migration rollback deploy token queue retry budget
-    owner storage design test release metric alert client server api schema backup replica shard timeout quota
-    cluster worker batch stream export import audit policy
-    """
-)
-CHINESE: Final = _words(
-    """
-    方案 会话缓存 回顾调度 决定 讨论 上线 回滚 测试 性能 索引 同步 迁移
-    数据库 接口 用户 配置 监控 告警 预算 风险 容量 延迟 发布 评审
-    """
-)
-VOCABULARY: Final = tuple(w for pair in zip(ENGLISH, CHINESE, strict=False) for w in pair) + tuple(
-    ENGLISH[len(CHINESE) :]
-)
-WEIGHTS: Final = tuple(1.0 / (rank + 3) for rank in range(len(VOCABULARY)))
-EVENT_TYPES: Final = ("decision", "discussion", "change", "milestone", "issue", "verification")
-CHANGE_TYPES: Final = ("proposed", "added", "verified", "revised", "contrasts", "removed")
-RELATION_TYPES: Final = ("supports", "depends-on", "contrasts", "related", "revised", "replaces")
-ENTITY_TYPES: Final = ("concept", "decision", "option", "preference", "issue", "task")
-CONFIRMATION: Final = ("automatic", "automatic", "automatic", "confirmed", "user-edited")
 RARE_EN: Final = ("xylophone", 20_000, 11)
 """(word, every n-th event, offset): in the event description."""
 RARE_ZH: Final = ("麒麟", 25_000, 13)
 """In the event title."""
 MEDIUM_EN: Final = ("moderato", 200, 17)
 """In the event description."""
-
-EPOCH_START: Final = 1_704_067_200  # 2024-01-01T00:00:00Z
-EPOCH_SPAN: Final = 2 * 365 * 86_400
-
-
-def iso(seconds: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(seconds))
-
-
-class Text:
-    """Deterministic mixed-language text from the skewed vocabulary."""
-
-    def __init__(self, rng: random.Random) -> None:
-        self.rng = rng
-
-    def words(self, low: int, high: int) -> str:
-        count = self.rng.randint(low, high)
-        picked = self.rng.choices(VOCABULARY, weights=WEIGHTS, k=count)
-        out: list[str] = []
-        for word in picked:
-            # Chinese words after Chinese words are sometimes written without a space.
-            if out and not word.isascii() and not out[-1][-1].isascii() and self.rng.random() < 0.5:
-                out[-1] += word
-            else:
-                out.append(word)
-        return " ".join(out)
 
 
 @dataclass
@@ -170,10 +147,15 @@ class BuildReport:
     seconds: float
     counts: dict[str, int]
     size_bytes: int
+    planted: int = 0
+    """Searchable objects planted on top of `objects` (graph_plants.py)."""
 
     def lines(self) -> list[str]:
         size = self.size_bytes / 2**20
-        out = [f"built {self.path} ({self.objects:,} objects) in {self.seconds:.1f} s, {size:.0f} MiB"]
+        out = [
+            f"built {self.path} ({self.objects:,} objects + {self.planted:,} planted) in {self.seconds:.1f} s,"
+            f" {size:.0f} MiB"
+        ]
         out += [f"  {table:<20} {count:>12,}" for table, count in self.counts.items()]
         return out
 
@@ -189,9 +171,9 @@ def counts_for(objects: int) -> dict[str, int]:
 
 
 def _split(total: int, minimum: int) -> list[int]:
-    """Split `total` over the scopes by share, each at least `minimum`, adding up exactly."""
+    """Split `total` over the scopes by share, each at least `minimum`, adding up exactly when that is possible."""
     parts = [max(minimum, int(total * s.share)) for s in SCOPES]
-    parts[0] += total - sum(parts)
+    parts[0] = max(minimum, parts[0] + total - sum(parts))  # tiny graphs: a little over `total`
     return parts
 
 
@@ -201,6 +183,7 @@ def build(
     *,
     results: int = DEFAULT_RESULTS,
     seed: int = DEFAULT_SEED,
+    source_code_points: int = DEFAULT_SOURCE_CODE_POINTS,
     progress: Progress | None = None,
 ) -> BuildReport:
     """Create `path` (which must not exist) and fill it. Returns the counts and the build time."""
@@ -208,7 +191,13 @@ def build(
         raise FileExistsError(f"{path} exists; remove it or choose another path")
     say = progress or (lambda _message: None)
     started = time.perf_counter()
-    migrate(path)
+    # The project's own command creates the schema, exactly as a user would.
+    subprocess.run(
+        [sys.executable, "-m", "server", "db", "migrate", "--db", str(path)],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         # Build-time settings only: a crash mid-build leaves a file to delete, not a database to trust.
@@ -218,6 +207,7 @@ def build(
         conn.execute("PRAGMA temp_store = MEMORY")
         search_index.defer(conn)  # the triggers collect the touched items; one rebuild at the end
         _fill(conn, objects, results, seed, say)
+        planted = plant(conn, Plan.for_size(objects, source_code_points), seed, say)
         index_started = time.perf_counter()
         conn.execute("BEGIN")
         search_index.rebuild(conn)
@@ -247,7 +237,8 @@ def build(
     finally:
         conn.close()
     seconds = time.perf_counter() - started
-    return BuildReport(path, objects, seconds, counts, path.stat().st_size)
+    searchable = sum(n for table, n in planted.items() if table in SEARCHABLE_TABLES)
+    return BuildReport(path, objects, seconds, counts, path.stat().st_size, searchable)
 
 
 def _insert(conn: sqlite3.Connection, sql: str, rows: Iterator[Row], say: Progress, label: str) -> int:
@@ -736,6 +727,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--objects", type=int, default=DEFAULT_OBJECTS, help="searchable objects (default 1,000,000)")
     parser.add_argument("--results", type=int, default=DEFAULT_RESULTS, help="review results (default 2,000)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument(
+        "--source-code-points",
+        type=int,
+        default=DEFAULT_SOURCE_CODE_POINTS,
+        help="size of the planted big source (default 10,000,000)",
+    )
     parser.add_argument("--force", action="store_true", help="replace an existing file")
     args = parser.parse_args(argv)
     if args.objects < 1_000:
@@ -743,7 +740,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.force:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{args.path}{suffix}").unlink(missing_ok=True)
-    report = build(args.path, args.objects, results=args.results, seed=args.seed, progress=print)
+    report = build(
+        args.path,
+        args.objects,
+        results=args.results,
+        seed=args.seed,
+        source_code_points=args.source_code_points,
+        progress=print,
+    )
     print("\n".join(report.lines()))
     return 0
 

@@ -60,8 +60,9 @@ DROP TABLE search_fts;
 -- search_docs stays until the backfill below has read the order items were stored in.
 
 -- 'immediate': every write rebuilds its items at once. 'deferred': writes only collect their items
--- in search_dirty (a bulk import). 'flush': a rebuild that leaves the CJK grams and the FTS entries
--- of rebuilt items to the importer (server/store/search_index.py), which computes grams faster.
+-- in search_dirty (a bulk import). 'flush': a rebuild only stages the collected items' rows; the
+-- importer (server/store/search_index.py) computes their CJK grams, which is faster than SQL, and
+-- then applies them (see search_apply below).
 CREATE TABLE search_state (
   id   INTEGER PRIMARY KEY CHECK (id = 1),
   mode TEXT NOT NULL DEFAULT 'immediate' CHECK (mode IN ('immediate', 'deferred', 'flush'))
@@ -110,7 +111,7 @@ CREATE TABLE search_items (
   hi_fields           TEXT NOT NULL,
   lo_fields           TEXT NOT NULL,
   -- Each distinct CJK character followed by two U+0002 and each distinct pair of adjacent CJK
-  -- characters followed by one U+0002: as trigrams they are exact phrases. NULL only inside a flush.
+  -- characters followed by one U+0002: as trigrams they are exact phrases. NULL only while a write is applied.
   hi_grams            TEXT,
   lo_grams            TEXT,
   UNIQUE (object_type, object_id, result_key)
@@ -162,107 +163,118 @@ CREATE TABLE search_stage (
   hi_fields           TEXT NOT NULL,
   lo_fields           TEXT NOT NULL
 ) STRICT;
+-- Grams of staged rows computed by a bulk writer (mode 'flush'); rows without them get SQL grams.
+CREATE TABLE search_grams (
+  seq      INTEGER PRIMARY KEY,   -- search_stage.seq
+  hi_grams TEXT NOT NULL,
+  lo_grams TEXT NOT NULL
+) STRICT;
 
 -- What is searchable: one row per non-empty field of each item named in search_dirty. This is
 -- the one place that says which fields of which table are searched, with which weight; a later
--- object type adds its branch here. `other_row` is 1 for rows that are not the object's own.
-CREATE VIEW search_fields (object_type, object_id, result_key, scope_key, other_row, field, weight, body,
+-- object type adds its branch here. `seq` numbers the item in search_dirty; `other_row` is 1 for
+-- rows that are not the object's own.
+CREATE VIEW search_fields (seq, object_type, object_id, result_key, scope_key, other_row, field, weight, body,
                            event_time_start, event_time_end, recorded_at, is_leaf) AS
-SELECT 'story_line', s.id, '', s.scope_key, 0, 'topic', 3, s.topic, NULL, NULL, s.recorded_at, 0
+SELECT d.seq, 'story_line', s.id, '', s.scope_key, 0, 'topic', 3, s.topic, NULL, NULL, s.recorded_at, 0
   FROM search_dirty AS d JOIN story_lines AS s ON s.id = d.object_id
  WHERE d.object_type = 'story_line' AND d.result_key = ''
 UNION ALL
-SELECT 'event', e.id, e.result_id, e.scope_key, 0, 'title', 3, e.title, e.event_time_start, e.event_time_end,
+SELECT d.seq, 'event', e.id, e.result_id, e.scope_key, 0, 'title', 3, e.title, e.event_time_start, e.event_time_end,
        e.recorded_at, 0
   FROM search_dirty AS d JOIN events AS e ON e.id = d.object_id AND e.result_id = d.result_key
  WHERE d.object_type = 'event'
 UNION ALL
-SELECT 'event', e.id, e.result_id, e.scope_key, 0, 'description', 1, e.description, e.event_time_start,
+SELECT d.seq, 'event', e.id, e.result_id, e.scope_key, 0, 'description', 1, e.description, e.event_time_start,
        e.event_time_end, e.recorded_at, 0
   FROM search_dirty AS d JOIN events AS e ON e.id = d.object_id AND e.result_id = d.result_key
  WHERE d.object_type = 'event'
 UNION ALL
-SELECT 'event', e.id, e.result_id, e.scope_key, 0, 'event_type', 1, e.event_type, e.event_time_start,
+SELECT d.seq, 'event', e.id, e.result_id, e.scope_key, 0, 'event_type', 1, e.event_type, e.event_time_start,
        e.event_time_end, e.recorded_at, 0
   FROM search_dirty AS d JOIN events AS e ON e.id = d.object_id AND e.result_id = d.result_key
  WHERE d.object_type = 'event'
 UNION ALL
-SELECT 'entity', n.id, '', n.scope_key, 0, 'canonical_label', 3, n.canonical_label, NULL, NULL, n.updated_at, 0
+SELECT d.seq, 'entity', n.id, '', n.scope_key, 0, 'canonical_label', 3, n.canonical_label, NULL, NULL, n.updated_at, 0
   FROM search_dirty AS d JOIN entities AS n ON n.id = d.object_id WHERE d.object_type = 'entity' AND d.result_key = ''
 UNION ALL
-SELECT 'entity', n.id, '', n.scope_key, 0, 'description', 1, n.description, NULL, NULL, n.updated_at, 0
+SELECT d.seq, 'entity', n.id, '', n.scope_key, 0, 'description', 1, n.description, NULL, NULL, n.updated_at, 0
   FROM search_dirty AS d JOIN entities AS n ON n.id = d.object_id WHERE d.object_type = 'entity' AND d.result_key = ''
 UNION ALL
-SELECT 'entity', v.entity_id, v.result_id, v.scope_key, 1, 'canonical_label', 3, v.canonical_label, NULL, NULL,
+SELECT d.seq, 'entity', v.entity_id, v.result_id, v.scope_key, 1, 'canonical_label', 3, v.canonical_label, NULL, NULL,
        v.recorded_at, 0
   FROM search_dirty AS d JOIN entity_revisions AS v ON v.entity_id = d.object_id AND v.result_id = d.result_key
  WHERE d.object_type = 'entity'
 UNION ALL
-SELECT 'entity', v.entity_id, v.result_id, v.scope_key, 1, 'description', 1, v.description, NULL, NULL,
+SELECT d.seq, 'entity', v.entity_id, v.result_id, v.scope_key, 1, 'description', 1, v.description, NULL, NULL,
        v.recorded_at, 0
   FROM search_dirty AS d JOIN entity_revisions AS v ON v.entity_id = d.object_id AND v.result_id = d.result_key
  WHERE d.object_type = 'entity'
 UNION ALL
-SELECT 'entity_change', d.object_id, c.result_id, c.scope_key, 0, 'description', 1, c.description,
+SELECT d.seq, 'entity_change', d.object_id, c.result_id, c.scope_key, 0, 'description', 1, c.description,
        e.event_time_start, e.event_time_end, c.recorded_at, 0
-  FROM search_dirty AS d JOIN entity_changes AS c ON c.entity_id || '#' || c.association_key = d.object_id
+  FROM search_dirty AS d  -- `+`: compared without affinity, so the address index (entity_changes_by_address) is usable
+  JOIN entity_changes AS c ON c.entity_id || '#' || c.association_key = +d.object_id
   LEFT JOIN events AS e ON e.id = c.event_id AND e.scope_key = c.scope_key
  WHERE d.object_type = 'entity_change' AND c.result_id = d.result_key
 UNION ALL
-SELECT 'entity_change', d.object_id, c.result_id, c.scope_key, 0, 'change_type', 1, c.change_type,
+SELECT d.seq, 'entity_change', d.object_id, c.result_id, c.scope_key, 0, 'change_type', 1, c.change_type,
        e.event_time_start, e.event_time_end, c.recorded_at, 0
-  FROM search_dirty AS d JOIN entity_changes AS c ON c.entity_id || '#' || c.association_key = d.object_id
+  FROM search_dirty AS d  -- `+`: compared without affinity, so the address index (entity_changes_by_address) is usable
+  JOIN entity_changes AS c ON c.entity_id || '#' || c.association_key = +d.object_id
   LEFT JOIN events AS e ON e.id = c.event_id AND e.scope_key = c.scope_key
  WHERE d.object_type = 'entity_change' AND c.result_id = d.result_key
 UNION ALL
-SELECT 'relation', l.id, l.result_id, l.scope_key, 0, 'reason', 1, l.reason, NULL, NULL, l.recorded_at, 0
+SELECT d.seq, 'relation', l.id, l.result_id, l.scope_key, 0, 'reason', 1, l.reason, NULL, NULL, l.recorded_at, 0
   FROM search_dirty AS d JOIN relations AS l ON l.id = d.object_id AND l.result_id = d.result_key
  WHERE d.object_type = 'relation'
 UNION ALL
-SELECT 'relation', l.id, l.result_id, l.scope_key, 0, 'relation_type', 1, l.relation_type, NULL, NULL,
+SELECT d.seq, 'relation', l.id, l.result_id, l.scope_key, 0, 'relation_type', 1, l.relation_type, NULL, NULL,
        l.recorded_at, 0
   FROM search_dirty AS d JOIN relations AS l ON l.id = d.object_id AND l.result_id = d.result_key
  WHERE d.object_type = 'relation'
 UNION ALL
-SELECT 'summary', m.id, m.result_id, m.scope_key, 0, 'summary', 3, m.body, m.interval_from, m.interval_to,
+SELECT d.seq, 'summary', m.id, m.result_id, m.scope_key, 0, 'summary', 3, m.body, m.interval_from, m.interval_to,
        m.recorded_at, 0
   FROM search_dirty AS d JOIN summaries AS m ON m.id = d.object_id AND m.result_id = d.result_key
  WHERE d.object_type = 'summary'
 UNION ALL
-SELECT 'summary', m.id, m.result_id, m.scope_key, 0, 'open_items', 1, m.open_items, m.interval_from, m.interval_to,
+SELECT d.seq, 'summary', m.id, m.result_id, m.scope_key, 0, 'open_items', 1, m.open_items, m.interval_from, m.interval_to,
        m.recorded_at, 0
   FROM search_dirty AS d JOIN summaries AS m ON m.id = d.object_id AND m.result_id = d.result_key
  WHERE d.object_type = 'summary'
 UNION ALL
-SELECT 'source_reference', x.id, x.result_id, x.scope_key, 0, 'title', 3, x.title, NULL, NULL, x.recorded_at, 0
+SELECT d.seq, 'source_reference', x.id, x.result_id, x.scope_key, 0, 'title', 3, x.title, NULL, NULL, x.recorded_at, 0
   FROM search_dirty AS d JOIN source_references AS x ON x.id = d.object_id AND x.result_id = d.result_key
  WHERE d.object_type = 'source_reference'
 UNION ALL
-SELECT 'source_reference', x.id, x.result_id, x.scope_key, 0, 'fragment', 1, x.fragment, NULL, NULL,
+SELECT d.seq, 'source_reference', x.id, x.result_id, x.scope_key, 0, 'fragment', 1, x.fragment, NULL, NULL,
        x.recorded_at, 0
   FROM search_dirty AS d JOIN source_references AS x ON x.id = d.object_id AND x.result_id = d.result_key
  WHERE d.object_type = 'source_reference'
 UNION ALL
 -- A successful leaf's independent description of an object, under the leaf's result.
-SELECT f.object_type, f.object_id, l.result_id, f.scope_key, 1, 'leaf:' || f.owner_id, 1, f.description, NULL,
+SELECT d.seq, f.object_type, f.object_id, l.result_id, f.scope_key, 1, 'leaf:' || f.owner_id, 1, f.description, NULL,
        NULL, l.recorded_at, 1
-  FROM search_dirty AS d JOIN fact_links AS f ON f.object_id = d.object_id AND f.object_type = d.object_type
+  FROM search_dirty AS d  -- CROSS JOIN: from each dirty item, never a scan of every leaf's facts
+  CROSS JOIN fact_links AS f ON f.object_id = d.object_id AND f.object_type = d.object_type
   JOIN leaves AS l ON l.id = f.owner_id AND l.result_id = d.result_key
  WHERE f.owner_type = 'leaf';
 
 -- Each dirty item that has searchable text, as it should be stored: fields in a fixed order, each
 -- followed by two U+0001 (so a field boundary is never part of a match); U+0001 and U+0002 inside
 -- stored text are dropped (they are the index's own markers, and no query can contain them).
-CREATE VIEW search_item_rows (seq, object_type, object_id, result_key, scope_key, prefix, code, existing_id,
+CREATE VIEW search_item_rows (seq, object_type, object_id, result_key, scope_key, prefix, code,
                               event_time_start, event_time_end, review_generated_at, recorded_at,
                               hi, lo, hi_fields, lo_fields) AS
-SELECT d.seq, a.object_type, a.object_id, a.result_key, a.scope_key, (n.num << 1) | (1 - a.other_row), t.code,
-       (SELECT i.item_id FROM search_items AS i
-         WHERE i.object_type = a.object_type AND i.object_id = a.object_id AND i.result_key = a.result_key),
+SELECT d.seq, d.object_type, d.object_id, d.result_key, a.scope_key, (n.num << 1) | (1 - a.other_row), t.code,
        a.event_time_start, a.event_time_end,
-       (SELECT r.review_generated_at FROM results AS r WHERE r.id = a.result_key AND a.result_key <> ''),
+       (SELECT r.review_generated_at FROM results AS r WHERE r.id = d.result_key AND d.result_key <> ''),
        a.recorded_at, a.hi, a.lo, a.hi_fields, a.lo_fields
-  FROM (SELECT object_type, object_id, result_key, min(scope_key) AS scope_key, min(other_row) AS other_row,
+  -- Fields are sorted and grouped by the dirty item's number only, carrying no more than the
+  -- aggregates need (the item's key is read back from search_dirty): the sort is a bulk rebuild's
+  -- largest cost.
+  FROM (SELECT seq, min(scope_key) AS scope_key, min(other_row) AS other_row,
                min(event_time_start) AS event_time_start,
                max(coalesce(event_time_end, event_time_start)) AS event_time_end,
                coalesce(max(CASE WHEN is_leaf = 0 THEN recorded_at END), max(recorded_at)) AS recorded_at,
@@ -270,13 +282,88 @@ SELECT d.seq, a.object_type, a.object_id, a.result_key, a.scope_key, (n.num << 1
                coalesce(group_concat(CASE WHEN weight <> 3 THEN text END, ''), '') AS lo,
                coalesce(group_concat(CASE WHEN weight = 3 THEN field || char(1, 1) END, ''), '') AS hi_fields,
                coalesce(group_concat(CASE WHEN weight <> 3 THEN field || char(1, 1) END, ''), '') AS lo_fields
-          FROM (SELECT *, replace(replace(body, char(1), ''), char(2), '') || char(1, 1) AS text
+          FROM (SELECT seq, scope_key, other_row, field, weight, event_time_start, event_time_end, recorded_at,
+                       is_leaf, replace(replace(body, char(1), ''), char(2), '') || char(1, 1) AS text
                   FROM search_fields WHERE body IS NOT NULL AND body <> ''
-                 ORDER BY object_type, object_id, result_key, weight DESC, field)
-         GROUP BY object_type, object_id, result_key) AS a
-  JOIN search_dirty AS d ON d.object_type = a.object_type AND d.object_id = a.object_id AND d.result_key = a.result_key
+                 ORDER BY seq, weight DESC, field)
+         GROUP BY seq) AS a
+  JOIN search_dirty AS d ON d.seq = a.seq
   JOIN search_scopes AS n ON n.scope_key = a.scope_key
-  JOIN search_types AS t ON t.object_type = a.object_type;
+  JOIN search_types AS t ON t.object_type = d.object_type;
+
+-- search_apply: a row here (INSERT) writes the staged rows of the dirty items into the index.
+CREATE VIEW search_apply (x) AS SELECT NULL WHERE 0;
+CREATE TRIGGER search_apply_now INSTEAD OF INSERT ON search_apply BEGIN
+  -- Out of the FTS index go the old entries (an item without grams was never put in).
+  INSERT INTO search_fts (search_fts, rowid, hi, lo, hi_grams, lo_grams)
+  SELECT 'delete', i.item_id, i.hi, i.lo, i.hi_grams, i.lo_grams
+    FROM search_dirty AS d  -- CROSS JOIN here and below: from the dirty items, never a scan of the index
+    CROSS JOIN search_items AS i ON i.object_type = d.object_type AND i.object_id = d.object_id AND i.result_key = d.result_key
+   WHERE i.hi_grams IS NOT NULL;
+  -- An item with no text left goes; one whose scope or own-row flag changed moves to a new id.
+  DELETE FROM search_items
+   WHERE item_id IN (SELECT i.item_id FROM search_dirty AS d
+                       CROSS JOIN search_items AS i
+                         ON i.object_type = d.object_type AND i.object_id = d.object_id AND i.result_key = d.result_key
+                       LEFT JOIN search_stage AS s ON s.seq = d.seq
+                      WHERE s.seq IS NULL OR s.prefix <> i.item_id >> 42);
+  UPDATE search_items
+     SET scope_key = s.scope_key, event_time_start = s.event_time_start, event_time_end = s.event_time_end,
+         review_generated_at = s.review_generated_at, recorded_at = s.recorded_at, hi = s.hi, lo = s.lo,
+         hi_fields = s.hi_fields, lo_fields = s.lo_fields, hi_grams = g.hi_grams, lo_grams = g.lo_grams
+    FROM search_stage AS s LEFT JOIN search_grams AS g ON g.seq = s.seq
+   WHERE search_items.object_type = s.object_type AND search_items.object_id = s.object_id
+     AND search_items.result_key = s.result_key;
+  -- New items take the next sequences of their scope: the items of one rebuild in order of their
+  -- record time (then in the order they were named), so a bulk load of history is newest-first.
+  -- Only the keys are sorted; the rows are then read by their stage number.
+  INSERT INTO search_items (item_id, object_type, object_id, result_key, scope_key, event_time_start, event_time_end,
+                            review_generated_at, recorded_at, hi, lo, hi_fields, lo_fields, hi_grams, lo_grams)
+  SELECT n.item_id, s.object_type, s.object_id, s.result_key, s.scope_key, s.event_time_start, s.event_time_end,
+         s.review_generated_at, s.recorded_at, s.hi, s.lo, s.hi_fields, s.lo_fields, g.hi_grams, g.lo_grams
+    FROM (SELECT s.seq, (s.prefix << 42) | (s.code << 38)
+                   | (c.next_seq + row_number() OVER (PARTITION BY s.scope_key ORDER BY s.recorded_at, s.seq) - 1)
+                   AS item_id
+            FROM search_stage AS s JOIN search_scopes AS c ON c.scope_key = s.scope_key
+           WHERE NOT EXISTS (SELECT 1 FROM search_items AS i
+                              WHERE i.object_type = s.object_type AND i.object_id = s.object_id
+                                AND i.result_key = s.result_key)) AS n
+    JOIN search_stage AS s ON s.seq = n.seq
+    LEFT JOIN search_grams AS g ON g.seq = s.seq;
+  UPDATE search_scopes
+     SET next_seq = m.top + 1
+    FROM (SELECT s.scope_key, max(i.item_id & 274877906943) AS top
+            FROM search_stage AS s
+            JOIN search_items AS i
+              ON i.object_type = s.object_type AND i.object_id = s.object_id AND i.result_key = s.result_key
+           GROUP BY s.scope_key) AS m
+   WHERE m.scope_key = search_scopes.scope_key AND search_scopes.next_seq <= m.top;
+  -- Grams the writer did not give (every write but a flush) are computed here, one character at a time.
+  UPDATE search_items
+     SET hi_grams = (SELECT coalesce(group_concat(g, ''), '') FROM (SELECT DISTINCT g FROM (
+           WITH RECURSIVE p (rest) AS (SELECT search_items.hi UNION ALL SELECT substr(rest, 2) FROM p WHERE rest <> '')
+           SELECT substr(rest, 1, 1) || char(2, 2) AS g FROM p WHERE EXISTS (SELECT 1 FROM search_cjk WHERE unicode(rest) BETWEEN low AND high)
+           UNION ALL
+           SELECT substr(rest, 1, 2) || char(2) FROM p WHERE EXISTS (SELECT 1 FROM search_cjk WHERE unicode(rest) BETWEEN low AND high) AND EXISTS (SELECT 1 FROM search_cjk WHERE unicode(substr(rest, 2, 1)) BETWEEN low AND high))
+           ORDER BY g)),
+         lo_grams = (SELECT coalesce(group_concat(g, ''), '') FROM (SELECT DISTINCT g FROM (
+           WITH RECURSIVE p (rest) AS (SELECT search_items.lo UNION ALL SELECT substr(rest, 2) FROM p WHERE rest <> '')
+           SELECT substr(rest, 1, 1) || char(2, 2) AS g FROM p WHERE EXISTS (SELECT 1 FROM search_cjk WHERE unicode(rest) BETWEEN low AND high)
+           UNION ALL
+           SELECT substr(rest, 1, 2) || char(2) FROM p WHERE EXISTS (SELECT 1 FROM search_cjk WHERE unicode(rest) BETWEEN low AND high) AND EXISTS (SELECT 1 FROM search_cjk WHERE unicode(substr(rest, 2, 1)) BETWEEN low AND high))
+           ORDER BY g))
+   WHERE hi_grams IS NULL;
+  -- Into the FTS index in rowid order: FTS5 keeps its pending entries in memory only while rowids grow.
+  INSERT INTO search_fts (rowid, hi, lo, hi_grams, lo_grams)
+  SELECT i.item_id, i.hi, i.lo, i.hi_grams, i.lo_grams
+    FROM search_items AS i
+   WHERE i.item_id IN (SELECT i.item_id FROM search_stage AS s
+                         JOIN search_items AS i
+                           ON i.object_type = s.object_type AND i.object_id = s.object_id AND i.result_key = s.result_key);
+  DELETE FROM search_grams;
+  DELETE FROM search_stage;
+  DELETE FROM search_dirty;
+END;
 
 -- search_refresh: name an item here (INSERT) to have it rebuilt; a row of NULLs rebuilds every item
 -- collected so far (a flush). Nothing is ever stored in the view itself.
@@ -295,70 +382,8 @@ WHEN (SELECT mode FROM search_state) <> 'deferred' BEGIN
   SELECT seq, object_type, object_id, result_key, scope_key, prefix, code, event_time_start, event_time_end,
          review_generated_at, recorded_at, hi, lo, hi_fields, lo_fields
     FROM search_item_rows;
-  -- Out of the FTS index go the old entries (an item without grams was never put in).
-  INSERT INTO search_fts (search_fts, rowid, hi, lo, hi_grams, lo_grams)
-  SELECT 'delete', i.item_id, i.hi, i.lo, i.hi_grams, i.lo_grams
-    FROM search_dirty AS d
-    JOIN search_items AS i ON i.object_type = d.object_type AND i.object_id = d.object_id AND i.result_key = d.result_key
-   WHERE i.hi_grams IS NOT NULL;
-  -- An item with no text left goes; one whose scope or own-row flag changed moves to a new id.
-  DELETE FROM search_items
-   WHERE item_id IN (SELECT i.item_id FROM search_dirty AS d
-                       JOIN search_items AS i
-                         ON i.object_type = d.object_type AND i.object_id = d.object_id AND i.result_key = d.result_key
-                       LEFT JOIN search_stage AS s ON s.seq = d.seq
-                      WHERE s.seq IS NULL OR s.prefix <> i.item_id >> 42);
-  UPDATE search_items
-     SET scope_key = s.scope_key, event_time_start = s.event_time_start, event_time_end = s.event_time_end,
-         review_generated_at = s.review_generated_at, recorded_at = s.recorded_at, hi = s.hi, lo = s.lo,
-         hi_fields = s.hi_fields, lo_fields = s.lo_fields, hi_grams = NULL, lo_grams = NULL
-    FROM search_stage AS s
-   WHERE search_items.object_type = s.object_type AND search_items.object_id = s.object_id
-     AND search_items.result_key = s.result_key;
-  -- New items take the next sequences of their scope: the items of one rebuild in order of their
-  -- record time (then in the order they were named), so a bulk load of history is newest-first.
-  INSERT INTO search_items (item_id, object_type, object_id, result_key, scope_key, event_time_start, event_time_end,
-                            review_generated_at, recorded_at, hi, lo, hi_fields, lo_fields)
-  SELECT (s.prefix << 42) | (s.code << 38)
-           | (n.next_seq + row_number() OVER (PARTITION BY s.scope_key ORDER BY s.recorded_at, s.seq) - 1),
-         s.object_type, s.object_id, s.result_key, s.scope_key, s.event_time_start, s.event_time_end,
-         s.review_generated_at, s.recorded_at, s.hi, s.lo, s.hi_fields, s.lo_fields
-    FROM search_stage AS s JOIN search_scopes AS n ON n.scope_key = s.scope_key
-   WHERE NOT EXISTS (SELECT 1 FROM search_items AS i
-                      WHERE i.object_type = s.object_type AND i.object_id = s.object_id
-                        AND i.result_key = s.result_key);
-  UPDATE search_scopes
-     SET next_seq = (SELECT max(i.item_id & 274877906943) + 1 FROM search_stage AS s
-                       JOIN search_items AS i
-                         ON i.object_type = s.object_type AND i.object_id = s.object_id AND i.result_key = s.result_key
-                      WHERE s.scope_key = search_scopes.scope_key)
-   WHERE scope_key IN (SELECT scope_key FROM search_stage)
-     AND next_seq <= (SELECT max(i.item_id & 274877906943) FROM search_stage AS s
-                        JOIN search_items AS i
-                          ON i.object_type = s.object_type AND i.object_id = s.object_id AND i.result_key = s.result_key
-                       WHERE s.scope_key = search_scopes.scope_key);
-  -- Grams and FTS entries: here when immediate; a flush leaves them to the importer (faster).
-  UPDATE search_items
-     SET hi_grams = (SELECT coalesce(group_concat(g, ''), '') FROM (SELECT DISTINCT g FROM (
-           WITH RECURSIVE p (rest) AS (SELECT search_items.hi UNION ALL SELECT substr(rest, 2) FROM p WHERE rest <> '')
-           SELECT substr(rest, 1, 1) || char(2, 2) AS g FROM p WHERE EXISTS (SELECT 1 FROM search_cjk WHERE unicode(rest) BETWEEN low AND high)
-           UNION ALL
-           SELECT substr(rest, 1, 2) || char(2) FROM p WHERE EXISTS (SELECT 1 FROM search_cjk WHERE unicode(rest) BETWEEN low AND high) AND EXISTS (SELECT 1 FROM search_cjk WHERE unicode(substr(rest, 2, 1)) BETWEEN low AND high))
-           ORDER BY g)),
-         lo_grams = (SELECT coalesce(group_concat(g, ''), '') FROM (SELECT DISTINCT g FROM (
-           WITH RECURSIVE p (rest) AS (SELECT search_items.lo UNION ALL SELECT substr(rest, 2) FROM p WHERE rest <> '')
-           SELECT substr(rest, 1, 1) || char(2, 2) AS g FROM p WHERE EXISTS (SELECT 1 FROM search_cjk WHERE unicode(rest) BETWEEN low AND high)
-           UNION ALL
-           SELECT substr(rest, 1, 2) || char(2) FROM p WHERE EXISTS (SELECT 1 FROM search_cjk WHERE unicode(rest) BETWEEN low AND high) AND EXISTS (SELECT 1 FROM search_cjk WHERE unicode(substr(rest, 2, 1)) BETWEEN low AND high))
-           ORDER BY g))
-   WHERE hi_grams IS NULL AND (SELECT mode FROM search_state) = 'immediate';
-  INSERT INTO search_fts (rowid, hi, lo, hi_grams, lo_grams)
-  SELECT i.item_id, i.hi, i.lo, i.hi_grams, i.lo_grams
-    FROM search_stage AS s
-    JOIN search_items AS i ON i.object_type = s.object_type AND i.object_id = s.object_id AND i.result_key = s.result_key
-   WHERE (SELECT mode FROM search_state) = 'immediate';
-  DELETE FROM search_stage;
-  DELETE FROM search_dirty;
+  -- A flush stops here: the bulk writer adds grams to search_grams, then applies the staged rows.
+  INSERT INTO search_apply SELECT NULL WHERE (SELECT mode FROM search_state) = 'immediate';
 END;
 
 -- Every write to a searchable table names the items it touches (old and new keys).

@@ -214,65 +214,59 @@ END;
 -- A story or experience shows the events it lists, which may live in a narrower scope (a cross
 -- story's events live in their projects' scopes). A change to such an event, its entity links or its
 -- evidence changes what the wider scope reads, so it bumps that scope too.
--- Each subquery is an index lookup by event id (story_events_by_event, experience_events_by_event,
--- stories_by_state_event), so these stay cheap however many links there are.
-CREATE TRIGGER events_owner_revision_au AFTER UPDATE ON events BEGIN
+-- The scopes of the stories and experiences that list an event; each branch is an index lookup by
+-- event id (story_events_by_event, experience_events_by_event, stories_by_state_event), so these
+-- triggers stay cheap however many links there are, and do nothing for an event nothing lists.
+CREATE VIEW event_owner_scopes (event_id, scope_key) AS
+SELECT event_id, scope_key FROM story_events
+UNION ALL SELECT event_id, scope_key FROM experience_events
+UNION ALL SELECT state_event_id, scope_key FROM stories WHERE state_event_id IS NOT NULL;
+CREATE TRIGGER events_owner_revision_au AFTER UPDATE ON events
+WHEN EXISTS (SELECT 1 FROM event_owner_scopes WHERE event_id IN (old.id, new.id)) BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.id, new.id)
-                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.id, new.id)
-                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.id, new.id))
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (old.id, new.id))
      AND scope_key NOT IN (old.scope_key, new.scope_key);
 END;
-CREATE TRIGGER events_owner_revision_ad AFTER DELETE ON events BEGIN
+CREATE TRIGGER events_owner_revision_ad AFTER DELETE ON events
+WHEN EXISTS (SELECT 1 FROM event_owner_scopes WHERE event_id IN (old.id)) BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.id)
-                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.id)
-                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.id))
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (old.id))
      AND scope_key NOT IN (old.scope_key);
 END;
-CREATE TRIGGER event_entities_owner_revision_ai AFTER INSERT ON event_entities BEGIN
+CREATE TRIGGER event_entities_owner_revision_ai AFTER INSERT ON event_entities
+WHEN EXISTS (SELECT 1 FROM event_owner_scopes WHERE event_id IN (new.event_id)) BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (new.event_id)
-                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (new.event_id)
-                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (new.event_id))
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (new.event_id))
      AND scope_key NOT IN (new.scope_key);
 END;
-CREATE TRIGGER event_entities_owner_revision_ad AFTER DELETE ON event_entities BEGIN
+CREATE TRIGGER event_entities_owner_revision_ad AFTER DELETE ON event_entities
+WHEN EXISTS (SELECT 1 FROM event_owner_scopes WHERE event_id IN (old.event_id)) BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.event_id)
-                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.event_id)
-                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.event_id))
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (old.event_id))
      AND scope_key NOT IN (old.scope_key);
 END;
-CREATE TRIGGER event_entities_owner_revision_au AFTER UPDATE ON event_entities BEGIN
+CREATE TRIGGER event_entities_owner_revision_au AFTER UPDATE ON event_entities
+WHEN EXISTS (SELECT 1 FROM event_owner_scopes WHERE event_id IN (old.event_id, new.event_id)) BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.event_id, new.event_id)
-                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.event_id, new.event_id)
-                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.event_id, new.event_id))
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (old.event_id, new.event_id))
      AND scope_key NOT IN (old.scope_key, new.scope_key);
 END;
 CREATE TRIGGER object_sources_owner_revision_ai AFTER INSERT ON object_sources
-WHEN new.object_type = 'event' BEGIN
+WHEN new.object_type = 'event' AND EXISTS (SELECT 1 FROM event_owner_scopes WHERE event_id IN (new.object_id)) BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (new.object_id)
-                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (new.object_id)
-                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (new.object_id))
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (new.object_id))
      AND scope_key NOT IN (new.scope_key);
 END;
 CREATE TRIGGER object_sources_owner_revision_ad AFTER DELETE ON object_sources
-WHEN old.object_type = 'event' BEGIN
+WHEN old.object_type = 'event' AND EXISTS (SELECT 1 FROM event_owner_scopes WHERE event_id IN (old.object_id)) BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.object_id)
-                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.object_id)
-                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.object_id))
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (old.object_id))
      AND scope_key NOT IN (old.scope_key);
 END;
 CREATE TRIGGER object_sources_owner_revision_au AFTER UPDATE ON object_sources
-WHEN old.object_type = 'event' OR new.object_type = 'event' BEGIN
+WHEN (old.object_type = 'event' OR new.object_type = 'event') AND EXISTS (SELECT 1 FROM event_owner_scopes WHERE event_id IN (old.object_id, new.object_id)) BEGIN
   UPDATE scopes SET data_revision = data_revision + 1
-   WHERE scope_key IN (SELECT scope_key FROM story_events WHERE event_id IN (old.object_id, new.object_id)
-                       UNION SELECT scope_key FROM experience_events WHERE event_id IN (old.object_id, new.object_id)
-                       UNION SELECT scope_key FROM stories WHERE state_event_id IN (old.object_id, new.object_id))
+   WHERE scope_key IN (SELECT scope_key FROM event_owner_scopes WHERE event_id IN (old.object_id, new.object_id))
      AND scope_key NOT IN (old.scope_key, new.scope_key);
 END;
 
@@ -283,111 +277,114 @@ END;
 -- new branches; everything else of the index is unchanged.
 DROP VIEW search_item_rows;
 DROP VIEW search_fields;
-CREATE VIEW search_fields (object_type, object_id, result_key, scope_key, other_row, field, weight, body,
+CREATE VIEW search_fields (seq, object_type, object_id, result_key, scope_key, other_row, field, weight, body,
                            event_time_start, event_time_end, recorded_at, is_leaf) AS
-SELECT 'story_line', s.id, '', s.scope_key, 0, 'topic', 3, s.topic, NULL, NULL, s.recorded_at, 0
+SELECT d.seq, 'story_line', s.id, '', s.scope_key, 0, 'topic', 3, s.topic, NULL, NULL, s.recorded_at, 0
   FROM search_dirty AS d JOIN story_lines AS s ON s.id = d.object_id
  WHERE d.object_type = 'story_line' AND d.result_key = ''
 UNION ALL
-SELECT 'event', e.id, e.result_id, e.scope_key, 0, 'title', 3, e.title, e.event_time_start, e.event_time_end,
+SELECT d.seq, 'event', e.id, e.result_id, e.scope_key, 0, 'title', 3, e.title, e.event_time_start, e.event_time_end,
        e.recorded_at, 0
   FROM search_dirty AS d JOIN events AS e ON e.id = d.object_id AND e.result_id = d.result_key
  WHERE d.object_type = 'event'
 UNION ALL
-SELECT 'event', e.id, e.result_id, e.scope_key, 0, 'description', 1, e.description, e.event_time_start,
+SELECT d.seq, 'event', e.id, e.result_id, e.scope_key, 0, 'description', 1, e.description, e.event_time_start,
        e.event_time_end, e.recorded_at, 0
   FROM search_dirty AS d JOIN events AS e ON e.id = d.object_id AND e.result_id = d.result_key
  WHERE d.object_type = 'event'
 UNION ALL
-SELECT 'event', e.id, e.result_id, e.scope_key, 0, 'event_type', 1, e.event_type, e.event_time_start,
+SELECT d.seq, 'event', e.id, e.result_id, e.scope_key, 0, 'event_type', 1, e.event_type, e.event_time_start,
        e.event_time_end, e.recorded_at, 0
   FROM search_dirty AS d JOIN events AS e ON e.id = d.object_id AND e.result_id = d.result_key
  WHERE d.object_type = 'event'
 UNION ALL
-SELECT 'entity', n.id, '', n.scope_key, 0, 'canonical_label', 3, n.canonical_label, NULL, NULL, n.updated_at, 0
+SELECT d.seq, 'entity', n.id, '', n.scope_key, 0, 'canonical_label', 3, n.canonical_label, NULL, NULL, n.updated_at, 0
   FROM search_dirty AS d JOIN entities AS n ON n.id = d.object_id WHERE d.object_type = 'entity' AND d.result_key = ''
 UNION ALL
-SELECT 'entity', n.id, '', n.scope_key, 0, 'description', 1, n.description, NULL, NULL, n.updated_at, 0
+SELECT d.seq, 'entity', n.id, '', n.scope_key, 0, 'description', 1, n.description, NULL, NULL, n.updated_at, 0
   FROM search_dirty AS d JOIN entities AS n ON n.id = d.object_id WHERE d.object_type = 'entity' AND d.result_key = ''
 UNION ALL
-SELECT 'entity', v.entity_id, v.result_id, v.scope_key, 1, 'canonical_label', 3, v.canonical_label, NULL, NULL,
+SELECT d.seq, 'entity', v.entity_id, v.result_id, v.scope_key, 1, 'canonical_label', 3, v.canonical_label, NULL, NULL,
        v.recorded_at, 0
   FROM search_dirty AS d JOIN entity_revisions AS v ON v.entity_id = d.object_id AND v.result_id = d.result_key
  WHERE d.object_type = 'entity'
 UNION ALL
-SELECT 'entity', v.entity_id, v.result_id, v.scope_key, 1, 'description', 1, v.description, NULL, NULL,
+SELECT d.seq, 'entity', v.entity_id, v.result_id, v.scope_key, 1, 'description', 1, v.description, NULL, NULL,
        v.recorded_at, 0
   FROM search_dirty AS d JOIN entity_revisions AS v ON v.entity_id = d.object_id AND v.result_id = d.result_key
  WHERE d.object_type = 'entity'
 UNION ALL
-SELECT 'entity_change', d.object_id, c.result_id, c.scope_key, 0, 'description', 1, c.description,
+SELECT d.seq, 'entity_change', d.object_id, c.result_id, c.scope_key, 0, 'description', 1, c.description,
        e.event_time_start, e.event_time_end, c.recorded_at, 0
-  FROM search_dirty AS d JOIN entity_changes AS c ON c.entity_id || '#' || c.association_key = d.object_id
+  FROM search_dirty AS d  -- `+`: compared without affinity, so the address index (entity_changes_by_address) is usable
+  JOIN entity_changes AS c ON c.entity_id || '#' || c.association_key = +d.object_id
   LEFT JOIN events AS e ON e.id = c.event_id AND e.scope_key = c.scope_key
  WHERE d.object_type = 'entity_change' AND c.result_id = d.result_key
 UNION ALL
-SELECT 'entity_change', d.object_id, c.result_id, c.scope_key, 0, 'change_type', 1, c.change_type,
+SELECT d.seq, 'entity_change', d.object_id, c.result_id, c.scope_key, 0, 'change_type', 1, c.change_type,
        e.event_time_start, e.event_time_end, c.recorded_at, 0
-  FROM search_dirty AS d JOIN entity_changes AS c ON c.entity_id || '#' || c.association_key = d.object_id
+  FROM search_dirty AS d  -- `+`: compared without affinity, so the address index (entity_changes_by_address) is usable
+  JOIN entity_changes AS c ON c.entity_id || '#' || c.association_key = +d.object_id
   LEFT JOIN events AS e ON e.id = c.event_id AND e.scope_key = c.scope_key
  WHERE d.object_type = 'entity_change' AND c.result_id = d.result_key
 UNION ALL
-SELECT 'relation', l.id, l.result_id, l.scope_key, 0, 'reason', 1, l.reason, NULL, NULL, l.recorded_at, 0
+SELECT d.seq, 'relation', l.id, l.result_id, l.scope_key, 0, 'reason', 1, l.reason, NULL, NULL, l.recorded_at, 0
   FROM search_dirty AS d JOIN relations AS l ON l.id = d.object_id AND l.result_id = d.result_key
  WHERE d.object_type = 'relation'
 UNION ALL
-SELECT 'relation', l.id, l.result_id, l.scope_key, 0, 'relation_type', 1, l.relation_type, NULL, NULL,
+SELECT d.seq, 'relation', l.id, l.result_id, l.scope_key, 0, 'relation_type', 1, l.relation_type, NULL, NULL,
        l.recorded_at, 0
   FROM search_dirty AS d JOIN relations AS l ON l.id = d.object_id AND l.result_id = d.result_key
  WHERE d.object_type = 'relation'
 UNION ALL
-SELECT 'summary', m.id, m.result_id, m.scope_key, 0, 'summary', 3, m.body, m.interval_from, m.interval_to,
+SELECT d.seq, 'summary', m.id, m.result_id, m.scope_key, 0, 'summary', 3, m.body, m.interval_from, m.interval_to,
        m.recorded_at, 0
   FROM search_dirty AS d JOIN summaries AS m ON m.id = d.object_id AND m.result_id = d.result_key
  WHERE d.object_type = 'summary'
 UNION ALL
-SELECT 'summary', m.id, m.result_id, m.scope_key, 0, 'open_items', 1, m.open_items, m.interval_from, m.interval_to,
+SELECT d.seq, 'summary', m.id, m.result_id, m.scope_key, 0, 'open_items', 1, m.open_items, m.interval_from, m.interval_to,
        m.recorded_at, 0
   FROM search_dirty AS d JOIN summaries AS m ON m.id = d.object_id AND m.result_id = d.result_key
  WHERE d.object_type = 'summary'
 UNION ALL
-SELECT 'source_reference', x.id, x.result_id, x.scope_key, 0, 'title', 3, x.title, NULL, NULL, x.recorded_at, 0
+SELECT d.seq, 'source_reference', x.id, x.result_id, x.scope_key, 0, 'title', 3, x.title, NULL, NULL, x.recorded_at, 0
   FROM search_dirty AS d JOIN source_references AS x ON x.id = d.object_id AND x.result_id = d.result_key
  WHERE d.object_type = 'source_reference'
 UNION ALL
-SELECT 'source_reference', x.id, x.result_id, x.scope_key, 0, 'fragment', 1, x.fragment, NULL, NULL,
+SELECT d.seq, 'source_reference', x.id, x.result_id, x.scope_key, 0, 'fragment', 1, x.fragment, NULL, NULL,
        x.recorded_at, 0
   FROM search_dirty AS d JOIN source_references AS x ON x.id = d.object_id AND x.result_id = d.result_key
  WHERE d.object_type = 'source_reference'
 UNION ALL
 -- A successful leaf's independent description of an object, under the leaf's result.
-SELECT f.object_type, f.object_id, l.result_id, f.scope_key, 1, 'leaf:' || f.owner_id, 1, f.description, NULL,
+SELECT d.seq, f.object_type, f.object_id, l.result_id, f.scope_key, 1, 'leaf:' || f.owner_id, 1, f.description, NULL,
        NULL, l.recorded_at, 1
-  FROM search_dirty AS d JOIN fact_links AS f ON f.object_id = d.object_id AND f.object_type = d.object_type
+  FROM search_dirty AS d  -- CROSS JOIN: from each dirty item, never a scan of every leaf's facts
+  CROSS JOIN fact_links AS f ON f.object_id = d.object_id AND f.object_type = d.object_type
   JOIN leaves AS l ON l.id = f.owner_id AND l.result_id = d.result_key
  WHERE f.owner_type = 'leaf'
 UNION ALL
-SELECT 'story', s.id, '', s.scope_key, 0, 'name', 3, s.name, s.started_at, s.ended_at, s.recorded_at, 0
+SELECT d.seq, 'story', s.id, '', s.scope_key, 0, 'name', 3, s.name, s.started_at, s.ended_at, s.recorded_at, 0
   FROM search_dirty AS d JOIN stories AS s ON s.id = d.object_id WHERE d.object_type = 'story' AND d.result_key = ''
 UNION ALL
-SELECT 'story', s.id, '', s.scope_key, 0, 'description', 1, s.description, s.started_at, s.ended_at, s.recorded_at, 0
+SELECT d.seq, 'story', s.id, '', s.scope_key, 0, 'description', 1, s.description, s.started_at, s.ended_at, s.recorded_at, 0
   FROM search_dirty AS d JOIN stories AS s ON s.id = d.object_id WHERE d.object_type = 'story' AND d.result_key = ''
 UNION ALL
-SELECT 'experience', x.id, '', x.scope_key, 0, 'statement', 3, x.statement,
+SELECT d.seq, 'experience', x.id, '', x.scope_key, 0, 'statement', 3, x.statement,
        (SELECT min(e.event_time_start) FROM experience_events AS l JOIN events AS e ON e.id = l.event_id
          WHERE l.experience_id = x.id AND l.role = 'formed'), NULL, x.recorded_at, 0
   FROM search_dirty AS d JOIN experiences AS x ON x.id = d.object_id
  WHERE d.object_type = 'experience' AND d.result_key = ''
    AND EXISTS (SELECT 1 FROM experience_events WHERE experience_id = x.id AND role = 'formed')
 UNION ALL
-SELECT 'experience', x.id, '', x.scope_key, 0, 'conditions', 1, x.conditions,
+SELECT d.seq, 'experience', x.id, '', x.scope_key, 0, 'conditions', 1, x.conditions,
        (SELECT min(e.event_time_start) FROM experience_events AS l JOIN events AS e ON e.id = l.event_id
          WHERE l.experience_id = x.id AND l.role = 'formed'), NULL, x.recorded_at, 0
   FROM search_dirty AS d JOIN experiences AS x ON x.id = d.object_id
  WHERE d.object_type = 'experience' AND d.result_key = ''
    AND EXISTS (SELECT 1 FROM experience_events WHERE experience_id = x.id AND role = 'formed')
 UNION ALL
-SELECT 'experience', x.id, '', x.scope_key, 0, 'boundaries', 1, x.boundaries,
+SELECT d.seq, 'experience', x.id, '', x.scope_key, 0, 'boundaries', 1, x.boundaries,
        (SELECT min(e.event_time_start) FROM experience_events AS l JOIN events AS e ON e.id = l.event_id
          WHERE l.experience_id = x.id AND l.role = 'formed'), NULL, x.recorded_at, 0
   FROM search_dirty AS d JOIN experiences AS x ON x.id = d.object_id
@@ -395,7 +392,7 @@ SELECT 'experience', x.id, '', x.scope_key, 0, 'boundaries', 1, x.boundaries,
    AND EXISTS (SELECT 1 FROM experience_events WHERE experience_id = x.id AND role = 'formed')
 UNION ALL
 -- The note of each formed/applied link, under the experience.
-SELECT 'experience', x.id, '', x.scope_key, 0, 'note:' || l.role || ':' || l.event_id, 1, l.note,
+SELECT d.seq, 'experience', x.id, '', x.scope_key, 0, 'note:' || l.role || ':' || l.event_id, 1, l.note,
        (SELECT min(e.event_time_start) FROM experience_events AS l JOIN events AS e ON e.id = l.event_id
          WHERE l.experience_id = x.id AND l.role = 'formed'), NULL, x.recorded_at, 0
   FROM search_dirty AS d JOIN experiences AS x ON x.id = d.object_id
@@ -403,16 +400,17 @@ SELECT 'experience', x.id, '', x.scope_key, 0, 'note:' || l.role || ':' || l.eve
  WHERE d.object_type = 'experience' AND d.result_key = ''
    AND EXISTS (SELECT 1 FROM experience_events WHERE experience_id = x.id AND role = 'formed');
 
-CREATE VIEW search_item_rows (seq, object_type, object_id, result_key, scope_key, prefix, code, existing_id,
+CREATE VIEW search_item_rows (seq, object_type, object_id, result_key, scope_key, prefix, code,
                               event_time_start, event_time_end, review_generated_at, recorded_at,
                               hi, lo, hi_fields, lo_fields) AS
-SELECT d.seq, a.object_type, a.object_id, a.result_key, a.scope_key, (n.num << 1) | (1 - a.other_row), t.code,
-       (SELECT i.item_id FROM search_items AS i
-         WHERE i.object_type = a.object_type AND i.object_id = a.object_id AND i.result_key = a.result_key),
+SELECT d.seq, d.object_type, d.object_id, d.result_key, a.scope_key, (n.num << 1) | (1 - a.other_row), t.code,
        a.event_time_start, a.event_time_end,
-       (SELECT r.review_generated_at FROM results AS r WHERE r.id = a.result_key AND a.result_key <> ''),
+       (SELECT r.review_generated_at FROM results AS r WHERE r.id = d.result_key AND d.result_key <> ''),
        a.recorded_at, a.hi, a.lo, a.hi_fields, a.lo_fields
-  FROM (SELECT object_type, object_id, result_key, min(scope_key) AS scope_key, min(other_row) AS other_row,
+  -- Fields are sorted and grouped by the dirty item's number only, carrying no more than the
+  -- aggregates need (the item's key is read back from search_dirty): the sort is a bulk rebuild's
+  -- largest cost.
+  FROM (SELECT seq, min(scope_key) AS scope_key, min(other_row) AS other_row,
                min(event_time_start) AS event_time_start,
                max(coalesce(event_time_end, event_time_start)) AS event_time_end,
                coalesce(max(CASE WHEN is_leaf = 0 THEN recorded_at END), max(recorded_at)) AS recorded_at,
@@ -420,13 +418,14 @@ SELECT d.seq, a.object_type, a.object_id, a.result_key, a.scope_key, (n.num << 1
                coalesce(group_concat(CASE WHEN weight <> 3 THEN text END, ''), '') AS lo,
                coalesce(group_concat(CASE WHEN weight = 3 THEN field || char(1, 1) END, ''), '') AS hi_fields,
                coalesce(group_concat(CASE WHEN weight <> 3 THEN field || char(1, 1) END, ''), '') AS lo_fields
-          FROM (SELECT *, replace(replace(body, char(1), ''), char(2), '') || char(1, 1) AS text
+          FROM (SELECT seq, scope_key, other_row, field, weight, event_time_start, event_time_end, recorded_at,
+                       is_leaf, replace(replace(body, char(1), ''), char(2), '') || char(1, 1) AS text
                   FROM search_fields WHERE body IS NOT NULL AND body <> ''
-                 ORDER BY object_type, object_id, result_key, weight DESC, field)
-         GROUP BY object_type, object_id, result_key) AS a
-  JOIN search_dirty AS d ON d.object_type = a.object_type AND d.object_id = a.object_id AND d.result_key = a.result_key
+                 ORDER BY seq, weight DESC, field)
+         GROUP BY seq) AS a
+  JOIN search_dirty AS d ON d.seq = a.seq
   JOIN search_scopes AS n ON n.scope_key = a.scope_key
-  JOIN search_types AS t ON t.object_type = a.object_type;
+  JOIN search_types AS t ON t.object_type = d.object_type;
 
 CREATE TRIGGER stories_search_ai AFTER INSERT ON stories BEGIN
   INSERT INTO search_refresh VALUES ('story', new.id, '');

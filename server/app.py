@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,7 +37,7 @@ from server.reader.db import Database
 from server.reader.fold import Folder
 from server.reader.memo import Memo
 from server.reader.scope import readable_scopes
-from server.reader.source import StoredTextBroken
+from server.reader.source_rows import StoredTextBroken
 from server.settings import DEFAULT_BUSY_TIMEOUT
 from server.tools import TOOLS
 from server.tools.base import Call, ToolSpec
@@ -151,7 +152,12 @@ class StoryGraphServer(MCPServer[Any]):
         tools = await super().list_tools()
         if not self.tools_visible():
             return tools
-        return tools + [
+        return tools + self._listed
+
+    @cached_property
+    def _listed(self) -> list[MCPTool]:
+        """The tools as listed: their JSON schemas are generated once per process, not on every tools/list."""
+        return [
             MCPTool(
                 name=spec.name,
                 title=spec.title,
@@ -197,10 +203,10 @@ class StoryGraphServer(MCPServer[Any]):
             # The switches may have changed while this call was reading: check again before delivering.
             self.access.current_grant()
             payload = result.model_dump(mode="json", by_alias=True)
-            text = orjson.dumps(payload).decode()
-            if len(text.encode()) > MAX_RESPONSE_BYTES:
-                raise response_too_large(len(text.encode()))
-            return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload)
+            encoded = orjson.dumps(payload)
+            if len(encoded) > MAX_RESPONSE_BYTES:
+                raise response_too_large(len(encoded))
+            return CallToolResult(content=[TextContent(type="text", text=encoded.decode())], structured_content=payload)
         except StoryGraphError as exc:
             if exc.code in ("scope_required", "scope_unavailable") and grant is not None:
                 exc = await self._with_readable_scopes(exc, grant)

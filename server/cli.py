@@ -10,6 +10,7 @@ from typing import Any
 
 from server import package_version
 from server.store.errors import StoreError
+from server.store.progress import DEFAULT_EVERY_SECONDS, Progress
 
 EXAMPLES: dict[str, str] = {
     "story-graph-mcp": """examples:
@@ -23,7 +24,9 @@ EXAMPLES: dict[str, str] = {
   story-graph-mcp serve --db graph.db --project atlas            # stdio, as an agent runtime launches it
   story-graph-mcp serve --transport http --demo                  # HTTP on 127.0.0.1:8765 with a one-run token
   story-graph-mcp serve --transport http --db graph.db --policy policy.toml \\
-      --cursor-secret-file secret --port 8765 --busy-timeout 2   # HTTP for several clients (docs/deployment.md)""",
+      --cursor-secret-file secret --port 8765 --busy-timeout 2   # HTTP for several clients (docs/deployment.md)
+  story-graph-mcp serve --transport http --workers 4 --db graph.db --policy policy.toml \\
+      --cursor-secret-file secret                                # one worker process per CPU core""",
     "db": """examples:
   story-graph-mcp db migrate --db graph.db
   story-graph-mcp db import --db graph.db graph.jsonl
@@ -105,6 +108,12 @@ def _parser() -> argparse.ArgumentParser:
         " or a random per-process secret)",
     )
     serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="HTTP: worker processes sharing the port (about one CPU core each; needs --policy and a cursor secret)",
+    )
+    serve.add_argument(
         "--busy-timeout",
         type=float,
         metavar="SECONDS",
@@ -133,9 +142,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     imp.add_argument("--project", help="memory-jsonl: the project the graph goes into (created when new)")
     imp.add_argument("file", type=Path)
+    imp.add_argument("--dry-run", action="store_true", help="check every line, links included, and write nothing")
+    _progress_options(imp)
     exp = _command(db, "export", "write the graph as a JSON Lines interchange file (stdout without FILE)")
     exp.add_argument("--db", type=Path, required=True)
     exp.add_argument("file", type=Path, nargs="?")
+    _progress_options(exp)
     stats = _command(db, "stats", "print schema version, data revision and counts per object type and scope")
     stats.add_argument("--db", type=Path, required=True)
 
@@ -150,6 +162,18 @@ def _parser() -> argparse.ArgumentParser:
     demo = _command(commands, "demo", "write the bundled demo graph to a new database file")
     demo.add_argument("path", type=Path)
     return parser
+
+
+def _progress_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--quiet", action="store_true", help="print no progress on stderr")
+    command.add_argument(
+        "--progress-every",
+        type=float,
+        default=DEFAULT_EVERY_SECONDS,
+        metavar="SECONDS",
+        help="when stderr is not a terminal, print a progress line every SECONDS"
+        f" (default {DEFAULT_EVERY_SECONDS:g}; on a terminal a bar is drawn instead)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -189,7 +213,8 @@ def _run(args: argparse.Namespace) -> int:
     elif args.db_command == "import":
         _import(args)
     elif args.db_command == "export":
-        exporter.export_file(args.db, args.file)
+        progress = Progress.to_stderr("export", every=args.progress_every, quiet=args.quiet)
+        exporter.export_file(args.db, args.file, progress=progress)
     elif args.db_command == "stats":
         print(stats.stats_text(args.db))
     return 0
@@ -198,17 +223,21 @@ def _run(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> None:
     from server.store import goodbuddy, importer, memory_graph
 
+    progress = Progress.to_stderr("import", every=args.progress_every, quiet=args.quiet)
+    dry_run = args.dry_run
     notes: list[str] = []
     if args.source == "memory-jsonl":
         if not args.project:
             raise StoreError("--from memory-jsonl needs --project P: the project the memory graph goes into")
-        report, notes = memory_graph.import_memory_graph(args.db, args.file, args.project)
+        report, notes = memory_graph.import_memory_graph(
+            args.db, args.file, args.project, dry_run=dry_run, progress=progress
+        )
     elif args.project:
         raise StoreError(f"--project only applies to --from memory-jsonl, not --from {args.source}")
     elif args.source == "goodbuddy":
-        report, notes = goodbuddy.import_goodbuddy(args.db, args.file)
+        report, notes = goodbuddy.import_goodbuddy(args.db, args.file, dry_run=dry_run, progress=progress)
     else:
-        report = importer.import_file(args.db, args.file)
+        report = importer.import_file(args.db, args.file, dry_run=dry_run, progress=progress)
     print(report)
     for note in notes:
         print(f"note: {note}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from server.contracts.errors import StoryGraphError, read_failed
-from server.reader.source import StoredTextBroken
+from server.reader.source_rows import StoredTextBroken
 from server.store.paths import sqlite_uri
 
 FailureKind = Literal["locked", "corrupt", "missing", "replaced", "unreadable"]

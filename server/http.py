@@ -205,8 +205,14 @@ def _health_route(server: StoryGraphServer) -> Callable[[Request], Awaitable[JSO
 
 
 def serve_http(settings: ServeSettings) -> int:
-    """`serve --transport http`: one uvicorn process. Without --policy, a one-run token is made and shown once."""
+    """`serve --transport http`: one uvicorn process, or `--workers N` of them. Without --policy (one process
+    only), a one-run token is made and shown once."""
     http = settings.http
+    if http.workers > 1:
+        from server.workers import serve_workers
+
+        _warn_if_not_loopback(http.host)
+        return serve_workers(settings)
     policy: PolicySource
     if settings.policy is not None:
         policy = PolicyFile(settings.policy)
@@ -224,13 +230,7 @@ def serve_http(settings: ServeSettings) -> int:
             file=sys.stderr,
             flush=True,
         )
-    if http.host not in LOOPBACK:
-        print(
-            f"story-graph-mcp: listening on {http.host}, not loopback; put TLS in front "
-            "(docs/deployment.md) and pass --allowed-host for the names clients use",
-            file=sys.stderr,
-            flush=True,
-        )
+    _warn_if_not_loopback(http.host)
     app = build_http_app(settings, policy)
     # log_config=None: uvicorn's lines go through the root handler (server.logs), in one format on stderr;
     # access_log=False: AccessLog writes one line per request, with the client id.
@@ -239,14 +239,26 @@ def serve_http(settings: ServeSettings) -> int:
     return 0
 
 
+def _warn_if_not_loopback(host: str) -> None:
+    if host not in LOOPBACK:
+        print(
+            f"story-graph-mcp: listening on {host}, not loopback; put TLS in front "
+            "(docs/deployment.md) and pass --allowed-host for the names clients use",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def create_app() -> ASGIApp:
     """`uvicorn --factory server.http:create_app`: configured from the environment, for several workers.
 
     STORY_GRAPH_DB (required), STORY_GRAPH_POLICY (required: workers cannot share a one-run token),
     STORY_GRAPH_CURSOR_SECRET_FILE or STORY_GRAPH_CURSOR_SECRET (required: workers must share it),
     STORY_GRAPH_BUSY_TIMEOUT (seconds), STORY_GRAPH_ALLOWED_HOSTS / STORY_GRAPH_ALLOWED_ORIGINS
-    (comma-separated), STORY_GRAPH_PUBLIC_URL. A missing or bad setting is one line on stderr and exit
-    status 3 (uvicorn's start-up failure, so its supervisor stops instead of restarting workers).
+    (comma-separated), STORY_GRAPH_PUBLIC_URL, STORY_GRAPH_HOST / STORY_GRAPH_PORT (the address uvicorn binds,
+    for the resource URL in 401 answers and the Host check; default 127.0.0.1:8765). A missing or bad setting
+    is one line on stderr and exit status 3 (uvicorn's start-up failure, so its supervisor stops instead of
+    restarting workers). `serve --transport http --workers N` runs this factory (server/workers.py).
     """
     configure_logging()
     try:

@@ -34,6 +34,7 @@ import sys
 import time
 import tomllib
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal, Protocol
 
@@ -113,10 +114,12 @@ class Policy(_Strict):
         return self
 
     def client_for_token(self, digest: str) -> str | None:
-        for client_id, client in self.clients.items():
-            if digest in client.token_sha256:
-                return client_id
-        return None
+        return self._clients_by_token.get(digest)
+
+    @cached_property
+    def _clients_by_token(self) -> dict[str, str]:
+        """Token hash -> client id, built once per parsed policy (a request looks it up, never scans)."""
+        return {digest: client_id for client_id, client in self.clients.items() for digest in client.token_sha256}
 
 
 def hash_token(token: str) -> str:

@@ -40,6 +40,8 @@ class HttpSettings:
     """Extra Origin values accepted, e.g. `https://agents.example.com`."""
     public_url: str | None = None
     """The URL clients use for /mcp (behind a proxy); names the resource in the 401 `WWW-Authenticate` header."""
+    workers: int = 1
+    """Worker processes sharing the listening socket (`serve --transport http --workers N`)."""
     loopback_hosts: tuple[str, ...] = field(default=("127.0.0.1:*", "localhost:*", "[::1]:*"))
 
 
@@ -51,6 +53,8 @@ class ServeSettings:
     policy: Path | None = None
     cursor_secret: bytes | None = None
     """None: a random per-process secret (cursors die with the process)."""
+    cursor_secret_file: Path | None = None
+    """Where `cursor_secret` was read from (None: STORY_GRAPH_CURSOR_SECRET, or none at all)."""
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT
     http: HttpSettings = field(default_factory=HttpSettings)
 
@@ -61,6 +65,7 @@ class ServeSettings:
             project=project,
             policy=args.policy,
             cursor_secret=cursor_secret(args.cursor_secret_file),
+            cursor_secret_file=args.cursor_secret_file,
             busy_timeout=busy_timeout(args.busy_timeout),
             http=HttpSettings(
                 host=args.host,
@@ -68,6 +73,7 @@ class ServeSettings:
                 allowed_hosts=tuple(args.allowed_host),
                 allowed_origins=tuple(args.allowed_origin),
                 public_url=args.public_url,
+                workers=workers(args.workers, args.transport),
             ),
         )
 
@@ -82,17 +88,53 @@ class ServeSettings:
             raise StoreError("set STORY_GRAPH_CURSOR_SECRET_FILE or STORY_GRAPH_CURSOR_SECRET: workers must share it")
         policy = Path(_required_env("STORY_GRAPH_POLICY"))
         timeout = os.environ.get("STORY_GRAPH_BUSY_TIMEOUT", "").strip()
+        port = os.environ.get("STORY_GRAPH_PORT", "").strip()
         return cls(
             db=db,
             policy=policy,
             cursor_secret=secret,
+            cursor_secret_file=Path(secret_file) if secret_file else None,
             busy_timeout=busy_timeout(_seconds(timeout, "STORY_GRAPH_BUSY_TIMEOUT") if timeout else None),
             http=HttpSettings(
+                host=os.environ.get("STORY_GRAPH_HOST", "").strip() or HttpSettings.host,
+                port=_port(port) if port else HttpSettings.port,
                 allowed_hosts=_csv("STORY_GRAPH_ALLOWED_HOSTS"),
                 allowed_origins=_csv("STORY_GRAPH_ALLOWED_ORIGINS"),
                 public_url=os.environ.get("STORY_GRAPH_PUBLIC_URL") or None,
             ),
         )
+
+    def worker_env(self) -> dict[str, str]:
+        """These settings as the environment `from_env` reads: what `serve --workers N` hands its workers."""
+        if self.policy is None:
+            raise StoreError("--workers needs --policy: workers cannot share a one-run token")
+        if self.cursor_secret is None:
+            raise StoreError("--workers needs --cursor-secret-file (or STORY_GRAPH_CURSOR_SECRET): workers share it")
+        http = self.http
+        env = {
+            "STORY_GRAPH_DB": str(self.db.resolve()),
+            "STORY_GRAPH_POLICY": str(self.policy.resolve()),
+            "STORY_GRAPH_BUSY_TIMEOUT": repr(self.busy_timeout),
+            "STORY_GRAPH_HOST": http.host,
+            "STORY_GRAPH_PORT": str(http.port),
+            "STORY_GRAPH_ALLOWED_HOSTS": ",".join(http.allowed_hosts),
+            "STORY_GRAPH_ALLOWED_ORIGINS": ",".join(http.allowed_origins),
+            "STORY_GRAPH_PUBLIC_URL": http.public_url or "",
+        }
+        if self.cursor_secret_file is not None:
+            env["STORY_GRAPH_CURSOR_SECRET_FILE"] = str(self.cursor_secret_file.resolve())
+        return env
+
+
+MAX_WORKERS: Final = 64
+
+
+def workers(count: int, transport: str) -> int:
+    if not 1 <= count <= MAX_WORKERS:
+        raise StoreError(f"--workers must be between 1 and {MAX_WORKERS}, not {count}")
+    if count > 1 and transport != "http":
+        raise StoreError("--workers applies to --transport http (stdio serves one client in one process)")
+    return count
 
 
 def cursor_secret(path: Path | None) -> bytes | None:
@@ -194,6 +236,12 @@ def _seconds(text: str, name: str) -> float:
         return float(text)
     except ValueError:
         raise StoreError(f"{name} must be a number of seconds, not {text!r}") from None
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise StoreError(f"STORY_GRAPH_PORT must be a port number, not {text!r}")
+    return int(text)
 
 
 def _csv(name: str) -> tuple[str, ...]:

@@ -355,3 +355,103 @@ def revisions(db: Path) -> dict[str, int]:
         graph = conn.execute("SELECT data_revision FROM graph_state").fetchone()[0]
         rows = conn.execute("SELECT scope_key, data_revision FROM scopes").fetchall()
     return {"graph": graph} | dict(rows)
+
+
+def chain_graph(events: int) -> list[Line]:
+    """A graph of `events` events (and entities, evidence, changes, relations) in the `alpha` scope,
+    listed so that every link points *forward* in the file: each kind before the kinds it names,
+    and each relation before the relation it names."""
+    entities, references = max(events // 5, 1), max(events // 10, 1)
+    head: list[Line] = [
+        {"kind": "project", "id": "alpha", "name": "Alpha"},
+        {"kind": "scope", "scope": ALPHA},
+        {"kind": "result", "id": "r-alpha", "scope": ALPHA, "review_generated_at": T0, "recorded_at": T1},
+        {"kind": "story_line", "id": "sl-alpha", "scope": ALPHA, "topic": "Chain", "recorded_at": T0},
+        {"kind": "source", "id": "src-1", "source_type": "note", "current_version": "v1", "updated_at": T0},
+        {"kind": "source_version", "source_id": "src-1", "version": "v1", "text": LONG_TEXT, "recorded_at": T0},
+    ]
+    references_ = [
+        {
+            "kind": "source_reference",
+            "id": f"ref-{i:06d}",
+            "result_id": "r-alpha",
+            "source_type": "note",
+            "original_source_id": "src-1",
+            "fragment": {"text": f"fragment {i}", "start": i, "end": i + 9},
+            "recorded_at": T1,
+        }
+        for i in range(references)
+    ]
+    entities_ = [
+        {
+            "kind": "entity",
+            "id": f"ent-{i:06d}",
+            "story_line_id": "sl-alpha",
+            "canonical_label": f"Entity {i}",
+            "updated_at": T0,
+            "source_reference_ids": [f"ref-{i % references:06d}"],
+        }
+        for i in range(entities)
+    ]
+    events_ = [
+        {
+            "kind": "event",
+            "id": f"ev-{i:06d}",
+            "result_id": "r-alpha",
+            "story_line_id": "sl-alpha",
+            "event_type": "change",
+            "title": f"Event {i} 方案",
+            "event_time": {"start": T0},
+            "recorded_at": T1,
+            "entity_ids": [f"ent-{i % entities:06d}"],
+            "source_reference_ids": [f"ref-{i % references:06d}"],
+        }
+        for i in range(events)
+    ]
+    changes = [
+        {
+            "kind": "entity_change",
+            "entity_id": f"ent-{i:06d}",
+            "association_key": "added",
+            "result_id": "r-alpha",
+            "event_id": f"ev-{i:06d}",
+            "change_type": "added",
+            "recorded_at": T1,
+        }
+        for i in range(entities)
+    ]
+    # Each relation names the next one; the last names an entity change.
+    relations = [
+        {
+            "kind": "relation",
+            "id": f"rel-{i:06d}",
+            "result_id": "r-alpha",
+            "from_ref": {"type": "event", "id": f"ev-{i:06d}"},
+            "to_ref": {"type": "relation", "id": f"rel-{i + 1:06d}"}
+            if i + 1 < events
+            else {"type": "entity_change", "id": "ent-000000#added"},
+            "relation_type": "related",
+            "recorded_at": T1,
+        }
+        for i in range(events)
+    ]
+    body = references_ + entities_ + events_ + changes + relations
+    tail: list[Line] = [
+        {
+            "kind": "summary",
+            "id": "sum-1",
+            "result_id": "r-alpha",
+            "body": "The chain.",
+            "recorded_at": T1,
+            "fact_refs": [{"type": "relation", "id": "rel-000000"}, {"type": "event", "id": f"ev-{events - 1:06d}"}],
+        },
+        {
+            "kind": "leaf",
+            "id": "leaf-1",
+            "result_id": "r-alpha",
+            "recorded_at": T1,
+            "facts": [{"object_ref": {"type": "entity_change", "id": "ent-000000#added"}, "description": "first"}],
+        },
+    ]
+    # Reversed: whatever a line names comes later in the file.
+    return list(reversed(head + body + tail))

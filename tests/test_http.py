@@ -5,6 +5,7 @@ and statelessness (a cursor from one process is accepted by another sharing the 
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -262,6 +263,55 @@ async def test_several_workers_from_the_factory(tmp_path: Path) -> None:
             assert (await http.post(server.url, json=LIST, headers=JSON_HEADERS)).status_code == 401
 
 
+async def test_serve_with_workers_pages_across_processes_and_names_its_own_port(tmp_path: Path) -> None:
+    """`serve --transport http --workers 2`: the workers share the secret, the policy and the real port."""
+    db, policy, secret = setup(tmp_path)
+    query: dict[str, Any] = {"query": "cache", "page_size": 5}
+    async with http_server(serve_args(db, policy, secret, "--workers", "2"), tmp_path) as server:
+        pages: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            async with http_client(server.url, TOKENS["alpha"]) as client:  # a new connection per page
+                page = await ok(client, "story_graph_search", {**query, **({"cursor": cursor} if cursor else {})})
+            pages.append(page)
+            cursor = page["page"]["next_cursor"]
+            if cursor is None:
+                break
+        assert len(pages) > 2 and all(p["resolved_scope"] == ATLAS for p in pages)
+        async with httpx2.AsyncClient() as http:
+            refused = await http.post(server.url, json=LIST, headers=JSON_HEADERS)
+            metadata_url = f"{server.base}/.well-known/oauth-protected-resource/mcp"
+            assert (
+                refused.status_code == 401
+                and f'resource_metadata="{metadata_url}"' in refused.headers["www-authenticate"]
+            )
+    workers = [line for line in server.output().splitlines() if "Started server process" in line]
+    assert len(workers) == 2, server.output()
+
+
+@pytest.mark.parametrize(
+    ("dropped", "message"),
+    [("--policy", "--workers needs --policy"), ("--cursor-secret-file", "--workers needs --cursor-secret-file")],
+)
+def test_serve_with_workers_needs_a_policy_and_a_shared_secret(tmp_path: Path, dropped: str, message: str) -> None:
+    db, policy, secret = setup(tmp_path)
+    args = serve_args(db, policy, secret, "--workers", "2")
+    at = args.index(dropped)
+    del args[at : at + 2]
+    done = subprocess.run(
+        [PYTHON, "-m", "server", "serve", "--transport", "http", "--port", str(free_port()), *args],
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert [line for line in done.stderr.splitlines() if line.startswith("story-graph-mcp:")] == [
+        next(line for line in done.stderr.splitlines() if message in line)
+    ]
+
+
 @pytest.mark.parametrize(
     ("missing", "message"),
     [
@@ -347,3 +397,36 @@ async def test_only_post_is_served_and_the_log_has_a_line_per_request_and_no_noi
     assert "policy reloaded from" in log and "switched off: alpha" in log
     assert server.out.read_text() == "", "stdout stays empty; every log line goes to stderr"
     assert_no_secrets_logged(server, *TOKENS.values(), hash_token(TOKENS["alpha"]))
+
+
+def test_workers_are_for_http_only(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [PYTHON, "-m", "server", "serve", "--db", str(demo_db(tmp_path)), "--workers", "2"],
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "story-graph-mcp: --workers applies to --transport http" in done.stderr
+
+
+def test_serve_with_workers_refuses_a_port_in_use(tmp_path: Path) -> None:
+    """Each worker binds its own socket with SO_REUSEPORT; that must never share a port another server holds."""
+    db, policy, secret = setup(tmp_path)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        command = [PYTHON, "-m", "server", "serve", "--transport", "http", "--port", str(port), "--workers", "2"]
+        done = subprocess.run(
+            [*command, *serve_args(db, policy, secret)],
+            env=server_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"story-graph-mcp: cannot listen on 127.0.0.1:{port}:" in done.stderr

@@ -345,7 +345,7 @@ def test_the_cli_prints_the_report_and_what_was_left_out(tmp_path: Path, app: Pa
 def test_items_name_the_table_and_row_they_came_from(app: Path) -> None:
     places = {
         (line.kind, getattr(line, "id", None)): where
-        for where, line in GoodBuddySource(app).items()
+        for where, line in GoodBuddySource(app)
         if not isinstance(line, Retired)
     }
 
@@ -353,3 +353,36 @@ def test_items_name_the_table_and_row_they_came_from(app: Path) -> None:
     assert places[("source_reference", S1)] == f"table supervision_sources row id={S1}"
     assert str(places[("entity_revision", None)]).startswith("table supervision_results row id=")
     assert places[("story", STORY_F)] == f"table supervision_stories row id={STORY_F}"
+
+
+def test_a_dry_run_sync_says_what_would_change_and_writes_nothing(app: Path, graph: Path) -> None:
+    write(app, "UPDATE supervision_entities SET confirmation_state = 'revoked' WHERE id = ?", ENT_C)
+    write(app, "UPDATE supervision_events SET superseded_by = ? WHERE id = ?", RES3, EV_A)
+    before, hash_before = dump(graph), file_hash(graph)
+
+    dry, _ = import_goodbuddy(graph, app, dry_run=True)
+
+    # The feature story's span would start later without decision A.
+    assert (dry.updated, dry.retired, dry.dry_run) == ({"entity": 1, "story": 1}, 1, True)
+    assert str(dry).endswith("; 2 would be updated (1 entity, 1 story); 1 would be retired; nothing was written")
+    assert (dump(graph), file_hash(graph)) == (before, hash_before)
+
+
+def test_the_cli_shows_the_same_progress_as_a_jsonl_import(tmp_path: Path, app: Path) -> None:
+    db = tmp_path / "graph.db"
+    migrate(db)
+
+    command = [sys.executable, "-m", "server", "db", "import", "--db", str(db), "--from", "goodbuddy", str(app)]
+    run = subprocess.run(
+        [*command, "--progress-every", "0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert run.returncode == 0, run.stderr
+    phases = [line.split(":")[1].strip() for line in run.stderr.splitlines() if line.endswith(" s elapsed")]
+    assert {"reading", "writing", "indexing"} <= set(phases) <= {"reading", "writing", "indexing", "writing the index"}
+    assert run.stderr.splitlines()[-1].startswith(("import: indexing: ", "import: writing the index: done, "))

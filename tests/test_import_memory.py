@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 import pytest
-from jsonl_graph import dump, revisions, write_jsonl
+from jsonl_graph import dump, file_hash, revisions, write_jsonl
 from support import client_for, ok
 
 from server.contracts.common import Grant
@@ -200,3 +200,24 @@ def test_the_cli_needs_a_project_and_prints_the_report(migrated_db: Path, memory
 def test_a_missing_file_is_one_clear_error(migrated_db: Path, tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=r"cannot read .*nope\.jsonl"):
         import_memory_graph(migrated_db, tmp_path / "nope.jsonl", PROJECT)
+
+
+def _cli(db: Path, memory: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "server", "db", "import", "--db", str(db), "--from", "memory-jsonl"]
+    command += ["--project", PROJECT, *extra, str(memory)]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_a_dry_run_writes_nothing_and_the_import_shows_progress(migrated_db: Path, memory: Path) -> None:
+    before = dump(migrated_db), file_hash(migrated_db)
+
+    dry = _cli(migrated_db, memory, "--dry-run")
+    untouched = dump(migrated_db), file_hash(migrated_db)
+    done = _cli(migrated_db, memory, "--progress-every", "0")
+
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith("dry run: would import ") and "nothing was written" in dry.stdout
+    assert untouched == before
+    assert done.returncode == 0, done.stderr
+    phases = [line.split(":")[1].strip() for line in done.stderr.splitlines() if line.endswith(" s elapsed")]
+    assert {"reading", "writing", "indexing"} <= set(phases) <= {"reading", "writing", "indexing", "writing the index"}

@@ -16,7 +16,7 @@ from mcp import Client
 from support import client_for, demo_db, error, ok
 
 from server.contracts.common import Grant
-from server.reader.source import SOURCE_CHUNKS, StoredTextBroken, _slice
+from server.reader.source_rows import SOURCE_CHUNKS, StoredTextBroken, read_slice
 
 pytestmark = pytest.mark.anyio
 
@@ -538,7 +538,7 @@ def test_any_code_point_range_is_cut_from_the_right_chunks(db: Path, start: int,
 
     async def cut() -> str:
         async with aiosqlite.connect(db) as conn:
-            return await _slice(conn, "src-long-design-doc", "v1", start, end)
+            return await read_slice(conn, "src-long-design-doc", "v1", start, end)
 
     assert anyio.run(cut, backend="asyncio") == text[start:end]
 
@@ -547,7 +547,7 @@ async def test_a_gap_in_the_stored_chunks_is_a_read_failure_not_a_short_page(db:
     write(db, "DELETE FROM source_chunks WHERE source_id = 'src-long-design-doc' AND start = 4096")
     async with aiosqlite.connect(db) as conn:
         with pytest.raises(StoredTextBroken):
-            await _slice(conn, "src-long-design-doc", "v1", 4000, 4200)
+            await read_slice(conn, "src-long-design-doc", "v1", 4000, 4200)
         async with conn.execute(
             "EXPLAIN QUERY PLAN " + SOURCE_CHUNKS, dict.fromkeys(("source_id", "version", "start", "end"), 1)
         ) as cur:

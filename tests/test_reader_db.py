@@ -5,10 +5,12 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import pytest
 from support import demo_db
 
-from server.reader.db import Database
+from server.reader.db import Database, ReadConnection
 from server.reader.fold import Folder
 
 pytestmark = pytest.mark.anyio
@@ -57,3 +59,72 @@ def test_folding_keeps_code_point_positions_in_any_script() -> None:
         folded = folder.fold(text)
         assert len(folded) == len(text)
     assert folder.fold("SQLite WAL 会话缓存") == "sqlite wal 会话缓存"
+
+
+ATLAS_NAME = "SELECT name FROM projects WHERE id = 'atlas'"
+# Far over any inline budget: about a million virtual-machine steps.
+LONG_COUNT = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) SELECT count(*) FROM n"
+
+
+async def test_short_statements_skip_the_thread_and_return_the_same_rows(tmp_path: Path) -> None:
+    path = demo_db(tmp_path)
+    inline, threaded = await Database.open(path, size=1), await Database.open(path, size=1, inline_steps=0)
+    queries = ("SELECT id, status FROM projects ORDER BY id", "SELECT scope_key, data_revision FROM scopes ORDER BY 1")
+    try:
+        async with inline.snapshot() as fast, threaded.snapshot() as slow:
+            for sql in queries:
+                assert [tuple(r) for r in await fast.execute_fetchall(sql)] == [
+                    tuple(r) for r in await slow.execute_fetchall(sql)
+                ]
+            assert isinstance(fast, ReadConnection) and isinstance(slow, ReadConnection)
+            assert (fast.inline_runs, fast.thread_runs) == (2, 0)
+            assert (slow.inline_runs, slow.thread_runs) == (0, 2)
+            with pytest.raises(sqlite3.OperationalError, match="no such table"):
+                await fast.execute_fetchall("SELECT * FROM no_such_table")
+    finally:
+        await inline.close()
+        await threaded.close()
+
+
+async def test_a_statement_over_its_budget_runs_again_on_the_thread_in_the_same_snapshot(tmp_path: Path) -> None:
+    path = demo_db(tmp_path)
+    db = await Database.open(path, size=1, inline_steps=1)  # every statement is interrupted at once
+    writer = sqlite3.connect(path)
+    try:
+        async with db.snapshot() as conn:
+            before = await conn.execute_fetchall(ATLAS_NAME)
+            writer.execute("UPDATE projects SET name = 'Atlas v2' WHERE id = 'atlas'")
+            writer.commit()
+            after = await conn.execute_fetchall(ATLAS_NAME)  # interrupted inline, read again on the thread
+            assert isinstance(conn, ReadConnection) and (conn.inline_runs, conn.thread_runs) == (2, 2)
+        assert [r[0] for r in before] == [r[0] for r in after] == ["Atlas sync service"]
+        async with db.snapshot() as conn:
+            assert [r[0] for r in await conn.execute_fetchall(ATLAS_NAME)] == ["Atlas v2"]
+    finally:
+        writer.close()
+        await db.close()
+
+
+async def test_a_long_statement_does_not_hold_up_the_event_loop(tmp_path: Path) -> None:
+    """Over its inline budget, a statement finishes on the connection's thread while other tasks keep running."""
+    db = await Database.open(demo_db(tmp_path), size=1)
+    ticks = 0
+    done = anyio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(ticker)
+            async with db.snapshot() as conn:
+                rows = await conn.execute_fetchall(LONG_COUNT)
+                assert isinstance(conn, ReadConnection) and conn.thread_runs == 1
+            done.set()
+        assert [r[0] for r in rows] == [300000]
+        assert ticks > 10  # the loop ran the ticker while SQLite counted
+    finally:
+        await db.close()

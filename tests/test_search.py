@@ -240,12 +240,13 @@ async def test_time_range_filters_before_paging_and_counts_unknown_times(graph_d
     assert recorded["time_basis"] == "recorded_at" and recorded["items"] == []
 
 
-async def test_story_and_experience_types_match_nothing_yet_and_coverage_says_so(graph_db: Path) -> None:
+async def test_every_type_is_read_so_coverage_names_none_as_not_included(graph_db: Path) -> None:
+    # This graph holds no story or experience: asking for them is zero hits in a read type, not an unread type.
     async with client_for(graph_db) as client:
         page = await ok(client, SEARCH, {"query": "cache", "object_types": ["story", "experience"]})
         events = await ok(client, SEARCH, {"query": "cache", "object_types": ["event"], "page_size": 50})
-    assert page["items"] == []
-    assert page["coverage"]["object_types_not_included"] == ["story", "experience"]
+    assert page["items"] == [] and page["page"]["total_count"] == 0
+    assert page["coverage"]["object_types_not_included"] == []
     assert {i["object_ref"]["type"] for i in events["items"]} == {"event"}
     assert events["coverage"]["object_types_not_included"] == []
 

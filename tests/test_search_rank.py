@@ -202,27 +202,32 @@ def _open_items(line: dict[str, Any]) -> str:
     return orjson.dumps(line.get("open_items", [])).decode()
 
 
-def reference_classes(items: dict[tuple[str, str, str], Item], query: str) -> dict[tuple[str, str, str], int]:
-    """Each matching item's rank class (1–8) under the documented rule, computed from the texts alone."""
+def reference_classes(
+    items: dict[tuple[str, str, str], Item], query: str
+) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """Each matching item's rank under the documented rule, computed from the texts alone: its class (1–4 whole
+    query, 5–8 terms: weight-3 or not, own row or not) and, for term matches of at most MAX_EXACT_TERMS terms, how
+    many distinct terms it holds (more first)."""
     folder = Folder()
     whole = folder.fold(query.strip())
     terms = [t for t in query_terms(whole) if t != whole]
     need = needed(len(terms))
-    classes = {}
+    ranks = {}
     for key, item in items.items():
         heavy = [folder.fold(t) for t in item.heavy]
         light = [folder.fold(t) for t in item.light]
         own_offset = 0 if item.own else 1
         if any(whole in t for t in heavy):
-            classes[key] = 1 + own_offset
+            ranks[key] = (1 + own_offset, 0)
         elif any(whole in t for t in light):
-            classes[key] = 3 + own_offset
+            ranks[key] = (3 + own_offset, 0)
         elif terms:
             held = {t for t in terms if any(t in text for text in heavy + light)}
             if len(held) >= need:
                 in_heavy = any(t in text for t in terms for text in heavy)
-                classes[key] = (5 if in_heavy else 7) + own_offset
-    return classes
+                level = -len(held) if len(terms) <= MAX_EXACT_TERMS else 0
+                ranks[key] = ((5 if in_heavy else 7) + own_offset, level)
+    return ranks
 
 
 async def walk(client: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
@@ -278,8 +283,9 @@ async def test_every_page_follows_the_documented_rank_exactly(tmp_path: Path, se
             kinds = {"whole_query": (1, 4), "terms": (5, 8)}
             for item, key in zip(found, keys, strict=True):
                 low, high = kinds[item["match_kind"]]
-                assert low <= expected[key] <= high and item["own_row"] == (expected[key] % 2 == 1)
-                assert item["field_weight"] == (3 if expected[key] in (1, 2, 5, 6) else 1)
+                rank_class = expected[key][0]
+                assert low <= rank_class <= high and item["own_row"] == (rank_class % 2 == 1)
+                assert item["field_weight"] == (3 if rank_class in (1, 2, 5, 6) else 1)
     assert len(query_terms(QUERIES[-1].lower())) > MAX_EXACT_TERMS  # the last query takes the checked path
 
 

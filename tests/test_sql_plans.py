@@ -1,15 +1,34 @@
-"""Lookups by id stay on an index, whatever the scope holds (no ANALYZE statistics are assumed)."""
+"""Lookups by id and get_context's keyset sections stay on an index, whatever the scope holds (no ANALYZE
+statistics are assumed)."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 
 import pytest
 
+from server.reader import context, context_rows, context_stories
+from server.reader.context_arms import ARMS, Arm, BoundArm, Candidate, Mode, sort_key
 from server.reader.objects import LEAF_ROWS, OBJECT_ROWS
 
 PARAMS = {"ids": '["x"]', "scope_key": "global", "object_type": "event"}
+SELECTION = {
+    "locate " + object_type: sql for object_type, sql in context.LOCATE.items()
+} | {
+    name: getattr(module, name)
+    for module, names in (
+        (context, ("LOCATE_LEAF_FACT", "EVENT_IDS_OF_ENTITIES", "ENTITY_IDS_OF_EVENTS", "SUMMARY_IDS_LISTING",
+                   "OBJECTS_BACKED_BY")),
+        (context_rows, ("ENTITIES_BY_ID", "ENTITY_REVISIONS_OF", "LEAF_FACTS_OF", "EVENTS_BY_ID", "EVENT_ENTITY_IDS",
+                        "CHANGES_OF_ENTITIES", "CHANGES_OF_EVENTS", "RELATIONS_BY_ID", "RELATIONS_TOUCHING",
+                        "SUMMARIES_BY_ID", "SUMMARY_FACT_REFS", "SOURCE_REFERENCES_BY_ID", "MEMORY_ITEMS_FOR")),
+        (context_stories, ("STORY_EVENTS", "STATE_EVENT", "STORIES_BY_ID", "THREAD_IDS", "RELATED_STORIES",
+                           "EXPERIENCES_BY_ID", "EXPERIENCE_EVENTS")),
+    )
+    for name in names
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("sql", [*OBJECT_ROWS.values(), LEAF_ROWS], ids=[*OBJECT_ROWS, "leaf"])
@@ -18,3 +37,30 @@ def test_object_row_lookups_never_scan_a_graph_table(migrated_db: Path, sql: str
         plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, PARAMS)]
     scans = [step for step in plan if step.startswith("SCAN") and "json_each" not in step]
     assert scans == [], plan
+
+
+@pytest.mark.parametrize("sql", SELECTION.values(), ids=list(SELECTION))
+def test_get_context_selection_lookups_never_scan_a_graph_table(migrated_db: Path, sql: str) -> None:
+    """The selection of a large neighbourhood is read by index lookups from the target outwards."""
+    values = {"id": "x", "entity_id": "x", "key": "k", "leaf_id": "l", "object_id": "x", "source_reference_id": "r"}
+    params = {name: (PARAMS | values)[name] for name in re.findall(r":(\w+)", sql)}
+    with sqlite3.connect(migrated_db) as conn:
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+    # json_each is the id list; `k` is STORY_EVENTS' own subquery of a story's links, already narrowed by index.
+    scans = [step for step in plan if step.startswith("SCAN") and "json_each" not in step and step != "SCAN k"]
+    assert scans == [], plan
+
+
+@pytest.mark.parametrize("arm", ARMS, ids=[arm.name for arm in ARMS])
+@pytest.mark.parametrize("mode", ["current", "timeline"])
+def test_every_keyset_page_reads_its_section_in_index_order(migrated_db: Path, arm: Arm, mode: Mode) -> None:
+    """A page of a section reads only the rows after its position: the order comes from an index, never from
+    sorting the section (no temporary b-tree), on the first page (no position) as on any later one."""
+    bound = BoundArm(arm, {"id": "x", "object_type": "entity", "scope_key": "global"})
+    for time in (None, "2026-01-01T00:00:00.000Z"):
+        position = sort_key(Candidate(arm.role, arm.kind, arm.object_type, "x", "r", time, "global"), mode)
+        for after in (None, position):
+            for sql, params in bound.queries(mode, after, 11):
+                with sqlite3.connect(migrated_db) as conn:
+                    plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+                assert not [step for step in plan if "TEMP B-TREE" in step or step.startswith("SCAN")], (sql, plan)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from jsonl_graph import small_graph, write_jsonl
+from jsonl_graph import chain_graph, dump, file_hash, small_graph, write_jsonl
 
 from server.store.migrate import SCHEMA_VERSION
 
@@ -81,3 +84,87 @@ def test_stats_on_a_file_that_is_not_sqlite_fails_with_one_line(tmp_path: Path) 
     junk.write_bytes(b"\x00not sqlite" * 100)
 
     assert "is not a SQLite database" in _one_line_error(_cli("db", "stats", "--db", junk))
+
+
+def test_progress_goes_to_stderr_as_plain_lines_when_it_is_not_a_terminal(tmp_path: Path) -> None:
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    lines = chain_graph(500)
+    graph = write_jsonl(tmp_path / "chain.jsonl", lines)
+
+    imported = _cli("db", "import", "--db", db, graph, "--progress-every", "0")
+    exported = _cli("db", "export", "--db", db, "--progress-every", "0")
+    quiet = _cli("db", "export", "--db", db, "--quiet")
+
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout.startswith(f"imported {len(lines)} lines (")
+    assert imported.stdout.count("\n") == 1
+    progress = imported.stderr.splitlines()
+    counted = (
+        r"import: (reading|writing|indexing): [\d,]+( of [\d,]+)? (lines|items)( \(\d+%\))? (so far|done),"
+        r" [\d,]+ (lines|items)/s, [\d.]+ s elapsed"
+    )
+    timed = r"import: writing the index: (running|done), [\d.]+ s elapsed"
+    assert all(re.fullmatch(counted, text) or re.fullmatch(timed, text) for text in progress), progress
+    assert any(text.startswith(f"import: reading: {len(lines):,} lines (100%) done") for text in progress)
+    assert any(
+        text.startswith(f"import: writing: {len(lines):,} of {len(lines):,} lines (100%) done, ") for text in progress
+    )
+    # The search index is rebuilt once, last: one item per searchable object written (then written out,
+    # which shows only its time, and only when it takes long enough to print a line).
+    assert any(re.match(r"import: indexing: ([\d,]+) of \1 items \(100%\) done, ", text) for text in progress)
+    assert progress[-1].startswith(("import: indexing: ", "import: writing the index: done, ")), progress[-1]
+    # Progress never mixes into the exported data.
+    assert exported.stdout == quiet.stdout
+    assert len(exported.stdout.splitlines()) == len(lines)
+    assert exported.stderr.splitlines()[-1].startswith(f"export: writing: {len(lines):,} of {len(lines):,} lines")
+    assert quiet.stderr == ""
+
+
+def test_progress_is_a_bar_on_a_terminal(tmp_path: Path) -> None:
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    controller, terminal = pty.openpty()
+    try:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "server", "db", "import", "--db", str(db), str(graph)],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+        )
+        os.close(terminal)  # the child holds the terminal now; reading ends when it exits
+        shown = b""
+        while chunk := _read(controller):  # read while it runs, so a full terminal buffer never blocks it
+            shown += chunk
+        stdout, _ = run.communicate(timeout=60)
+    finally:
+        os.close(controller)
+
+    assert run.returncode == 0
+    assert stdout.decode().startswith("imported ")
+    text = shown.decode()
+    assert "\r" in text
+    assert re.search(r"import: reading \[#{24}\] 100% [\d,]+ lines", text), text
+    assert re.search(rf"import: writing \[#{{24}}\] 100% {len(small_graph())} lines", text), text
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # the terminal's other end is closed: everything has been read
+        return b""
+
+
+def test_a_dry_run_prints_what_would_be_imported_and_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    before = dump(db), file_hash(db)
+
+    dry = _cli("db", "import", "--db", db, graph, "--dry-run")
+
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith(f"dry run: would import {len(small_graph())} lines (2 project, ")
+    assert dry.stdout.endswith("; 0 unchanged; nothing was written\n")
+    assert (dump(db), file_hash(db)) == before

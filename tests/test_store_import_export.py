@@ -261,7 +261,7 @@ def test_a_bad_line_aborts_the_import_naming_line_and_field_and_writes_nothing(
     with pytest.raises(ImportRejected) as caught:
         import_file(migrated_db, bad_file)
 
-    assert (caught.value.line_number, caught.value.field) == (line_number, field)
+    assert (caught.value.location, caught.value.field) == (f"line {line_number}", field)
     assert problem in caught.value.problem
     assert str(caught.value).startswith(f"import aborted, nothing was written: line {line_number}")
     assert dump(migrated_db) == before
@@ -276,7 +276,7 @@ def test_an_id_stored_with_different_content_is_refused(migrated_db: Path, tmp_p
     with pytest.raises(ImportRejected) as caught:
         import_file(migrated_db, write_jsonl(tmp_path / "changed.jsonl", [changed]))
 
-    assert (caught.value.line_number, caught.value.field) == (1, "id")
+    assert (caught.value.location, caught.value.field) == ("line 1", "id")
     assert "event 'ev-1' is already defined by the database with different content (differs in: title)" in str(
         caught.value
     )
@@ -303,7 +303,7 @@ def test_blank_lines_are_skipped_but_counted(migrated_db: Path, tmp_path: Path) 
     with pytest.raises(ImportRejected) as caught:
         import_file(migrated_db, path)
 
-    assert (caught.value.line_number, caught.value.field) == (4, "name")
+    assert (caught.value.location, caught.value.field) == ("line 4", "name")
 
 
 def test_the_demo_is_written_to_a_new_file_only(tmp_path: Path) -> None:

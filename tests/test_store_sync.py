@@ -102,7 +102,7 @@ def test_one_object_twice_in_one_sync_with_other_content_is_refused(migrated_db:
     with pytest.raises(ImportRejected) as caught:
         sync(migrated_db, twice)
 
-    assert caught.value.where == f"row {len(twice)}"
+    assert caught.value.location == f"row {len(twice)}"
     assert "already defined by row" in caught.value.problem
 
 
@@ -133,6 +133,32 @@ def test_an_append_import_still_refuses_changed_content(migrated_db: Path) -> No
 
     with pytest.raises(ImportRejected, match="event 'ev-1' is already defined by the database"):
         import_items(migrated_db, items(changed("ev-1", title="Other")))
+
+
+def test_only_a_sync_can_retire(migrated_db: Path) -> None:
+    import_items(migrated_db, items(small_graph()))
+    before = dump(migrated_db)
+
+    with pytest.raises(ImportRejected, match="'ev-2' is retired, but only a sync import can retire") as caught:
+        import_items(migrated_db, [("table x row id=ev-2", Retired("event", ("ev-2",), "superseded"))])
+
+    assert caught.value.location == "table x row id=ev-2"
+    assert dump(migrated_db) == before
+
+
+def test_a_changed_story_is_updated_in_place_and_keeps_its_links(migrated_db: Path) -> None:
+    graph = story_graph()
+    sync(migrated_db, graph)
+    renamed = [{**line, "name": "Session cache, phase 2"} if line.get("id") == "st-feature" else line for line in graph]
+
+    report = sync(migrated_db, renamed)
+
+    assert report.updated == {"story": 1} and report.total == 0
+    assert rows(migrated_db, "SELECT name FROM stories WHERE id = 'st-feature'") == [("Session cache, phase 2",)]
+    assert rows(migrated_db, "SELECT count(*) FROM story_events WHERE story_id = 'st-feature'") == [(1,)]
+    assert rows(migrated_db, "SELECT hi FROM search_items WHERE object_id = 'st-feature'") == [
+        ("Session cache, phase 2\x01\x01",)
+    ]
 
 
 # --- stories and experiences: mirrored objects whose links are part of them ---------------------------
@@ -264,3 +290,34 @@ def test_only_events_stories_and_experiences_can_be_retired(migrated_db: Path) -
 
     with pytest.raises(ImportRejected, match="a entity cannot be retired"):
         sync(migrated_db, small_graph(), [("row x", Retired("entity", ("ent-a",), "gone"))])
+
+
+def test_an_events_primary_story_can_move_to_a_story_it_was_already_linked_to(migrated_db: Path) -> None:
+    related: Line = {"kind": "story_event", "story_id": "st-feature", "event_id": "ev-1", "primary": False}
+    sync(migrated_db, [*story_graph(), related])
+    promoted: Line = {**related, "primary": True, "user_set": True}
+    demoted: Line = {"kind": "story_event", "story_id": "st-thread", "event_id": "ev-1", "primary": False}
+    # The promotion comes first: the link giving the primary flag up must still do so before it is taken.
+    lines = [promoted, *edited(story_graph(), replace={"st-thread:ev-1": demoted})]
+
+    report = sync(migrated_db, lines)
+    again = sync(migrated_db, lines)
+
+    assert (report.updated, report.total, report.retired) == ({"story_event": 2}, 0, 0)
+    assert rows(migrated_db, "SELECT story_id, is_primary FROM story_events WHERE event_id = 'ev-1' ORDER BY 1") == [
+        ("st-cross", 0),
+        ("st-feature", 1),
+        ("st-thread", 0),
+    ]
+    assert (again.updated, again.total) == ({}, 0)
+
+
+def test_a_sync_still_refuses_a_second_primary_story(migrated_db: Path) -> None:
+    sync(migrated_db, story_graph())
+    before = dump(migrated_db)
+    second: Line = {"kind": "story_event", "story_id": "st-feature", "event_id": "ev-1", "primary": True}
+
+    with pytest.raises(ImportRejected, match="event 'ev-1' already has the primary story 'st-thread'"):
+        sync(migrated_db, [*story_graph(), second])
+
+    assert dump(migrated_db) == before

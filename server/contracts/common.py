@@ -119,7 +119,8 @@ class Coverage(Contract):
     """The first COVERAGE_LIST_LIMIT unprocessed parts the records name (only what they name)."""
     source_types_not_included: list[str] | Unknown
     object_types_not_included: list[str]
-    """Requested object types this phase does not model yet (they match nothing)."""
+    """Requested object types this server does not read: none (every type of the input enum is read, stories and
+    experiences included). Kept so a client that checks it finds the answer."""
 
 
 class Frame(Contract):
@@ -150,7 +151,9 @@ class ItemBase(Contract):
     result_id: str | None
     """The result this row belongs to; null for a current projection or a story line."""
     scope: GlobalScope | ProjectsScope
-    """The object's own scope (always exactly the resolved scope: results are never mixed)."""
+    """The scope the object is stored in: the resolved scope (results are never mixed), except for an event a
+    story or experience lists, which may be stored in a narrower scope within it; read its sources with
+    story_graph_read_source in this scope."""
     event_time: str | None
     """Start of the event time (UTC) or null when unknown; `event_interval` has the detail."""
     event_interval: EventInterval | None

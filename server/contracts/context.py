@@ -51,6 +51,10 @@ REASSEMBLY_NOTE = (
     "may stop inside an object. page_size and content_page_size may change between pages; the other arguments must "
     "repeat."
 )
+OWN_SCOPE_NOTE = (
+    "The events a story or experience lists may be stored in narrower scopes within this one: each item's scope "
+    "says where. Quote an event's source_reference_ids with story_graph_read_source in that item's scope."
+)
 BACKGROUND_NOTE = (
     "Confirmed long-term preferences of the Global scope and of this scope's projects, shown as background only: "
     "not events, not history, not a replacement. Their updated_at is not an event time and never fills a gap; a "
@@ -207,6 +211,54 @@ class Completion(Contract):
     note: str = DECIDED_IS_NOT_COMPLETED
 
 
+STORY_STATE_NOTE = (
+    "state is the story's stored state, with the event that set it where one was recorded; concluded means the "
+    "story line of work was closed, not that any decision in it was carried out."
+)
+EXPERIENCE_NOTE = (
+    "An experience is a lesson distilled from earlier work: advice, not a rule. Check its conditions and "
+    "boundaries against the case at hand; confirmation_state is automatic unless a user edited it."
+)
+
+
+class StoryView(Contract):
+    """A story's state and shape (header of a story only)."""
+
+    level: Literal["feature", "thread", "cross"]
+    state: Literal["active", "concluded"]
+    state_event: ObjectRef | None
+    """The event that set the state; null when none was recorded."""
+    state_event_title: str | None
+    """Its title (at most 160 code points), when the event is stored."""
+    state_event_scope: GlobalScope | ProjectsScope | None
+    """The scope the state event is stored in (read its sources there)."""
+    started_at: str | None
+    ended_at: str | None
+    parent: ObjectRef | None
+    """A thread's feature."""
+    threads: list[ObjectRef]
+    """A feature's threads (first 10; thread_count has them all)."""
+    thread_count: int
+    event_count: int
+    """The events the story lists: a feature or thread its own and its threads' primary events, a cross story
+    every linked event (all within this scope; each an item with its own scope)."""
+    note: str = STORY_STATE_NOTE
+
+
+class ExperienceView(Contract):
+    """An experience's lesson (header of an experience only)."""
+
+    statement: str
+    conditions: str
+    """At most 600 code points each (the item holds them whole)."""
+    boundaries: str
+    formed_count: int
+    """Links to events that formed it."""
+    applied_count: int
+    """Links to events where it was applied."""
+    note: str = EXPERIENCE_NOTE
+
+
 class Header(Contract):
     """A compact view of the target, first page of `current` only. Every list is capped at 10 with its total
     count; the full objects are all in the paged items."""
@@ -245,6 +297,10 @@ class Header(Contract):
     """The review results that hold a row of the target, oldest review first; each row is its own item."""
     background_count: int
     """Memory items in `background` (Global and this scope's projects)."""
+    story: StoryView | None = None
+    """For a story: its state (with the event that set it), level, span, feature or threads."""
+    experience: ExperienceView | None = None
+    """For an experience: statement, conditions, boundaries and how many events formed it or applied it."""
 
 
 class Gap(Contract):

@@ -7,16 +7,21 @@ Selection (every query is bound to the resolved scope's key, so nothing of anoth
   their other ends when those are stored in the scope, entity changes and events (through
   event_entities and the changes' events), summaries that list it, and the saved source references
   behind all of these;
-- a story line takes its entities and events as the neighbourhood, with their changes and relations.
+- a story line takes its entities and events as the neighbourhood, with their changes and relations;
+- a story its events (a feature or thread its own and its threads' primary events, a cross story every
+  linked event) and its threads or feature; an experience the events that formed it and where it was
+  applied. Those events live in their own scopes, within the owner's (context_stories).
 
-The rows themselves are read by context_rows; their page order and fragments are context_pages'.
+An object belongs to the first role that selects it, in the order of `select`. The selection is computed
+whole once per scope revision (context_summary); pages read the large direct sections through keyset
+arms (context_arms) and everything else from the remembered selection.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final
 
 import aiosqlite
 import orjson
@@ -24,8 +29,17 @@ import orjson
 from server.contracts.base import scope_from_key
 from server.contracts.common import Grant
 from server.contracts.errors import StoryGraphError
-from server.reader.context_pages import Piece, pieces
+from server.reader.context_arms import (
+    RELATIONS_FROM,
+    RELATIONS_TO,
+    ROW_KIND_ORDER,
+    STORY_LINE_ENTITIES,
+    STORY_LINE_EVENTS,
+    BoundArm,
+    Candidate,
+)
 from server.reader.context_rows import Memory, Ref, RowLoader, Unit, memories
+from server.reader.context_stories import experience_event_rows, related_story_ids, state_event, story_events
 from server.reader.db import IDS
 from server.reader.objects import Key, in_time_range, split_change_id
 from server.reader.scope import is_readable
@@ -39,6 +53,8 @@ LOCATE: Final[dict[str, str]] = {
     "summary": "SELECT scope_key FROM summaries WHERE id = :id",
     "source_reference": "SELECT scope_key FROM source_references WHERE id = :id",
     "entity_change": "SELECT scope_key FROM entity_changes WHERE entity_id = :entity_id AND association_key = :key",
+    "story": "SELECT scope_key FROM stories WHERE id = :id",
+    "experience": "SELECT scope_key FROM experiences WHERE id = :id",
 }
 LOCATE_LEAF_FACT: Final = """
 SELECT scope_key FROM fact_links
@@ -52,16 +68,18 @@ SELECT DISTINCT event_id FROM event_entities WHERE entity_id IN {IDS} AND scope_
 ENTITY_IDS_OF_EVENTS: Final = f"""
 SELECT DISTINCT entity_id FROM event_entities WHERE event_id IN {IDS} AND scope_key = :scope_key
 """
+# The unary + keeps SQLite on fact_links_by_object: the primary key's owner_type prefix would scan every link.
 SUMMARY_IDS_LISTING: Final = f"""
 SELECT DISTINCT owner_id FROM fact_links
- WHERE owner_type = 'summary' AND object_type = :object_type AND object_id IN {IDS} AND scope_key = :scope_key
+ WHERE +owner_type = 'summary' AND object_type = :object_type AND object_id IN {IDS} AND scope_key = :scope_key
 """
 OBJECTS_BACKED_BY: Final = """
 SELECT object_type, object_id FROM object_sources
  WHERE source_reference_id = :source_reference_id AND scope_key = :scope_key ORDER BY object_type, object_id
 """
-ENTITY_IDS_OF_STORY_LINE: Final = "SELECT id FROM entities WHERE story_line_id = :id AND scope_key = :scope_key"
-EVENT_IDS_OF_STORY_LINE: Final = "SELECT id FROM events WHERE story_line_id = :id AND scope_key = :scope_key"
+# Targets whose earlier roles may hold relations: their relations are read with the rest of the selection.
+RELATIONS_IN_EARLIER_ROLES: Final = frozenset({"relation", "summary", "source_reference"})
+OWNERS: Final = frozenset({"story", "experience"})
 
 
 @dataclass
@@ -72,8 +90,11 @@ class Selection:
     units: list[Unit]
     """Every selected row after the time filter."""
     memories: list[Memory]
-    pieces: list[Piece]
     unknown_time_excluded: int
+    arms: list[BoundArm] = field(default_factory=list)
+    """Keyset arms that serve their sections page by page (none with a time filter)."""
+    gathered: list[Candidate] = field(default_factory=list)
+    """Every selected object no arm serves, memory items included."""
     missing_evidence: list[str] = field(default_factory=list)
     """Source reference ids named by selected objects but not stored in this scope."""
     present: dict[Ref, Unit | None] = field(default_factory=dict)
@@ -92,9 +113,7 @@ def _leaf_splits(object_id: str) -> list[tuple[str, str]]:
 
 
 async def _stored_scopes(conn: aiosqlite.Connection, object_type: str, object_id: str) -> list[str]:
-    sql = LOCATE.get(object_type)
-    if sql is None:  # story / experience: not modelled in this phase
-        return []
+    sql = LOCATE[object_type]
     if object_type == "entity_change":
         parts = split_change_id(object_id)
         if parts is None:
@@ -141,8 +160,7 @@ async def locate_target(
         "object_not_found",
         f"no {object_type} with id {object_id!r} is stored in any scope this client may read.",
         field="object_ref",
-        next_step="Use an object_ref returned by story_graph_search in this scope (story and experience objects "
-        "are not modelled yet).",
+        next_step="Use an object_ref returned by story_graph_search in this scope.",
     )
 
 
@@ -150,19 +168,55 @@ async def locate_target(
 
 
 class _Selected:
-    """Selected rows by (type, id, result key); the first role a row is added with is kept."""
+    """Selected rows by (type, id, result key); the first role a row is added with is kept.
+
+    Rows added through a keyset arm are served by that arm page by page. An arm whose rows an earlier role
+    already holds is not used (its rows are then served from the remembered selection like the others); two
+    arms of one role may share rows (a relation from an object to itself), which a page reads once."""
 
     def __init__(self) -> None:
         self.units: dict[Key, Unit] = {}
+        self.arms: list[BoundArm] = []
+        self.unusable: set[int] = set()
+        self.served: dict[Key, set[int]] = {}
 
-    def add(self, units: Iterable[Unit | None], role: str) -> list[Unit]:
+    def add(self, units: Iterable[Unit | None], role: str, arm: BoundArm | None = None) -> list[Unit]:
+        number = len(self.arms)
+        if arm is not None:
+            self.arms.append(arm)
         added = []
         for unit in units:
-            if unit is not None and unit.key not in self.units:
-                unit.role = role
-                self.units[unit.key] = unit
-                added.append(unit)
+            if unit is None:
+                continue
+            held = self.units.get(unit.key)
+            if held is not None:
+                if arm is not None and (held.role != role or not self.served.get(unit.key)):
+                    self.unusable.add(number)
+                elif arm is not None:
+                    self.served[unit.key].add(number)
+                continue
+            unit.role = role
+            self.units[unit.key] = unit
+            added.append(unit)
+            if arm is not None:
+                self.served.setdefault(unit.key, set()).add(number)
         return added
+
+    def usable_arms(self) -> list[int]:
+        return [n for n in range(len(self.arms)) if n not in self.unusable]
+
+
+async def _events_in_their_scopes(
+    conn: aiosqlite.Connection, rows: Iterable[tuple[str, str, str | None, str]]
+) -> list[Unit]:
+    """Events a story or experience lists, each read in its own scope."""
+    by_scope: dict[str, set[str]] = {}
+    for event_id, _, _, event_scope in rows:
+        by_scope.setdefault(event_scope, set()).add(event_id)
+    units: list[Unit] = []
+    for event_scope, ids in sorted(by_scope.items()):
+        units.extend(await RowLoader(conn, event_scope).events(sorted(ids)))
+    return units
 
 
 async def select(
@@ -171,13 +225,13 @@ async def select(
     project_ids: list[str],
     target: Ref,
     *,
-    mode: Literal["current", "timeline"],
     time_range: tuple[str, str] | None,
     time_basis: str,
 ) -> Selection:
     load = RowLoader(conn, scope_key)
     chosen = _Selected()
     object_type, object_id = target
+    params = {"id": object_id, "object_type": object_type, "scope_key": scope_key}
 
     # The target: every row of it, none hiding another.
     primary = (await load.primary([target]))[target]
@@ -191,13 +245,16 @@ async def select(
     anchors: list[Ref] = [target]
     entity_ids: list[str] = [object_id] if object_type == "entity" else []
     event_ids: list[str] = [object_id] if object_type == "event" else []
+    members: list[str] = []
     if object_type == "story_line":
-        members = await load.column(ENTITY_IDS_OF_STORY_LINE, id=object_id)
-        chosen.add((await load.primary([("entity", i) for i in members])).values(), "related")
+        arm = BoundArm(STORY_LINE_ENTITIES, params)
+        members = await arm.all_ids(conn)
+        chosen.add((await load.primary([("entity", i) for i in members])).values(), "related", arm)
         entity_ids.extend(members)
         anchors.extend(("entity", i) for i in members)
-        story_events = await load.column(EVENT_IDS_OF_STORY_LINE, id=object_id)
-        chosen.add((await load.primary([("event", i) for i in story_events])).values(), "evolution")
+        arm = BoundArm(STORY_LINE_EVENTS, params)
+        story_events_ids = await arm.all_ids(conn)
+        chosen.add((await load.primary([("event", i) for i in story_events_ids])).values(), "evolution", arm)
     elif object_type == "event":
         linked = await load.column(ENTITY_IDS_OF_EVENTS, ids=[object_id])
         chosen.add((await load.primary([("entity", i) for i in linked])).values(), "related")
@@ -212,16 +269,27 @@ async def select(
     elif object_type == "source_reference":
         backed = await load.rows(OBJECTS_BACKED_BY, source_reference_id=object_id, scope_key=scope_key)
         chosen.add((await load.primary([(t, i) for t, i in backed])).values(), "related")
+    elif object_type == "story":
+        stories = await related_story_ids(conn, scope_key, object_id)
+        chosen.add((await load.primary([("story", i) for i in stories])).values(), "related")
+        listed = (await story_events(conn, scope_key, [object_id]))[object_id]
+        state = await state_event(conn, scope_key, object_id)
+        chosen.add(await _events_in_their_scopes(conn, [*listed, *([state] if state else [])]), "evolution")
+    elif object_type == "experience":
+        listed = await experience_event_rows(conn, scope_key, object_id)
+        chosen.add(await _events_in_their_scopes(conn, listed), "evolution")
 
-    # Relations touching the anchors (and a target relation's own ends).
-    relations: list[Unit] = []
-    by_type: dict[str, list[str]] = {}
-    for anchor_type, anchor_id in anchors:
-        by_type.setdefault(anchor_type, []).append(anchor_id)
-    for anchor_type, ids in sorted(by_type.items()):
-        relations.extend(await load.relations_touching(anchor_type, ids))
-    relations.sort(key=lambda u: u.row.object_id)
-    chosen.add(relations, "relation")
+    # Relations touching the anchors (and a target relation's own ends). Those of the target itself come through
+    # keyset arms, unless an earlier role may hold relations.
+    if object_type in RELATIONS_IN_EARLIER_ROLES:
+        chosen.add(await load.relations_touching(object_type, [object_id]), "relation")
+    else:
+        for definition in (RELATIONS_FROM, RELATIONS_TO):
+            arm = BoundArm(definition, params)
+            ids = await arm.all_ids(conn)
+            chosen.add((await load.primary([("relation", i) for i in ids])).values(), "relation", arm)
+    if members:
+        chosen.add(await load.relations_touching("entity", members), "relation")
     relation_units = [u for u in chosen.units.values() if u.ends is not None]
     end_refs = sorted({end for u in relation_units if u.ends is not None for end in u.ends})
     present = await load.primary(end_refs)
@@ -241,7 +309,10 @@ async def select(
     )
     chosen.add((await load.primary([("event", i) for i in sorted(set(event_ids))])).values(), "evolution")
 
-    # Summaries that list the target (or, for a story line, any of its members).
+    # Summaries that list the target (or, for a story line, any of its entities).
+    by_type: dict[str, list[str]] = {}
+    for anchor_type, anchor_id in anchors:
+        by_type.setdefault(anchor_type, []).append(anchor_id)
     listing: list[str] = []
     for anchor_type, ids in sorted(by_type.items()):
         listing.extend(await load.column(SUMMARY_IDS_LISTING, object_type=anchor_type, ids=ids))
@@ -249,22 +320,43 @@ async def select(
 
     # Evidence: the saved source references behind the target, its relations and its evolution. A related
     # object's or a summary's own evidence is one more hop away (its ids are on its item; read it by its ref),
-    # except for a story line, whose members are its neighbourhood.
-    evidence_roles = {"target", "relation", "evolution"} | ({"related"} if object_type == "story_line" else set())
+    # except for a story line, whose members are its neighbourhood. The events a story or experience lists
+    # carry their evidence on their items, in their own scopes (read_source there).
+    evidence_roles = {"target", "relation"} if object_type in OWNERS else {"target", "relation", "evolution"}
+    if object_type == "story_line":
+        evidence_roles.add("related")
     wanted = sorted({s for u in chosen.units.values() if u.role in evidence_roles for s in u.source_ids})
     evidence = await load.primary([("source_reference", i) for i in wanted])
     chosen.add(evidence.values(), "evidence")
     missing = [i for i in wanted if evidence[("source_reference", i)] is None]
 
     units, excluded = in_time_range(chosen.units.values(), lambda u: u.row, time_range, time_basis)
-    background = await memories(conn, project_ids) if mode == "current" else []
+    background = await memories(conn, project_ids)
+    usable = [] if time_range is not None else chosen.usable_arms()
+    served = {key for key, numbers in chosen.served.items() if numbers & set(usable)}
+    gathered = [_candidate(u) for u in units if u.key not in served]
+    gathered += [Candidate("background", 0, "memory_item", m.memory_id, "", None, scope_key) for m in background]
     return Selection(
         target=target,
         target_units=target_units,
         units=units,
         memories=background,
-        pieces=pieces(units, background, mode),
         unknown_time_excluded=excluded,
+        arms=[chosen.arms[n] for n in usable],
+        gathered=gathered,
         missing_evidence=missing,
         present=dict(load.primary_cache),
+    )
+
+
+def _candidate(unit: Unit) -> Candidate:
+    row = unit.row
+    return Candidate(
+        unit.role,
+        ROW_KIND_ORDER[row.row_kind],
+        row.object_type,
+        row.object_id,
+        row.result_key,
+        row.event_time_start,
+        row.scope_key,
     )

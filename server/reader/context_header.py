@@ -9,17 +9,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from server.contracts.base import ObjectRef
+from server.contracts.base import ObjectRef, scope_from_key
 from server.contracts.context import (
     TIME_FILTER_NOTE,
     Claim,
     Completion,
     Conflict,
+    ExperienceView,
     Gap,
     Header,
     OpenItem,
     RelationEnd,
     StoredRelation,
+    StoryView,
     TaskEvidence,
 )
 from server.reader.context import Selection
@@ -38,8 +40,12 @@ _DESCRIPTION_FIELD: Final[dict[str, str]] = {
     "relation": "reason",
     "summary": "body",
     "story_line": "topic",
+    "story": "description",
+    "experience": "statement",
 }
-_VERSIONED: Final = frozenset({"story_line", "event", "entity", "entity_change", "relation", "summary"})
+_VERSIONED: Final = frozenset(
+    {"story_line", "event", "entity", "entity_change", "relation", "summary", "story", "experience"}
+)
 
 
 def object_ref(ref: Ref) -> ObjectRef:
@@ -142,6 +148,42 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         evidence_ref_count=len(evidence),
         result_ids=[result_id for _, result_id in results],
         background_count=len(sel.memories),
+        story=_story(sel, primary) if sel.target[0] == "story" and primary is not None else None,
+        experience=_experience(primary) if sel.target[0] == "experience" and primary is not None else None,
+    )
+
+
+def _story(sel: Selection, primary: Unit) -> StoryView:
+    data = primary.data
+    state_event_id = data["stateEventId"]
+    state_unit = next(
+        (u for u in sel.units if u.row.object_type == "event" and u.row.object_id == state_event_id), None
+    )
+    threads = data["thread_ids"]
+    return StoryView(
+        level=data["level"],
+        state=data["state"],
+        state_event=object_ref(("event", state_event_id)) if state_event_id else None,
+        state_event_title=_label(state_unit),
+        state_event_scope=scope_from_key(state_unit.row.scope_key) if state_unit is not None else None,
+        started_at=data["startedAt"],
+        ended_at=data["endedAt"],
+        parent=object_ref(("story", data["parentId"])) if data["parentId"] else None,
+        threads=[object_ref(("story", i)) for i in threads[:HEADER_LIMIT]],
+        thread_count=len(threads),
+        event_count=data["event_count"],
+    )
+
+
+def _experience(primary: Unit) -> ExperienceView:
+    data = primary.data
+    roles = [link["role"] for link in data["events"]]
+    return ExperienceView(
+        statement=_excerpt(data["statement"], DESCRIPTION_LIMIT)[0] or "",
+        conditions=_excerpt(data["conditions"], DESCRIPTION_LIMIT)[0] or "",
+        boundaries=_excerpt(data["boundaries"], DESCRIPTION_LIMIT)[0] or "",
+        formed_count=roles.count("formed"),
+        applied_count=roles.count("applied"),
     )
 
 

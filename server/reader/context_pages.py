@@ -1,8 +1,7 @@
-"""get_context pages: every selected object as one compact JSON text, in a stable order, cut into fragments.
+"""get_context pages: each object of a page as one compact JSON text, cut into fragments.
 
-`current` orders by role (target, relation, related, evolution, summary, evidence) then type, stable
-id and result id; `timeline` by event time, then type, stable id and result id, with every object of
-unknown event time after the dated ones. Pages are keyset positions: (sort key, code-point offset).
+The stream order is context_arms' sort key. Pages are keyset positions: (sort key, code-point offset);
+a page is given the objects from its position on, as many as it can hold (context_summary.read_stream).
 """
 
 from __future__ import annotations
@@ -10,25 +9,13 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
 from server.contracts.errors import invalid_cursor
+from server.reader.context_arms import SortKey
 from server.reader.context_rows import Memory, Unit
-
-ROLE_ORDER: Final[dict[str, int]] = {
-    "target": 0,
-    "relation": 1,
-    "related": 2,
-    "evolution": 3,
-    "summary": 4,
-    "evidence": 5,
-}
-BACKGROUND_SECTION: Final = 6
-ROW_KIND_ORDER: Final[dict[str, int]] = {"current": 0, "result": 1, "leaf": 2}
-
-SortKey = tuple[int, str, int, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -58,30 +45,9 @@ class Window:
     limit_reason: str | None
 
 
-def pieces(units: list[Unit], memories: list[Memory], mode: str) -> list[Piece]:
-    """The page stream of a selection, in sort-key order; background memory items come last."""
-    return sorted(
-        [Piece(_sort_key(u, mode), _compact(u.data), u) for u in units]
-        + [Piece((BACKGROUND_SECTION, "", 0, "memory_item", m.memory_id, ""), _compact(m.data), m) for m in memories],
-        key=lambda p: p.key,
-    )
-
-
-def _compact(data: dict[str, Any]) -> str:
+def compact(data: dict[str, Any]) -> str:
     """The stored data as compact JSON text, non-ASCII kept (what the fragments are cut from)."""
     return orjson.dumps(data).decode()
-
-
-def _sort_key(unit: Unit, mode: str) -> SortKey:
-    row = unit.row
-    if mode == "timeline":
-        if row.event_time_start is not None:
-            return (0, row.event_time_start, 0, row.object_type, row.object_id, row.result_key)
-        return (1, "", 0, row.object_type, row.object_id, row.result_key)
-    time = ""
-    if unit.role == "evolution":  # changes and events read best in event-time order; unknown last
-        time = row.event_time_start or "~"
-    return (ROLE_ORDER[unit.role], time, ROW_KIND_ORDER[row.row_kind], row.object_type, row.object_id, row.result_key)
 
 
 def parse_position(position: dict[str, Any] | None) -> tuple[SortKey, int] | None:
@@ -111,9 +77,10 @@ def paginate(
     content_page_size: int,
     fits: Callable[[Fragment, bool], bool],
 ) -> Window:
-    """Up to page_size fragments from the position on. A page ends after a fragment that does not finish its
-    object (the next page continues inside it), or before a fragment that would not fit the byte budget:
-    `fits(fragment, first)` is asked for every fragment and must accept the first of a page."""
+    """Up to page_size fragments from the position on (`stream` holds the objects from the position on, one more
+    than the page can hold when more follow). A page ends after a fragment that does not finish its object (the
+    next page continues inside it), or before a fragment that would not fit the byte budget: `fits(fragment,
+    first)` is asked for every fragment and must accept the first of a page."""
     index, offset = 0, 0
     if position is not None:
         keys = [p.key for p in stream]

@@ -15,6 +15,7 @@ import aiosqlite
 import orjson
 
 from server.contracts.base import scope_from_key
+from server.reader.context_stories import experience_data, story_data
 from server.reader.db import IDS, json_ids
 from server.reader.objects import Key, ObjectRow, object_rows, source_reference_ids, split_change_id
 
@@ -168,9 +169,19 @@ class RowLoader:
         elif object_type == "entity_change":
             owners = {p[0] for i in ids if (p := split_change_id(i))}
             units = [u for u in await self.changes_of_entities(sorted(owners)) if u.row.object_id in ids]
+        elif object_type == "story":
+            units = await self._owned(object_type, ids, await story_data(self.conn, self.scope_key, ids))
+        elif object_type == "experience":
+            units = await self._owned(object_type, ids, await experience_data(self.conn, self.scope_key, ids))
         else:
             units = []
         return {u.row.object_id: u for u in units}
+
+    async def _owned(self, object_type: str, ids: list[str], data: dict[str, dict[str, Any]]) -> list[Unit]:
+        """Stories and experiences: their content is built by context_stories; they hold no evidence of their own
+        (each listed event carries its own, in its own scope)."""
+        uniform = await object_rows(self.conn, self.scope_key, [(object_type, i, "") for i in ids])
+        return [Unit(uniform[(object_type, i, "")], data[i], []) for i in ids if (object_type, i, "") in uniform]
 
     async def _paired(self, found: list[aiosqlite.Row], keys: list[Key]) -> list[tuple[aiosqlite.Row, ObjectRow]]:
         """Each content row (keyed by `keys`, in order) with its uniform row; one without it is not read."""

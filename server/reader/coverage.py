@@ -7,7 +7,6 @@ from typing import Any, Final
 import aiosqlite
 import orjson
 
-from server.contracts.base import NOT_YET_MODELLED_TYPES
 from server.contracts.common import COVERAGE_LIST_LIMIT, Coverage, CoverageMissing
 from server.reader.memo import Memo
 
@@ -19,7 +18,6 @@ async def read_coverage(
     memo: Memo,
     scope_key: str,
     scope_revision: str,
-    requested_types: list[str] | None = None,
 ) -> Coverage:
     """Only this scope's records count: another scope's progress never does. Unknown stays 'unknown'.
 
@@ -31,12 +29,11 @@ async def read_coverage(
         records: dict[str, dict[str, Any] | None] = {
             row[0]: (orjson.loads(row[1]) if row[1] is not None else None) for row in rows
         }
-        coverage = memo.put(key, summarise(records, None))
-    wanted = requested_types if requested_types is not None else list(NOT_YET_MODELLED_TYPES)
-    return coverage.model_copy(update={"object_types_not_included": [t for t in NOT_YET_MODELLED_TYPES if t in wanted]})
+        coverage = memo.put(key, summarise(records))
+    return coverage
 
 
-def summarise(records: dict[str, dict[str, Any] | None], requested_types: list[str] | None) -> Coverage:
+def summarise(records: dict[str, dict[str, Any] | None]) -> Coverage:
     counts = {"detailed": 0, "legacy_count": 0, "absent": 0}
     detailed: dict[str, dict[str, Any]] = {}
     for result_id, record in records.items():
@@ -95,7 +92,6 @@ def summarise(records: dict[str, dict[str, Any] | None], requested_types: list[s
         status = "complete"
     else:
         status = "unknown"
-    wanted = requested_types if requested_types is not None else list(NOT_YET_MODELLED_TYPES)
     return Coverage.model_validate(
         {
             "status": status,
@@ -108,6 +104,6 @@ def summarise(records: dict[str, dict[str, Any] | None], requested_types: list[s
             "missing_count": len(missing),
             "missing": missing[:COVERAGE_LIST_LIMIT],
             "source_types_not_included": not_included,
-            "object_types_not_included": [t for t in NOT_YET_MODELLED_TYPES if t in wanted],
+            "object_types_not_included": [],
         }
     )

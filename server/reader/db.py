@@ -1,4 +1,14 @@
-"""Open the story graph read-only, check its schema, hand out consistent read snapshots, and bind id lists."""
+"""Open the story graph read-only, check its schema, hand out consistent read snapshots, and bind id lists.
+
+Each connection has its own thread (aiosqlite), so a long query never blocks the event loop. But every
+operation on that thread is a round trip (a queue, a thread wake-up, GIL hand-overs, a wake-up of the
+loop) that costs more than a short indexed query itself, and a call makes dozens of statements. So inside
+a snapshot, `execute_fetchall` first runs the statement on the event loop's own thread with a budget of
+SQLite virtual-machine steps (a progress handler): short statements, which are most, finish there; one
+over budget is interrupted and run again on the connection's thread, where it may take as long as it
+needs. The snapshot's read lock is taken on the thread when it begins, so a statement run inline never
+waits for a writer's lock (the busy timeout) on the loop's thread; ending a read transaction never waits.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +29,13 @@ from server.store.paths import sqlite_uri
 Row = aiosqlite.Row
 IDS: Final = "(SELECT value FROM json_each(:ids))"
 """The list parameter :ids (bound with json_ids) as a subquery, for `x IN {IDS}`."""
+INLINE_STEPS: Final = 20_000
+"""SQLite virtual-machine steps a statement may take on the event loop's thread (a fraction of a millisecond)
+before it is interrupted and run again on its connection's thread; 0 runs every statement on the thread."""
+ITER_CHUNK_SIZE: Final = 64
+"""Rows a cursor's `async for` fetches per hop (aiosqlite's default)."""
+# Reading the schema page starts the read transaction: from here on the snapshot is fixed and its lock held.
+BEGIN_SNAPSHOT: Final = "BEGIN; SELECT 1 FROM sqlite_schema LIMIT 1;"
 
 
 def json_ids(ids: Iterable[str]) -> str:
@@ -26,20 +43,94 @@ def json_ids(ids: Iterable[str]) -> str:
     return orjson.dumps(sorted(set(ids))).decode()
 
 
+class ReadConnection(aiosqlite.Connection):
+    """An aiosqlite connection whose `execute_fetchall` runs short statements without the hop to its thread
+    while its snapshot holds the read lock (module docstring). Every other operation goes through the thread."""
+
+    def __init__(self, path: Path, busy_timeout: float, inline_steps: int) -> None:
+        self._raw: sqlite3.Connection | None = None
+        self._inline_steps = inline_steps
+        self.holds_snapshot = False
+        """True from the snapshot's BEGIN (its read lock taken) to its COMMIT."""
+        self.inline_runs = 0
+        self.thread_runs = 0
+        """Statements `execute_fetchall` started inline / ran on the thread (an interrupted one counts in both)."""
+
+        def connect() -> sqlite3.Connection:
+            # mode=ro makes a write impossible at the file level; query_only guards the connection as well.
+            # check_same_thread=False: inline statements run on the loop's thread, never while the connection's
+            # own thread runs one (a connection serves one call at a time, and a call awaits each statement).
+            raw = sqlite3.connect(
+                sqlite_uri(path, "ro"), uri=True, isolation_level=None, timeout=busy_timeout, check_same_thread=False
+            )
+            self._raw = raw
+            return raw
+
+        super().__init__(connect, ITER_CHUNK_SIZE)
+
+    async def execute_fetchall(  # type: ignore[override]  # awaited only (aiosqlite also allows `async with`)
+        self, sql: str, parameters: Any = None
+    ) -> Iterable[sqlite3.Row]:
+        if self.holds_snapshot and self._inline_steps and self._raw is not None:
+            self.inline_runs += 1
+            rows = _bounded_fetchall(self._raw, sql, () if parameters is None else parameters, self._inline_steps)
+            if rows is not None:
+                return rows
+        self.thread_runs += 1
+        return await super().execute_fetchall(sql, parameters)
+
+    async def begin_snapshot(self) -> None:
+        try:
+            await self.executescript(BEGIN_SNAPSHOT)
+        except sqlite3.Error:
+            if self.in_transaction:  # BEGIN ran, the first read failed (locked, damaged): the caller sees the error
+                await self.execute("ROLLBACK")
+            raise
+        self.holds_snapshot = True
+
+    async def end_snapshot(self) -> None:
+        self.holds_snapshot = False
+        if self._inline_steps and self._raw is not None:
+            self._raw.execute("COMMIT")
+        else:
+            await self.execute("COMMIT")
+
+
+def _bounded_fetchall(raw: sqlite3.Connection, sql: str, parameters: Any, steps: int) -> list[sqlite3.Row] | None:
+    """All rows, or None when the statement needed more than `steps` virtual-machine steps (interrupted; a
+    read statement's interruption leaves its transaction and snapshot as they were)."""
+    raw.set_progress_handler(_interrupt, steps)
+    try:
+        return raw.execute(sql, parameters).fetchall()
+    except sqlite3.OperationalError as exc:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_INTERRUPT:
+            return None
+        raise
+    finally:
+        raw.set_progress_handler(None, 0)
+
+
+def _interrupt() -> int:
+    return 1
+
+
 class Database:
     """A small pool of read-only connections. Each read runs inside one transaction, so every query of
     a call sees the same snapshot (the data revision it checks is the one it reads)."""
 
-    def __init__(self, path: Path, connections: list[aiosqlite.Connection]) -> None:
+    def __init__(self, path: Path, connections: list[ReadConnection]) -> None:
         self.path = path
         self._free = connections
         self._available = anyio.Semaphore(len(connections))
 
     @classmethod
-    async def open(cls, path: Path, size: int = 4, busy_timeout: float = 5.0) -> Database:
-        """`busy_timeout`: seconds a read waits for a writer's lock before SQLite gives up (SQLITE_BUSY)."""
+    async def open(
+        cls, path: Path, size: int = 4, busy_timeout: float = 5.0, inline_steps: int = INLINE_STEPS
+    ) -> Database:
+        """`busy_timeout`: seconds a read waits for a writer's lock before SQLite gives up (SQLITE_BUSY).
+        `inline_steps`: see INLINE_STEPS."""
         check_database(path)
-        connections = [await _connect(path, busy_timeout) for _ in range(size)]
+        connections = [await _connect(path, busy_timeout, inline_steps) for _ in range(size)]
         return cls(path, connections)
 
     async def close(self) -> None:
@@ -52,18 +143,18 @@ class Database:
         async with self._available:
             conn = self._free.pop()
             try:
-                await conn.execute("BEGIN")
+                await conn.begin_snapshot()
                 try:
                     yield conn
                 finally:
-                    await conn.execute("COMMIT")
+                    await conn.end_snapshot()
             finally:
                 self._free.append(conn)
 
 
-async def _connect(path: Path, busy_timeout: float) -> aiosqlite.Connection:
-    # mode=ro makes a write impossible at the file level; query_only guards the connection as well.
-    conn = await aiosqlite.connect(sqlite_uri(path, "ro"), uri=True, isolation_level=None, timeout=busy_timeout)
+async def _connect(path: Path, busy_timeout: float, inline_steps: int) -> ReadConnection:
+    conn = ReadConnection(path, busy_timeout, inline_steps)
+    await conn  # starts its thread and opens the file there
     conn.row_factory = aiosqlite.Row
     await conn.execute("PRAGMA query_only = 1")
     return conn

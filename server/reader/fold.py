@@ -17,6 +17,8 @@ PAD: Final = "\x01\x01"
 class Folder:
     def __init__(self) -> None:
         self._table: dict[int, str] = {}
+        self._known: set[str] = set()
+        """The characters in `_table`, as a set of str: a fold checks its text against it in one set operation."""
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(":memory:", check_same_thread=False)
         self._conn.executescript(
@@ -27,9 +29,9 @@ class Folder:
     def fold(self, text: str) -> str:
         if not text:
             return text
-        missing = {ord(ch) for ch in set(text)} - self._table.keys()
+        missing = set(text) - self._known
         if missing:
-            self._learn(missing)
+            self._learn({ord(ch) for ch in missing})
         return text.translate(self._table)
 
     def _learn(self, code_points: set[int]) -> None:
@@ -46,3 +48,4 @@ class Folder:
                 raise RuntimeError("the FTS5 trigram tokenizer did not fold one code point to one code point")
             learned.update(zip(asked, (term[0] for term in terms), strict=True))
         self._table.update(learned)
+        self._known.update(map(chr, learned))

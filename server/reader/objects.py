@@ -62,6 +62,23 @@ SELECT x.id, x.result_id, x.scope_key, 'result', x.title, NULL, NULL, NULL, NULL
        r.review_generated_at, x.recorded_at, NULL, NULL
   FROM source_references AS x JOIN results AS r ON r.id = x.result_id
  WHERE x.id IN {IDS} AND x.scope_key = :scope_key""",
+    # A story's time is its recorded span; it belongs to no review result.
+    "story": f"""
+SELECT s.id, '', s.scope_key, 'current', s.name, s.started_at, s.ended_at, NULL,
+       CASE WHEN s.started_at IS NULL THEN NULL ELSE 'story_span' END, NULL, s.recorded_at, s.confirmation_state,
+       s.revision
+  FROM stories AS s WHERE s.id IN {IDS} AND +s.scope_key = :scope_key""",
+    # An experience's time is its first formation: the earliest event time of the events that formed it.
+    "experience": f"""
+SELECT x.id, '', x.scope_key, 'current', x.statement, f.first_formed, NULL, NULL,
+       CASE WHEN f.first_formed IS NULL THEN NULL ELSE 'first_formed_event' END, NULL, x.recorded_at,
+       x.confirmation_state, x.revision
+  FROM experiences AS x
+  LEFT JOIN (SELECT l.experience_id, min(e.event_time_start) AS first_formed
+               FROM experience_events AS l JOIN events AS e ON e.id = l.event_id
+              WHERE l.experience_id IN {IDS} AND l.role = 'formed' GROUP BY l.experience_id) AS f
+    ON f.experience_id = x.id
+ WHERE x.id IN {IDS} AND +x.scope_key = :scope_key""",
 }
 LEAF_ROWS: Final = f"""
 SELECT f.object_id, l.result_id, f.scope_key, 'leaf', NULL, NULL, NULL, NULL, NULL,
@@ -159,11 +176,10 @@ async def object_rows(conn: aiosqlite.Connection, scope_key: str, keys: Iterable
             if type_keys <= found.keys():  # leaf rows only stand in for objects without a row of their own
                 break
             params = {"ids": json_ids(lookup), "scope_key": scope_key} | extra
-            async with conn.execute(query, params) as cur:
-                for row in await cur.fetchall():
-                    item = ObjectRow(object_type, *row)
-                    if item.key in type_keys and item.key not in found:
-                        found[item.key] = item
+            for row in await conn.execute_fetchall(query, params):  # one hop to the connection's thread
+                item = ObjectRow(object_type, *row)
+                if item.key in type_keys and item.key not in found:
+                    found[item.key] = item
     return found
 
 
@@ -176,7 +192,6 @@ async def source_reference_ids(
         return {object_id: [object_id] for object_id in ids}
     params = {"object_type": object_type, "ids": json_ids(ids), "scope_key": scope_key}
     links: dict[str, list[str]] = {object_id: [] for object_id in ids}
-    async with conn.execute(SOURCE_REFERENCE_IDS, params) as cur:
-        for object_id, reference_id in await cur.fetchall():
-            links[object_id].append(reference_id)
+    for object_id, reference_id in await conn.execute_fetchall(SOURCE_REFERENCE_IDS, params):
+        links[object_id].append(reference_id)
     return links

@@ -11,10 +11,14 @@ from server.contracts.base import GlobalScope, ProjectsScope, normalise_scope, s
 from server.contracts.common import Grant
 from server.contracts.errors import StoryGraphError, invalid_cursor, scope_unavailable, stale_cursor
 from server.reader.cursor import DecodedCursor
-from server.reader.db import IDS, json_ids
+from server.reader.db import IDS, json_ids, scalar
 
 ACTIVE_PROJECTS: Final = f"SELECT id FROM projects WHERE status = 'active' AND id IN {IDS}"
-SCOPE_REVISION: Final = "SELECT data_revision FROM scopes WHERE scope_key = :scope_key"
+# One statement (one hop to the connection's thread) for what every call reads first: how many of the scope's
+# projects exist and are active, and the scope's data revision.
+SCOPE_STATE: Final = f"""
+SELECT (SELECT count(*) FROM projects WHERE status = 'active' AND id IN {IDS}),
+       (SELECT data_revision FROM scopes WHERE scope_key = :scope_key)"""
 
 
 @dataclass(frozen=True)
@@ -53,15 +57,19 @@ async def resolve_scope(
             field="scope",
             next_step='Pass scope explicitly, e.g. {"kind":"projects","projectIds":["<id>"]} or {"kind":"global"}.',
         )
-    await check_readable(conn, grant, scope)
+    if not grant.allows(scope):
+        raise scope_unavailable()
     key = scope_key(scope)
-    async with conn.execute(SCOPE_REVISION, {"scope_key": key}) as cur:
-        row = await cur.fetchone()
+    project_ids = [] if isinstance(scope, GlobalScope) else scope.projectIds
+    rows = await conn.execute_fetchall(SCOPE_STATE, {"ids": json_ids(project_ids), "scope_key": key})
+    active, revision = next(iter(rows))
+    if active != len(set(project_ids)):  # every project must exist and be active
+        raise scope_unavailable()
     return ResolvedScope(
         requested=requested if requested is not None else "current_project",
         scope=scope,
         key=key,
-        revision=str(row[0]) if row else "0",
+        revision=str(revision) if revision is not None else "0",
     )
 
 
@@ -91,8 +99,7 @@ async def is_readable(conn: aiosqlite.Connection, grant: Grant, scope: GlobalSco
         return False
     if isinstance(scope, GlobalScope):
         return True
-    async with conn.execute(ACTIVE_PROJECTS, {"ids": json_ids(scope.projectIds)}) as cur:
-        found = {row[0] for row in await cur.fetchall()}
+    found = {row[0] for row in await conn.execute_fetchall(ACTIVE_PROJECTS, {"ids": json_ids(scope.projectIds)})}
     return found == set(scope.projectIds)
 
 
@@ -114,9 +121,6 @@ async def readable_scopes(
         page, count = GRANTED_PROJECT_PAGE, GRANTED_PROJECT_COUNT
         params["ids"] = json_ids(grant.projects)
     scopes: list[GlobalScope | ProjectsScope] = [GlobalScope(kind="global")] if grant.allow_global else []
-    async with conn.execute(page, params) as cur:
-        scopes += [ProjectsScope(kind="projects", projectIds=[row[0]]) for row in await cur.fetchall()]
-    async with conn.execute(count, params) as cur:
-        row = await cur.fetchone()
-    total = (int(row[0]) if row else 0) + (1 if grant.allow_global else 0)
+    scopes += [ProjectsScope(kind="projects", projectIds=[row[0]]) for row in await conn.execute_fetchall(page, params)]
+    total = int(await scalar(conn, count, params)) + (1 if grant.allow_global else 0)
     return scopes[:limit], total

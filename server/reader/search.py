@@ -6,8 +6,10 @@ id order and stopped as soon as the page is full:
   0  identifier: the query equals the object's id, its source id, or a message/task id in its locator
   1, 2  the whole query in a weight-3 field (title, label, topic, summary): own rows, then other rows
   3, 4  the whole query in weight-1 fields only: own rows, then other rows
-  5, 6  at least half of the terms, one of them in a weight-3 field: own rows, then other rows
-  7, 8  at least half of the terms, none in a weight-3 field: own rows, then other rows
+  then  at least half of the terms, one of them in a weight-3 field: own rows, then other rows; then
+        at least half of the terms, none in a weight-3 field: own rows, then other rows. Each of these
+        four, for a query of at most MAX_EXACT_TERMS terms, in tiers by how many distinct terms the item
+        holds, most first (the coordination level).
 
 An object's own rows are its current projection or its row in its own result; its other rows are
 earlier result snapshots and leaf descriptions under other results. Within a class, items come in
@@ -42,7 +44,6 @@ WHOLE_SET_CAP: Final = 2_000
 CHECK_BATCH: Final = 500
 CHECK_BUDGET: Final = 20_000
 """Candidates one call may check against their text (only for queries of more than MAX_EXACT_TERMS terms)."""
-CLASS_COUNT: Final = 9
 SCOPE_SHIFT: Final = 43
 OWN_BIT: Final = 42
 TYPE_SHIFT: Final = 38
@@ -141,7 +142,7 @@ class Filters:
 class Hit:
     item_id: int
     rank_class: int
-    """0 identifier; 1–8 as in the module docstring."""
+    """0 identifier; 1–4 whole query; 5 on: term classes (term_classes), as in the module docstring."""
 
     @property
     def match_kind(self) -> str:
@@ -150,6 +151,23 @@ class Hit:
     @property
     def own_row(self) -> bool:
         return bool((self.item_id >> OWN_BIT) & 1)
+
+
+@dataclass(frozen=True)
+class TermClass:
+    """One class of term-only matches: weight-3 field or not, own rows or not, and (exact plans) how many
+    distinct terms its items hold."""
+
+    heavy: bool
+    own: bool
+    expression: str | None
+    """Exact plans: the items holding exactly that many terms; checked plans: the candidates."""
+
+
+def term_classes(query_plan: Plan) -> list[TermClass]:
+    """The term classes in rank order (rank classes 5, 6, ...)."""
+    levels: list[str | None] = [expression for _, expression in query_plan.held] or [query_plan.accept]
+    return [TermClass(heavy, own, level) for heavy in (True, False) for own in (True, False) for level in levels]
 
 
 @dataclass(frozen=True)
@@ -312,7 +330,8 @@ async def _page(
     wanted = page_size + 1
     hits: list[Hit] = []
     budget = CHECK_BUDGET
-    for rank_class in range(start_class, CLASS_COUNT):
+    terms = term_classes(q.plan) if q.plan.terms else []
+    for rank_class in range(start_class, 5 + len(terms)):
         resume = after if rank_class == start_class else None
         limit = wanted - len(hits)
         if rank_class == 0:
@@ -320,14 +339,14 @@ async def _page(
         elif rank_class <= 4:
             found = await _whole_class(q, rank_class, resume, limit)
         elif q.plan.checked:
-            found, stopped_at, budget = await _checked(q, rank_class, resume, limit, budget)
+            found, stopped_at, budget = await _checked(q, terms[rank_class - 5], resume, limit, budget)
             if stopped_at is not None and len(hits) + len(found) < wanted:
                 # Out of budget inside this class: the page ends here, and the next one resumes the walk
                 # after the last candidate checked.
                 hits.extend(Hit(item_id, rank_class) for item_id in found)
                 return hits, (rank_class, stopped_at), "work_budget"
         else:
-            found = await _term_class(q, rank_class, resume, limit)
+            found = await _term_class(q, terms[rank_class - 5], resume, limit)
         hits.extend(Hit(item_id, rank_class) for item_id in found)
         if len(hits) >= wanted:
             break
@@ -355,14 +374,15 @@ async def _whole_class(q: Query, rank_class: int, resume: int | None, limit: int
     return await _range_hits(q, expression, _after(q.filters.ranges(own), resume), q.ids, limit)
 
 
-async def _term_class(q: Query, rank_class: int, resume: int | None, limit: int) -> list[int]:
-    """Classes 5–8: at least half of the terms, one in a weight-3 field (5, 6) or none (7, 8)."""
-    heavy, own = rank_class <= 6, _own(rank_class)
-    accept, terms_heavy = q.plan.accept, q.plan.terms_heavy
-    expression = both(accept, terms_heavy) if heavy else but_not(accept, terms_heavy)
+async def _term_class(q: Query, term_class: TermClass, resume: int | None, limit: int) -> list[int]:
+    """Term-only matches: one term in a weight-3 field or none; own rows or other rows; exact plans by how many
+    terms the item holds."""
+    terms_heavy = q.plan.terms_heavy
+    expression = (both if term_class.heavy else but_not)(term_class.expression, terms_heavy)
     if q.whole is None:  # too many whole-query matches to list: leave them out in the index
         expression = but_not(expression, q.plan.whole.anywhere)
-    return await _range_hits(q, expression, _after(q.filters.ranges(own), resume), q.listed, limit)
+    ranges = _after(q.filters.ranges(term_class.own), resume)
+    return await _range_hits(q, expression, ranges, q.listed, limit)
 
 
 def _after(ranges: list[tuple[int, int]], resume: int | None) -> list[tuple[int, int]]:
@@ -404,12 +424,12 @@ async def _range_hits(
 
 
 async def _checked(
-    q: Query, rank_class: int, resume: int | None, limit: int, budget: int
+    q: Query, term_class: TermClass, resume: int | None, limit: int, budget: int
 ) -> tuple[list[int], int | None, int]:
-    """Classes 5–8 of a query of very many terms: candidates checked against their text, in batches.
+    """Term classes of a query of very many terms: candidates checked against their text, in batches.
     Returns the accepted ids, the last candidate checked when the budget ran out first, and the budget left."""
-    heavy = rank_class <= 6
-    return await _walk(q, _after(q.filters.ranges(_own(rank_class)), resume), limit, budget, heavy=heavy)
+    ranges = _after(q.filters.ranges(term_class.own), resume)
+    return await _walk(q, ranges, limit, budget, heavy=term_class.heavy)
 
 
 async def _walk(

@@ -110,6 +110,9 @@ class Plan:
     hold at least one of any len(terms) - need + 1 terms, to be checked against the text. None: no term
     can match."""
     checked: bool
+    held: list[tuple[int, str]]
+    """Exact plans: for each number of distinct terms an item may hold, most first, the items holding exactly
+    that many (the coordination level): [(k, expression), ...] from all usable terms down to `need`."""
 
     @property
     def terms_heavy(self) -> str | None:
@@ -121,15 +124,17 @@ def plan(whole: Needle, terms: list[Needle]) -> Plan:
     # A term equal to the whole query is matched as the whole query.
     terms = [t for t in terms if t.text != whole.text]
     if not terms:
-        return Plan(whole, [], 1, None, False)
+        return Plan(whole, [], 1, None, False, [])
     need = needed(len(terms))
     usable = [t.anywhere for t in terms if t.anywhere is not None]
     if len(usable) < need:
-        return Plan(whole, terms, need, None, False)
+        return Plan(whole, terms, need, None, False, [])
     if len(usable) <= MAX_EXACT_TERMS:
-        return Plan(whole, terms, need, at_least(need, usable), False)
+        levels = {k: at_least(k, usable) for k in range(need, len(usable) + 1)}
+        held = [(k, but_not(levels[k], levels.get(k + 1)) or "") for k in sorted(levels, reverse=True)]
+        return Plan(whole, terms, need, levels[need], False, held)
     # Any object holding `need` of the terms holds one of any len(terms) - need + 1 of them.
-    return Plan(whole, terms, need, any_of(*usable[: len(terms) - need + 1]), True)
+    return Plan(whole, terms, need, any_of(*usable[: len(terms) - need + 1]), True, [])
 
 
 def at_least(need: int, expressions: list[str]) -> str:

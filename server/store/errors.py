@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import re
+from typing import Final
+
 Where = int | str
 """Where an imported line came from: a line number of a file, or a place such as
-`table supervision_events row id=e-1` in a foreign database."""
+`table supervision_events row id=e-1` in a foreign database (or `line 3, observations[0]`)."""
+
+LINE_NUMBER: Final = re.compile(r"line (\d+)(?:,|$)")
+
+
+def location_of(where: Where) -> str:
+    """The text that names a line's place in errors: `line 12` for a line number, else as given."""
+    return f"line {where}" if isinstance(where, int) else where
 
 
 class StoreError(Exception):
@@ -16,18 +26,22 @@ class DatabaseUnusable(StoreError):
 
 
 class ImportRejected(StoreError):
-    """An imported line is invalid; the database was left exactly as it was."""
+    """An imported line is invalid; the database was left exactly as it was.
+
+    `location` says where the line came from in its source: `line 12` for a JSON Lines file, or
+    e.g. `table supervision_events row id=7` for a source that reads another database.
+    """
 
     def __init__(self, where: Where, field: str, problem: str) -> None:
-        place = f"line {where}" if isinstance(where, int) else where
-        super().__init__(
-            f"import aborted, nothing was written: {place}" + (f", field '{field}'" if field else "") + f": {problem}"
-        )
-        self.where = where
+        location = location_of(where)
+        named = f", field '{field}'" if field else ""
+        super().__init__(f"import aborted, nothing was written: {location}{named}: {problem}")
+        self.location = location
         self.field = field
         self.problem = problem
 
     @property
     def line_number(self) -> int | None:
-        """The line number, when the line came from a file."""
-        return self.where if isinstance(self.where, int) else None
+        """The line number, when the line came from a file (`line 12`, `line 12, observations[0]`)."""
+        match = LINE_NUMBER.match(self.location)
+        return int(match.group(1)) if match else None

@@ -1,7 +1,8 @@
 """`db export`: write the whole graph as a JSON Lines interchange file.
 
 Lines come in `KIND_ORDER` and, within a kind, in key order, read from one snapshot, so the same
-graph always exports to the same bytes and importing the export reproduces it.
+graph always exports to the same bytes and importing the export reproduces it. Rows are read with
+cursors and written as they come, so memory does not grow with the size of the graph.
 """
 
 from __future__ import annotations
@@ -17,28 +18,33 @@ import orjson
 
 from server.contracts.interchange import KIND_ORDER
 from server.store.errors import StoreError
+from server.store.kinds import KINDS
 from server.store.lines import iter_lines
 from server.store.migrate import open_store
+from server.store.progress import Progress
 
 
-def export_file(db_path: Path, out: Path | None) -> int:
+def export_file(db_path: Path, out: Path | None, *, progress: Progress | None = None) -> int:
     """Export `db_path` to `out` (stdout when None); return the number of lines written."""
+    progress = progress or Progress.silent()
     conn = open_store(db_path, write=False)
     try:
         conn.execute("BEGIN")  # one read snapshot, even while another process writes
+        progress.phase("writing", "lines", _count(conn))
         if out is None:
-            return _to_stdout(conn)
+            return _to_stdout(conn, progress)
         # Write next to the target and rename, so a failed export never leaves half a file behind.
         partial = out.with_name(out.name + ".partial")
         try:
             with partial.open("wb") as stream:
-                count = _write(conn, stream)
+                count = _write(conn, stream, progress)
             os.replace(partial, out)
         except OSError as exc:
             partial.unlink(missing_ok=True)
             raise StoreError(f"cannot write {out}: {exc.strerror or exc}") from None
         return count
     finally:
+        progress.stop()
         conn.close()
 
 
@@ -49,9 +55,14 @@ def export_lines(conn: sqlite3.Connection) -> Iterator[bytes]:
             yield orjson.dumps(line.model_dump(mode="json"), option=orjson.OPT_APPEND_NEWLINE)
 
 
-def _to_stdout(conn: sqlite3.Connection) -> int:
+def _count(conn: sqlite3.Connection) -> int:
+    """The number of lines the export will write: one per stored object."""
+    return sum(conn.execute(f"SELECT count(*) FROM {KINDS[kind].table}").fetchone()[0] for kind in KIND_ORDER)
+
+
+def _to_stdout(conn: sqlite3.Connection, progress: Progress) -> int:
     try:
-        return _write(conn, sys.stdout.buffer)
+        return _write(conn, sys.stdout.buffer, progress)
     except BrokenPipeError:
         # The reader stopped early (`| head`): not an error. Point stdout at devnull so the
         # interpreter's final flush does not fail again (Python docs, "Note on SIGPIPE").
@@ -59,10 +70,14 @@ def _to_stdout(conn: sqlite3.Connection) -> int:
         return 0
 
 
-def _write(conn: sqlite3.Connection, stream: BinaryIO) -> int:
+def _write(conn: sqlite3.Connection, stream: BinaryIO, progress: Progress) -> int:
     count = 0
     for encoded in export_lines(conn):
         stream.write(encoded)
         count += 1
+        if count % 1000 == 0:
+            progress.update(count)
     stream.flush()
+    progress.update(count)
+    progress.finish()
     return count

@@ -1,35 +1,20 @@
-"""Reading an interchange file: every line parsed, validated and put in its stored form.
+"""The JSON Lines source of an import: each line parsed and validated as it is read.
 
 Errors name the line number, the field path (as in `event_time.start` or `entity_ids[2]`) and the
-problem; nothing here touches a database.
+problem; nothing here touches a database. The file is read one line at a time, so memory does
+not grow with its size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import orjson
 from pydantic import ValidationError
 
-from server.contracts.base import normalise_scope
-from server.contracts.interchange import (
-    KIND_ORDER,
-    LINE,
-    EntityChangeLine,
-    EntityLine,
-    EventLine,
-    ExperienceLine,
-    LeafLine,
-    Line,
-    RelationLine,
-    ResultLine,
-    ScopeLine,
-    StoryLine,
-    StoryLineLine,
-    SummaryLine,
-)
+from server.contracts.interchange import KIND_ORDER, LINE, Line
 from server.store.errors import ImportRejected, StoreError, Where
 
 # Inner discriminator tags pydantic puts into an error location; they are not field names.
@@ -37,22 +22,50 @@ UNION_TAGS: Final[dict[str, frozenset[str]]] = {
     "scope": frozenset({"global", "projects"}),
     "coverage": frozenset({"detailed", "legacy_count"}),
 }
+BOM: Final = b"\xef\xbb\xbf"
 
 
-def read_lines(path: Path) -> list[tuple[int, Line]]:
-    """Parse and validate every non-blank line; raise ImportRejected at the first bad one."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from None
-    parsed: list[tuple[int, Line]] = []
-    for number, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
-        if raw.strip():
-            value = parse_json_line(number, raw)
+class JsonLinesFile:
+    """A JSON Lines file read one line at a time: `(N, value)` for every non-blank line N, a bad one refused."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._size = 0
+        self._read = 0
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        try:
+            stream: BinaryIO = self.path.open("rb")
+            self._size, self._read = self.path.stat().st_size, 0
+        except OSError as exc:
+            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        with stream:
+            for number, raw in enumerate(stream, start=1):
+                self._read += len(raw)
+                if number == 1:
+                    raw = raw.removeprefix(BOM)
+                if raw.strip():
+                    yield number, parse_json_line(number, raw)
+
+    def fraction_read(self) -> float | None:
+        """How much of the file has been read (by bytes)."""
+        return self._read / self._size if self._size else None
+
+
+class JsonlSource:
+    """The interchange file as an import source: `(N, line)` for every non-blank line N."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = JsonLinesFile(path)
+
+    def __iter__(self) -> Iterator[tuple[Where, Line]]:
+        for number, value in self.file:
             if not isinstance(value, dict):
                 raise ImportRejected(number, "", "each line must be one JSON object with a 'kind'")
-            parsed.append((number, validate_line(number, value)))
-    return parsed
+            yield number, validate_line(number, value)
+
+    def fraction_read(self) -> float | None:
+        return self.file.fraction_read()
 
 
 def parse_json_line(number: int, raw: bytes) -> Any:
@@ -68,14 +81,10 @@ def parse_json_line(number: int, raw: bytes) -> Any:
 
 
 def validate_line(where: Where, value: dict[str, Any]) -> Line:
-    """An interchange line from its JSON object, validated and in its stored form; errors name `where`.
+    """An interchange line from its JSON object, validated; errors name `where`.
 
-    Every importer builds its lines through here, whatever it reads: a JSONL file or a foreign database.
+    Every source builds its lines through here, whatever it reads: a JSONL file or a foreign database.
     """
-    return _normalise(where, _validate(where, value))
-
-
-def _validate(where: Where, value: dict[str, Any]) -> Line:
     kind = value.get("kind")
     if kind not in KIND_ORDER:
         problem = "missing" if kind is None else f"unknown kind {kind!r}"
@@ -112,46 +121,3 @@ def _field_path(loc: Iterable[int | str], kind: str) -> str:
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
         previous = part
     return text
-
-
-def _unique(number: Where, name: str, values: list[Any]) -> None:
-    seen: set[Any] = set()
-    for index, value in enumerate(values):
-        if value in seen:
-            raise ImportRejected(number, f"{name}[{index}]", f"{value!r} is listed more than once")
-        seen.add(value)
-
-
-def _normalise(number: Where, line: Line) -> Line:
-    """The stored form of a line: lists that are sets in the schema sorted, scopes in canonical order."""
-    match line:
-        case ScopeLine() | ResultLine() | StoryLineLine() | StoryLine() | ExperienceLine():
-            return line.model_copy(update={"scope": normalise_scope(line.scope)})
-        case EventLine():
-            _unique(number, "entity_ids", line.entity_ids)
-            _unique(number, "source_reference_ids", line.source_reference_ids)
-            return line.model_copy(
-                update={
-                    "entity_ids": sorted(line.entity_ids),
-                    "source_reference_ids": sorted(line.source_reference_ids),
-                }
-            )
-        case EntityLine() | EntityChangeLine() | RelationLine():
-            _unique(number, "source_reference_ids", line.source_reference_ids)
-            return line.model_copy(update={"source_reference_ids": sorted(line.source_reference_ids)})
-        case SummaryLine():
-            _unique(number, "fact_refs", [(ref.type, ref.id) for ref in line.fact_refs])
-            _unique(number, "source_reference_ids", line.source_reference_ids)
-            return line.model_copy(
-                update={
-                    "interval": line.interval or None,
-                    "fact_refs": sorted(line.fact_refs, key=lambda ref: (ref.type, ref.id)),
-                    "source_reference_ids": sorted(line.source_reference_ids),
-                }
-            )
-        case LeafLine():
-            _unique(number, "facts", [(fact.object_ref.type, fact.object_ref.id) for fact in line.facts])
-            facts = sorted(line.facts, key=lambda fact: (fact.object_ref.type, fact.object_ref.id))
-            return line.model_copy(update={"facts": facts})
-        case _:
-            return line

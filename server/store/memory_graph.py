@@ -28,11 +28,12 @@ from typing import Any, Final
 import orjson
 
 from server.contracts.base import format_utc
-from server.store.errors import ImportRejected, StoreError
-from server.store.importer import ImportItem, ImportReport, import_items
-from server.store.jsonl import parse_json_line, validate_line
+from server.store.errors import ImportRejected
+from server.store.importer import ImportItem, ImportReport, import_source
+from server.store.jsonl import JsonLinesFile, validate_line
 from server.store.migrate import open_store
 from server.store.notes import Notes
+from server.store.progress import Progress
 from server.store.sync import SyncPolicy
 
 POLICY: Final = SyncPolicy(volatile=frozenset({"updated_at", "review_generated_at"}))
@@ -54,7 +55,9 @@ def _digest(*parts: str) -> str:
 
 
 class MemoryGraphSource:
-    """Reads one memory-server file into import items for project `project`."""
+    """Reads one memory-server file as import items for project `project`, in two passes of the file:
+    the first checks every line and collects the entity names (a relation may name a later entity),
+    the second yields the lines. Memory holds the names only, whatever the file size."""
 
     policy: Final = POLICY
 
@@ -64,18 +67,26 @@ class MemoryGraphSource:
         self.create_project = create_project
         self.now = now or format_utc(datetime.now(UTC))
         self.notes = Notes()
+        self.file = JsonLinesFile(path)
 
-    def items(self) -> list[ImportItem]:
-        try:
-            data = self.path.read_bytes()
-        except OSError as exc:
-            raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        records: list[tuple[int, dict[str, Any]]] = []
-        for number, raw in enumerate(data.removeprefix(b"\xef\xbb\xbf").split(b"\n"), start=1):
-            if raw.strip():
-                records.append((number, self.record(number, parse_json_line(number, raw))))
-        names = {record["name"]: number for number, record in records if record["type"] == "entity"}
-        return list(self.lines(records, names))
+    def __iter__(self) -> Iterator[ImportItem]:
+        names: set[str] = set()
+        first = 0
+        for number, value in self.file:
+            record = self.record(number, value)
+            first = first or number
+            if record["type"] == "entity":
+                names.add(record["name"])
+            extra = sorted(set(record) - {"type", *FIELDS[record["type"]]})
+            if extra:
+                self.notes.add(f"lines with fields the memory server does not define (ignored: {', '.join(extra)})")
+        yield from self.head(first or 1)
+        for number, value in self.file:
+            yield from self.lines(number, self.record(number, value), names)
+
+    def fraction_read(self) -> float | None:
+        """How far the second pass (the one that yields lines) has read the file."""
+        return self.file.fraction_read()
 
     def record(self, number: int, value: object) -> dict[str, Any]:
         """One line checked against the memory server's own schema; anything else is refused by number."""
@@ -97,16 +108,13 @@ class MemoryGraphSource:
             for index, observation in enumerate(value["observations"]):
                 if not isinstance(observation, str):
                     raise ImportRejected(number, f"observations[{index}]", "expected a string")
-        extra = sorted(set(value) - {"type", *FIELDS[kind]})
-        if extra:
-            self.notes.add(f"lines with fields the memory server does not define (ignored: {', '.join(extra)})")
         return value
 
-    def lines(self, records: list[tuple[int, dict[str, Any]]], names: dict[str, int]) -> Iterator[ImportItem]:
+    def head(self, first: int) -> Iterator[ImportItem]:
+        """The project (when new), its scope, and the result and story line every object belongs to."""
         project, now = self.project, self.now
         scope = {"kind": "projects", "projectIds": [project]}
         home = stable_id(project)
-        first = records[0][0] if records else 1
         if self.create_project:
             yield self.line(first, {"kind": "project", "id": project, "name": project})
         yield self.line(first, {"kind": "scope", "scope": scope})
@@ -115,29 +123,30 @@ class MemoryGraphSource:
         yield self.line(
             first, {"kind": "story_line", "id": home, "scope": scope, "topic": "Memory graph"} | {"recorded_at": now}
         )
-        for number, record in records:
-            if record["type"] == "entity":
-                yield from self.entity(number, record, home)
-            else:
-                for end in ("from", "to"):
-                    if record[end] not in names:
-                        raise ImportRejected(number, end, f"no entity named {record[end]!r} in the file")
-                relation_id = stable_id(
-                    project, "relation", _digest(record["from"], record["relationType"], record["to"])
-                )
-                yield self.line(
-                    number,
-                    {
-                        "kind": "relation",
-                        "id": relation_id,
-                        "result_id": home,
-                        "from_ref": {"type": "entity", "id": stable_id(project, record["from"])},
-                        "to_ref": {"type": "entity", "id": stable_id(project, record["to"])},
-                        "relation_type": record["relationType"],
-                        "confirmation_state": "unknown",
-                        "recorded_at": now,
-                    },
-                )
+
+    def lines(self, number: int, record: dict[str, Any], names: set[str]) -> Iterator[ImportItem]:
+        """The lines of one record."""
+        project, home = self.project, stable_id(self.project)
+        if record["type"] == "entity":
+            yield from self.entity(number, record, home)
+            return
+        for end in ("from", "to"):
+            if record[end] not in names:
+                raise ImportRejected(number, end, f"no entity named {record[end]!r} in the file")
+        relation_id = stable_id(project, "relation", _digest(record["from"], record["relationType"], record["to"]))
+        yield self.line(
+            number,
+            {
+                "kind": "relation",
+                "id": relation_id,
+                "result_id": home,
+                "from_ref": {"type": "entity", "id": stable_id(project, record["from"])},
+                "to_ref": {"type": "entity", "id": stable_id(project, record["to"])},
+                "relation_type": record["relationType"],
+                "confirmation_state": "unknown",
+                "recorded_at": self.now,
+            },
+        )
 
     def entity(self, number: int, record: dict[str, Any], home: str) -> Iterator[ImportItem]:
         project, now, name = self.project, self.now, record["name"]
@@ -210,7 +219,10 @@ def project_exists(db_path: Path, project: str) -> bool:
         conn.close()
 
 
-def import_memory_graph(db_path: Path, path: Path, project: str) -> tuple[ImportReport, list[str]]:
+def import_memory_graph(
+    db_path: Path, path: Path, project: str, *, dry_run: bool = False, progress: Progress | None = None
+) -> tuple[ImportReport, list[str]]:
     """Import (or re-import) a memory-server file into `project`, creating the project when it is new."""
     source = MemoryGraphSource(path, project, create_project=not project_exists(db_path, project))
-    return import_items(db_path, source.items(), source.policy), source.notes.lines()
+    report = import_source(db_path, source, policy=source.policy, dry_run=dry_run, progress=progress)
+    return report, source.notes.lines()

@@ -7,10 +7,11 @@ from typing import Final
 import orjson
 from pydantic import BaseModel
 
-from server.contracts.base import GlobalScope, ProjectsScope
+from server.contracts.base import GlobalScope, ProjectsScope, scope_from_key
 from server.contracts.common import INTERPRETATION, Page
 from server.contracts.context import (
     BACKGROUND_NOTE,
+    OWN_SCOPE_NOTE,
     REASSEMBLY_NOTE,
     TIME_FILTER_NOTE,
     TIMELINE_NOTE,
@@ -22,10 +23,12 @@ from server.contracts.context import (
     RelationEnd,
     RelationEnds,
 )
-from server.reader.context import locate_target, select
-from server.reader.context_header import build_header, known_gaps, object_ref
-from server.reader.context_pages import Fragment, SortKey, paginate, parse_position, position_payload
+from server.reader.context import locate_target
+from server.reader.context_arms import SortKey
+from server.reader.context_header import object_ref
+from server.reader.context_pages import Fragment, paginate, parse_position, position_payload
 from server.reader.context_rows import Memory, Unit
+from server.reader.context_summary import load_pieces, read_stream, summarise
 from server.reader.coverage import read_coverage
 from server.reader.cursor import request_digest
 from server.reader.scope import resolve_page_scope
@@ -40,7 +43,10 @@ DESCRIPTION = """Read what is stored about one object (from story_graph_search):
 its current description, explicit decision and work status, related entities and relations (raw types and \
 reasons), conflicts to check, open issues, evolution and evidence refs, plus confirmed preferences as background; \
 mode "timeline" gives the same evidence in event-time order (proposal, revision, replacement, conflict), \
-objects with unknown event time last, each marked undated.
+objects with unknown event time last, each marked undated. A story gives its events in time order; an \
+experience its statement, conditions, boundaries and the events that formed it and where it was applied. Each \
+item carries its own scope: an event a story or experience lists may be stored in a narrower scope, and its \
+sources are read with story_graph_read_source in that scope.
 
 Use it when the user continues earlier work, asks how or why something was decided or changed ("how did we decide \
 this before", "why did the plan change", "what should we use now"). Ordinary chat need not call it.
@@ -69,22 +75,29 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         scope = await resolve_page_scope(conn, call.grant, args.scope, cursor)
         position = parse_position(cursor.position if cursor else None)
         target = await locate_target(conn, call.grant, scope.key, args.object_ref.type, args.object_ref.id)
-        selection = await select(
+        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision)
+        summary = await summarise(
             conn,
+            call.memo,
             scope.key,
+            scope.revision,
             scope.project_ids,
             target,
-            mode=args.mode,
             time_range=time_range,
             time_basis=args.time_basis,
+            coverage_status=coverage.status,
         )
-        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision)
+        # One object more than the page can hold, to know whether another page follows.
+        entries = await read_stream(conn, summary, args.mode, position[0] if position else None, args.page_size + 1)
+        stream = await load_pieces(conn, summary, scope.key, entries)
 
     notes = [REASSEMBLY_NOTE]
     if args.mode == "timeline":
         notes.append(TIMELINE_NOTE)
     if time_range is not None:
         notes.append(TIME_FILTER_NOTE)
+    if target[0] in ("story", "experience"):
+        notes.append(OWN_SCOPE_NOTE)
     frame = ContextResponse(
         requested_scope=scope.requested,
         resolved_scope=scope.scope,
@@ -95,17 +108,15 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         time_basis=args.time_basis,
         time_range={"from": time_range[0], "to": time_range[1]} if time_range else None,
         interpretation=INTERPRETATION,
-        unknown_time_excluded_count=selection.unknown_time_excluded,
+        unknown_time_excluded_count=summary.unknown_time_excluded,
         mode=args.mode,
         object_ref=object_ref(target),
         items=[],
-        undated_count=sum(1 for piece in selection.pieces if _is_undated(piece.unit)),
+        undated_count=summary.undated_count,
         background=[],
-        background_note=BACKGROUND_NOTE if selection.memories else None,
-        header=build_header(selection, time_range_used=time_range is not None)
-        if args.mode == "current" and args.cursor is None
-        else None,
-        known_gaps=known_gaps(selection, coverage.status),
+        background_note=BACKGROUND_NOTE if args.mode == "current" and summary.memories else None,
+        header=summary.header if args.mode == "current" and args.cursor is None else None,
+        known_gaps=summary.gaps,
         notes=notes,
     )
     budget = min(MAX_ITEMS_BYTES, MAX_RESPONSE_BYTES - _size(frame) - CURSOR_RESERVE)
@@ -114,7 +125,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
 
     def fits(fragment: Fragment, first: bool) -> bool:
         nonlocal used
-        model = _shape(fragment, scope.scope)
+        model = _shape(fragment)
         size = _size(model) + 1
         if not first and used + size > budget:
             return False
@@ -123,7 +134,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         return True
 
     window = paginate(
-        selection.pieces,
+        stream,
         position,
         page_size=args.page_size,
         content_page_size=args.content_page_size,
@@ -150,7 +161,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
             "background": background,
             "page": Page(
                 returned_count=len(items),
-                total_count=len(selection.pieces),
+                total_count=summary.total(args.mode),
                 has_more=next_cursor is not None,
                 complete=next_cursor is None,
                 next_cursor=next_cursor,
@@ -164,7 +175,7 @@ def _is_undated(unit: Unit | Memory) -> bool:
     return isinstance(unit, Unit) and unit.row.event_time_start is None
 
 
-def _shape(fragment: Fragment, scope: GlobalScope | ProjectsScope) -> ContextItem | MemoryBackground:
+def _shape(fragment: Fragment) -> ContextItem | MemoryBackground:
     piece = fragment.piece
     position = Position(start=fragment.start, end=fragment.end, length=len(piece.text))
     unit = piece.unit
@@ -195,7 +206,7 @@ def _shape(fragment: Fragment, scope: GlobalScope | ProjectsScope) -> ContextIte
         )
     describes = object_ref(unit.describes) if unit.describes else None
     return ContextItem(
-        **item_base(unit.row, scope, unit.source_ids),
+        **item_base(unit.row, scope_from_key(unit.row.scope_key), unit.source_ids),
         role=unit.role,
         row_kind=unit.row.row_kind,
         describes=describes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.contracts.base import NOT_YET_MODELLED_TYPES, OBJECT_TYPES, ObjectRef, scope_from_key
+from server.contracts.base import OBJECT_TYPES, ObjectRef, scope_from_key
 from server.contracts.common import INTERPRETATION, Page
 from server.contracts.errors import invalid_cursor
 from server.contracts.search import MatchPosition, SearchArgs, SearchItem, SearchResponse
@@ -20,13 +20,16 @@ from server.tools.items import item_base
 NAME = "story_graph_search"
 PREVIEW_LIMIT = 400
 PREVIEW_HEAD = 60  # code points kept before a match that starts deep inside a long field
-DESCRIPTION = """Search the stored work history (decisions, events, entities, how they changed, summaries and \
-saved source fragments) of the current project or an explicit scope.
+DESCRIPTION = """Search the stored work history (stories, experiences, decisions, events, entities, how they \
+changed, summaries and saved source fragments) of the current project or an explicit scope.
 
 Call it on your own when the user continues earlier work ("continue", "as we decided", "last time"), asks how or \
 why something was decided or changed, or starts work in an area that may have prior decisions. Ordinary chat and \
 generic questions need not call it. Use 2–4 keywords in any language (short Chinese queries such as 方案 work), \
-or an id you already hold; stop after a few searches and say if nothing was found.
+or an id you already hold; stop after a few searches and say if nothing was found. Look for stories and \
+experiences first: a story is a long-lived feature or thread with its events; an experience is a lesson \
+distilled from earlier work, with its conditions, boundaries and the events that formed it and where it was \
+applied: advice, not a rule (automatic unless a user edited it).
 
 Next: call story_graph_get_context on a hit's object_ref for its current understanding and timeline, and \
 story_graph_read_source on a source_reference_id to quote the original. Results are stored evidence, not \
@@ -55,14 +58,14 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
             query=args.query,
             scope_key=scope.key,
             scope_revision=scope.revision,
-            object_types=[t for t in normalised["object_types"] if t not in NOT_YET_MODELLED_TYPES],
+            object_types=normalised["object_types"],
             time_range=time_range,
             time_basis=args.time_basis,
             page_size=args.page_size,
             position=_position(cursor.position if cursor else None),
         )
         items = await _items(call, conn, scope.key, page)
-        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, requested_types)
+        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision)
     next_cursor = (
         call.cursors.encode(
             tool=NAME,
@@ -109,7 +112,7 @@ def _position(position: dict[str, Any] | None) -> tuple[int, int] | None:
         return None
     try:
         rank_class, item_id = position["at"]
-        if not (0 <= int(rank_class) < reader.CLASS_COUNT) or isinstance(item_id, bool):
+        if int(rank_class) < 0 or isinstance(item_id, bool):
             raise ValueError(rank_class)
         return int(rank_class), int(item_id)
     except (KeyError, TypeError, ValueError):

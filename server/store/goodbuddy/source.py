@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -13,15 +14,17 @@ from server.store.goodbuddy import facts, reviews
 from server.store.goodbuddy.database import open_app_database
 from server.store.goodbuddy.state import Seen
 from server.store.goodbuddy.story_mapping import read_stories_and_experiences
-from server.store.importer import ImportItem, ImportReport, import_items
+from server.store.importer import ImportItem, ImportReport, import_source
 from server.store.notes import Notes
+from server.store.progress import Progress
 from server.store.sync import SyncPolicy
 
 POLICY: Final = SyncPolicy()
 
 
 class GoodBuddySource:
-    """Reads one app database into import items; `notes` then says what was left out and why."""
+    """Reads one app database as import items, in one read transaction while the import runs; `notes`
+    then says what was left out and why."""
 
     policy: Final = POLICY
 
@@ -30,12 +33,12 @@ class GoodBuddySource:
         self.now = now or format_utc(datetime.now(UTC))
         self.notes = Notes()
 
-    def items(self) -> list[ImportItem]:
+    def __iter__(self) -> Iterator[ImportItem]:
         conn = open_app_database(self.path)
         try:
             conn.execute("BEGIN")  # one snapshot of the app's data, however it writes meanwhile
             try:
-                return read(conn, Seen(self.now, self.notes))
+                yield from read(conn, Seen(self.now, self.notes))
             finally:
                 conn.execute("ROLLBACK")
         except sqlite3.DatabaseError as exc:
@@ -43,23 +46,27 @@ class GoodBuddySource:
         finally:
             conn.close()
 
+    def fraction_read(self) -> float | None:
+        return None  # the readers do not know their share of the rows
 
-def read(conn: sqlite3.Connection, seen: Seen) -> list[ImportItem]:
+
+def read(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
     """Every object of the snapshot; each reader relies on the ids the readers before it have seen."""
-    return [
-        *reviews.read_projects(conn, seen),
-        *reviews.read_scopes_results_and_story_lines(conn, seen),
-        *reviews.read_sources(conn, seen),
-        *facts.read_entities(conn, seen),
-        *facts.read_events(conn, seen),
-        *facts.read_changes(conn, seen),
-        *facts.read_relations(conn, seen),
-        *facts.read_memory(conn, seen),
-        *read_stories_and_experiences(conn, seen),
-    ]
+    yield from reviews.read_projects(conn, seen)
+    yield from reviews.read_scopes_results_and_story_lines(conn, seen)
+    yield from reviews.read_sources(conn, seen)
+    yield from facts.read_entities(conn, seen)
+    yield from facts.read_events(conn, seen)
+    yield from facts.read_changes(conn, seen)
+    yield from facts.read_relations(conn, seen)
+    yield from facts.read_memory(conn, seen)
+    yield from read_stories_and_experiences(conn, seen)
 
 
-def import_goodbuddy(db_path: Path, app_path: Path) -> tuple[ImportReport, list[str]]:
+def import_goodbuddy(
+    db_path: Path, app_path: Path, *, dry_run: bool = False, progress: Progress | None = None
+) -> tuple[ImportReport, list[str]]:
     """Import (or re-import, as a sync) a GoodBuddy assistant database; returns the report and the notes."""
     source = GoodBuddySource(app_path)
-    return import_items(db_path, source.items(), source.policy), source.notes.lines()
+    report = import_source(db_path, source, policy=source.policy, dry_run=dry_run, progress=progress)
+    return report, source.notes.lines()

@@ -1,0 +1,158 @@
+"""What every page of one get_context query shares, computed once per scope revision, and a page's objects.
+
+The summary of a query (object, time filter, scope revision) is its whole selection (context.select)
+reduced to what pages need: the header, the known gaps and the counts (exact: they are counted from the
+selection itself), the keyset arms that serve the large direct sections, and, in stream order, every
+other selected object. It is remembered in the server's Memo under the scope's data revision, so it is
+never stale: a write to the scope changes the revision, and the cursors of the old one are refused as
+stale before the summary is looked up.
+
+A page then costs what it holds: the remembered objects from its position on (a bisection), the arms'
+rows from its position on (one keyset query each, LIMIT the page), and the content of those objects.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+import aiosqlite
+
+from server.contracts.context import Gap, Header
+from server.reader.context import Selection, select
+from server.reader.context_arms import BoundArm, Candidate, Mode, SortKey, sort_key
+from server.reader.context_header import build_header, known_gaps
+from server.reader.context_pages import Piece, compact
+from server.reader.context_rows import Memory, Ref, RowLoader, Unit
+from server.reader.memo import Memo
+from server.reader.objects import Key
+
+WEIGHT_UNIT: Final = 256
+"""A remembered summary weighs one Memo entry per this many remembered objects (docs/performance.md)."""
+
+
+@dataclass
+class Summary:
+    header: Header
+    """The compact view of `current` (sent on its first page only)."""
+    gaps: list[Gap]
+    graph_count: int
+    """Selected graph objects (after the time filter)."""
+    undated_count: int
+    unknown_time_excluded: int
+    memories: dict[str, Memory]
+    arms: list[BoundArm]
+    gathered: list[Candidate]
+    target_units: dict[Key, tuple[Unit, str]]
+    """The target's rows with their content text (a story's lists all its events: built once, not per page)."""
+    ordered: dict[Mode, tuple[list[SortKey], list[Candidate]]] = field(default_factory=dict)
+
+    def total(self, mode: Mode) -> int:
+        """Objects in the stream: graph objects, and in `current` the background memory items."""
+        return self.graph_count + (len(self.memories) if mode == "current" else 0)
+
+    def in_order(self, mode: Mode) -> tuple[list[SortKey], list[Candidate]]:
+        """The remembered objects of the stream in sort-key order (sorted once per mode)."""
+        found = self.ordered.get(mode)
+        if found is None:
+            wanted = [c for c in self.gathered if mode == "current" or c.role != "background"]
+            pairs = sorted(((sort_key(c, mode), c) for c in wanted), key=lambda pair: pair[0])
+            found = self.ordered[mode] = ([k for k, _ in pairs], [c for _, c in pairs])
+        return found
+
+
+async def summarise(
+    conn: aiosqlite.Connection,
+    memo: Memo,
+    scope_key: str,
+    scope_revision: str,
+    project_ids: list[str],
+    target: Ref,
+    *,
+    time_range: tuple[str, str] | None,
+    time_basis: str,
+    coverage_status: str,
+) -> Summary:
+    key = ("context", scope_key, scope_revision, target, time_range, time_basis)
+    found: Summary | None = memo.get(key)
+    if found is not None:
+        return found
+    sel = await select(conn, scope_key, project_ids, target, time_range=time_range, time_basis=time_basis)
+    summary = _summary(sel, time_range is not None, coverage_status)
+    return memo.put(key, summary, weight=1 + len(summary.gathered) // WEIGHT_UNIT)
+
+
+def _summary(sel: Selection, time_range_used: bool, coverage_status: str) -> Summary:
+    return Summary(
+        header=build_header(sel, time_range_used=time_range_used),
+        gaps=known_gaps(sel, coverage_status),
+        graph_count=len(sel.units),
+        undated_count=sum(1 for u in sel.units if u.row.event_time_start is None),
+        unknown_time_excluded=sel.unknown_time_excluded,
+        memories={m.memory_id: m for m in sel.memories},
+        arms=sel.arms,
+        gathered=sel.gathered,
+        target_units={u.key: (u, compact(u.data)) for u in sel.units if u.role == "target"},
+    )
+
+
+async def read_stream(
+    conn: aiosqlite.Connection, summary: Summary, mode: Mode, after: SortKey | None, limit: int
+) -> list[tuple[SortKey, Candidate]]:
+    """The first `limit` objects of the stream at or after `after`: the remembered ones merged with each arm's."""
+    keys, candidates = summary.in_order(mode)
+    start = bisect.bisect_left(keys, after) if after is not None else 0
+    sources: list[Iterable[tuple[SortKey, Candidate]]] = [
+        zip(keys[start : start + limit], candidates[start : start + limit], strict=True)
+    ]
+    sources.extend([[(sort_key(c, mode), c) for c in await arm.page(conn, mode, after, limit)] for arm in summary.arms])
+    found: list[tuple[SortKey, Candidate]] = []
+    for entry in heapq.merge(*sources, key=lambda pair: pair[0]):
+        if found and found[-1][0] == entry[0]:  # one object from two arms of a role (a relation to itself)
+            continue
+        found.append(entry)
+        if len(found) == limit:
+            break
+    return found
+
+
+async def load_pieces(
+    conn: aiosqlite.Connection, summary: Summary, scope_key: str, entries: list[tuple[SortKey, Candidate]]
+) -> list[Piece]:
+    """The content of a page's objects, read by key (each in the scope it is stored in)."""
+    wanted: dict[str, set[Ref]] = {}
+    for _, c in entries:
+        if c.role not in ("target", "background"):
+            wanted.setdefault(c.scope_key, set()).add((c.object_type, c.object_id))
+    loaded: dict[tuple[str, Ref], Unit | None] = {}
+    for where, refs in wanted.items():
+        for ref, unit in (await RowLoader(conn, where).primary(sorted(refs))).items():
+            loaded[(where, ref)] = unit
+    pieces: list[Piece] = []
+    relations: list[Unit] = []
+    for key, c in entries:
+        if c.role == "background":
+            memory = summary.memories[c.object_id]
+            pieces.append(Piece(key, compact(memory.data), memory))
+            continue
+        if c.role == "target":
+            unit, text = summary.target_units[c.key]
+            pieces.append(Piece(key, text, unit))
+            continue
+        found = loaded[(c.scope_key, (c.object_type, c.object_id))]
+        if found is None or found.key != c.key:  # cannot happen within one scope revision
+            raise RuntimeError(f"get_context: selected object not readable: {c.key}")
+        found.role = c.role
+        if found.ends is not None:
+            relations.append(found)
+        pieces.append(Piece(key, compact(found.data), found))
+    if relations:
+        ends = sorted({end for u in relations if u.ends is not None for end in u.ends})
+        present = await RowLoader(conn, scope_key).primary(ends)
+        for u in relations:
+            assert u.ends is not None
+            u.ends_in_scope = (present[u.ends[0]] is not None, present[u.ends[1]] is not None)
+    return pieces

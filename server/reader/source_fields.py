@@ -1,0 +1,271 @@
+"""What a read_source answer says besides the text: the fields shared by a page and an 'unavailable' result,
+the source location and coverage, the digests that bind cursors, and the one-sentence note.
+
+Projections only: no SQL here (source_rows.py reads the rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from server.contracts.common import COVERAGE_LIST_LIMIT, Page
+from server.contracts.source import (
+    ContentKind,
+    ReadSourceArgs,
+    ReadSourceResponse,
+    SavedFragment,
+    SourceCoverage,
+    SourceLocation,
+    Unavailable,
+)
+from server.reader.scope import ResolvedScope
+from server.reader.source_rows import Reference, Source, Version
+
+READABLE_STATUS: Final = "available"
+
+
+@dataclass(frozen=True)
+class Text:
+    """The text a read pages through: the saved fragment (held in memory, it is one row) or a stored version."""
+
+    length: int
+    version: str | None = None
+    fragment: str | None = None
+
+
+def state_digest(source: Source | None, version: str | None, version_row: Version | None) -> str:
+    """A short digest of the source state a read depends on: any change to it makes cursors stale."""
+    parts: list[Any] = [
+        None
+        if source is None
+        else [
+            source.project_id,
+            source.conversation_id,
+            source.status,
+            source.current_version,
+            source.updated_at,
+        ],
+        version,
+        # text_revision changes with any write to the version's chunks: a text rewritten in place is stale too.
+        None if version_row is None else [version_row.length, version_row.recorded_at, version_row.text_revision],
+    ]
+    return hashlib.sha256(orjson.dumps(parts)).hexdigest()[:16]
+
+
+def object_revision(reference: Reference, state: str) -> str:
+    parts = [
+        reference.id,
+        reference.result_id,
+        reference.scope_key,
+        reference.source_type,
+        reference.original_source_id,
+        reference.source_version,
+        reference.locator,
+        reference.title,
+        reference.fragment,
+        reference.fragment_start,
+        reference.fragment_end,
+        reference.source_length,
+        reference.availability,
+        reference.source_record_time,
+        reference.recorded_at,
+        state,
+    ]
+    return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def fragment_range_consistent(reference: Reference) -> bool:
+    start, end = reference.fragment_start, reference.fragment_end
+    return start is not None and end is not None and end - start == len(reference.fragment)
+
+
+def differs(reference_version: str | None, read_version: str | None) -> bool | str:
+    if reference_version is None:
+        return "unknown"
+    return read_version is not None and read_version != reference_version
+
+
+def common_fields(
+    reference: Reference,
+    source: Source | None,
+    scope: ResolvedScope,
+    args: ReadSourceArgs,
+    coverage: Any,
+    read_at: str,
+    kinds: list[ContentKind],
+    versions: list[str],
+    version_count: int,
+    in_scope: bool,
+) -> dict[str, Any]:
+    """Fields shared by a text page and an 'unavailable' result."""
+    if source is None:
+        original_availability = "unknown"
+    elif not in_scope:
+        original_availability = "outside_scope"
+    else:
+        original_availability = source.status
+    current = args.content_kind != "snapshot" and source is not None
+    return {
+        "requested_scope": scope.requested,
+        "resolved_scope": scope.scope,
+        "read_at": read_at,
+        "data_revision": scope.revision,
+        "coverage": coverage,
+        "source_reference_id": reference.id,
+        "result_id": reference.result_id,
+        "original_source_id": reference.original_source_id,
+        "source_type": reference.source_type,
+        "title": reference.title,
+        "content_kind": args.content_kind,
+        "requested_version": args.source_version,
+        "reference_version": reference.source_version or "unknown",
+        "source_location": location(reference, source if current else None),
+        "availability": reference.availability,
+        "original_source_availability": original_availability,
+        "source_record_time": reference.source_record_time,
+        "event_time": None,
+        "review_generated_at": reference.review_generated_at,
+        "recorded_at": reference.recorded_at,
+        "saved_fragment": SavedFragment(
+            start=reference.fragment_start if reference.fragment_start is not None else "unknown",
+            end=reference.fragment_end if reference.fragment_end is not None else "unknown",
+            length=len(reference.fragment),
+        ),
+        "reviewed_source_length": reference.source_length if reference.source_length is not None else "unknown",
+        "available_content_kinds": kinds,
+        "available_versions": versions,
+        "available_version_count": version_count,
+        "source_coverage": source_coverage(reference),
+    }
+
+
+def location(reference: Reference, source: Source | None) -> SourceLocation:
+    """The saved locator's fields as stored, 'missing' where absent; for a version/current read the project and
+    conversation are the source's current ones (a source is only read there once it is inside the scope)."""
+    saved = reference.locator or {}
+
+    def field(name: str) -> Any:
+        value = saved.get(name)
+        return "missing" if value is None else value
+
+    project: Any = field("project_id")
+    conversation: Any = field("conversation_id")
+    if source is not None:
+        project = source.project_id if source.project_id is not None else "missing"
+        conversation = source.conversation_id if source.conversation_id is not None else "missing"
+    return SourceLocation(
+        basis="current_source" if source is not None else "saved_reference",
+        locator="stored" if reference.locator is not None else "missing",
+        project_id=project,
+        conversation_id=conversation,
+        message_id=field("message_id"),
+        order=field("order"),
+        role=field("role"),
+        document_id=field("document_id"),
+        chunk_id=field("chunk_id"),
+        external=field("external"),
+        start=reference.fragment_start if reference.fragment_start is not None else "missing",
+        end=reference.fragment_end if reference.fragment_end is not None else "missing",
+    )
+
+
+def source_coverage(reference: Reference) -> SourceCoverage:
+    record = reference.coverage
+    kind = "absent" if record is None else str(record.get("kind"))
+    if record is None or kind != "detailed":
+        return SourceCoverage(
+            result_id=reference.result_id,
+            record="legacy_count" if kind == "legacy_count" else "absent",
+            processed="unknown",
+            missing="unknown",
+        )
+    source_id = reference.original_source_id
+    return SourceCoverage(
+        result_id=reference.result_id,
+        record="detailed",
+        processed=[s for s in record.get("sources", []) if s.get("source_id") == source_id][:COVERAGE_LIST_LIMIT],
+        missing=[m for m in record.get("missing", []) if m.get("source_id") == source_id][:COVERAGE_LIST_LIMIT],
+    )
+
+
+def unavailable(
+    common: dict[str, Any],
+    args: ReadSourceArgs,
+    reference: Reference,
+    source: Source | None,
+    object_revision: str,
+) -> ReadSourceResponse:
+    """A normal result saying the requested kind cannot be read; no other kind's text is put in its place."""
+    error: Unavailable = (
+        "historical_version_unavailable" if args.content_kind == "version" else "current_source_unavailable"
+    )
+    if source is None:
+        reason = "no record of the original source is stored"
+    elif source.status != READABLE_STATUS:
+        reason = f"the original source is {source.status}"
+    elif args.content_kind == "version":
+        reason = f"version {args.source_version!r} of the source is not stored"
+    else:
+        reason = "the source has no readable current text"
+    kinds = ", ".join(common["available_content_kinds"])
+    return ReadSourceResponse(
+        **common,
+        page=Page(
+            returned_count=0,
+            total_count="unknown",
+            has_more=False,
+            complete=False,
+            next_cursor=None,
+            limit_reason="content_unavailable",
+        ),
+        content_extent=None,
+        source_version=None,
+        differs_from_reference="unknown",
+        object_revision=object_revision,
+        content=None,
+        position=None,
+        original_source_length="unknown",
+        fragment_matches_current=None,
+        error=error,
+        content_note=(
+            f"The requested {args.content_kind} text of {reference.original_source_id} cannot be read: {reason}. "
+            f"No other text was substituted; readable kinds here: {kinds}."
+        ),
+    )
+
+
+def note(
+    kind: ContentKind,
+    reference: Reference,
+    source: Source | None,
+    in_scope: bool,
+    text: Text,
+    start: int,
+    end: int,
+    has_more: bool,
+) -> str:
+    more = " More follows: pass next_cursor." if has_more else " This is the last page."
+    if kind == "snapshot":
+        where = (
+            f"saved from [{reference.fragment_start}, {reference.fragment_end}) of the source as reviewed"
+            if reference.fragment_start is not None and reference.fragment_end is not None
+            else "its position in the source is missing"
+        )
+        status = (
+            f" The original source is {source.status}; this saved fragment is still readable."
+            if source is not None and in_scope and source.status != READABLE_STATUS
+            else ""
+        )
+        return (
+            f"Code points [{start}, {end}) of the {text.length}-code-point fragment saved with this reference "
+            f"({where}); a saved fragment is not the whole source.{status}{more}"
+        )
+    label = "current text" if kind == "current" else "stored text"
+    return (
+        f"Code points [{start}, {end}) of the {text.length}-code-point {label} of version {text.version!r} "
+        f"of {reference.original_source_id}.{more}"
+    )

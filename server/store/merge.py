@@ -1,0 +1,459 @@
+"""The second half of an import: staged lines checked and written kind by kind with set-based SQL.
+
+Kinds go in KIND_ORDER, so the links a kind checks point at rows already in the real tables,
+whether this import wrote them or they were stored before. In sync mode (server/store/sync.py) the
+objects the source retired go first, and so do the stored event links of each story and experience
+the source lists but that it no longer lists for them. Then, for each kind:
+
+1. a line repeating an earlier line's key is skipped if its content is the same, refused if not;
+2. a line whose key is already stored is skipped if its content is the same, refused if not (in
+   sync mode, server/store/sync.py, it replaces the stored object instead);
+3. every link of the remaining lines must name a stored object in the row's scope (or, for a
+   story's or experience's events, within it), and the kind's own rules must hold;
+4. the remaining lines are inserted (or, in sync mode, update the stored object), with their child
+   rows, in source order and in chunks.
+
+Steps 1-3 refuse the first offending line of the kind in source order. Object refs, a source's
+current version and an experience's formed events may point at any later kind: they are checked once
+every kind is written. Content is compared in SQL; a pair SQL finds different is compared again in
+Python from the interchange lines (another writer may have stored the same JSON with other spacing)
+before the line is refused, and that comparison names the fields that differ.
+
+A staged row's `skip` says what happens to it: 0 new (inserted), 1 unchanged (skipped), 2 changed
+(sync mode: replaces the stored object).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from server.store import sync
+from server.store.errors import ImportRejected, StoreError
+from server.store.kind_model import TARGETS, Invalid, Kind, Link, RefLink, Staged, differing_fields, field_of
+from server.store.kinds import KINDS
+from server.store.lines import load_line
+from server.store.progress import Progress
+from server.store.staging import RETIRED
+from server.store.sync import Retired, SyncPolicy
+
+CHUNK_ROWS: Final = 20_000
+"""Lines inserted per statement, so progress moves during a large kind."""
+
+# The field that names a line's key, for "already defined with different content" errors.
+KEY_FIELD: Final[dict[str, str]] = {
+    "scope": "scope",
+    "source_version": "version",
+    "entity_revision": "result_id",
+    "entity_change": "association_key",
+    "story_event": "event_id",
+    "experience_event": "event_id",
+}
+# Tables of the object types an object ref can name (an entity change is addressed `<entity>#<key>`).
+REF_TABLES: Final[dict[str, str]] = {
+    "story_line": "story_lines",
+    "event": "events",
+    "entity": "entities",
+    "relation": "relations",
+    "summary": "summaries",
+    "source_reference": "source_references",
+}
+NEW, SAME, CHANGED = 0, 1, 2
+"""Values of a staged row's `skip`."""
+TO_WRITE: Final = "s.skip <> 1"
+
+
+@dataclass(frozen=True, order=True)
+class _Found:
+    """One refused line; the first by (source order, check order) is reported."""
+
+    seq: int
+    order: int
+    error: ImportRejected = field(compare=False)
+
+
+@dataclass
+class Merged:
+    """What a merge wrote: new lines per kind, lines already stored unchanged, and (sync mode) updates."""
+
+    written: dict[str, int] = field(default_factory=dict)
+    unchanged: int = 0
+    updated: dict[str, int] = field(default_factory=dict)
+    retired: int = 0
+
+
+def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, policy: SyncPolicy | None) -> Merged:
+    """Check and write every staged line (after removing what a sync source retired)."""
+    merged = Merged()
+    if policy is not None:
+        merged.retired = _retire(conn) + _drop_owned_links(conn)
+    progress.phase("writing", "lines", sum(counts.values()))
+    done = 0
+    for kind in KINDS.values():
+        if counts[kind.name]:
+            _index(conn, kind)
+            _raise_first(_repeats(conn, kind) + _stored(conn, kind, policy) + _links(conn, kind))
+            new, changed = _insert(conn, kind, progress, done, replacing=policy is not None)
+            merged.written[kind.name], merged.updated[kind.name] = new, changed
+            merged.unchanged += counts[kind.name] - new - changed
+            done += counts[kind.name]
+    for kind in KINDS.values():
+        if merged.written.get(kind.name) or merged.updated.get(kind.name):
+            _raise_first(_after(conn, kind))
+    progress.finish()
+    merged.written = {name: count for name, count in merged.written.items() if count}
+    merged.updated = {name: count for name, count in merged.updated.items() if count}
+    return merged
+
+
+def _retire(conn: sqlite3.Connection) -> int:
+    """Sync mode: remove the stored objects the source retired; return how many were stored."""
+    retired, after = 0, 0
+    page = f"SELECT seq, location, kind, key, reason FROM {RETIRED} WHERE seq > ? ORDER BY seq LIMIT 1000"
+    while rows := conn.execute(page, (after,)).fetchall():
+        for _, location, kind, key, reason in rows:
+            retired += sync.retire(conn, location, Retired(kind, tuple(orjson.loads(key)), reason))
+        after = rows[-1][0]
+    return retired
+
+
+def _drop_owned_links(conn: sqlite3.Connection) -> int:
+    """Sync mode: remove the stored links (sync.OWNED_LINKS) of each staged story and experience that its
+    lines no longer list, and return how many; then those of one whose scope changed, which its lines
+    write again in the new scope. Runs before anything is written, so a link that moved (an event's
+    primary story) never meets its old place."""
+    dropped = 0
+    for name in sync.OWNED_LINKS:
+        kind = KINDS[name]
+        assert kind.owner is not None, "an owned link names its owner"
+        column, owner, target = kind.owner.column, KINDS[kind.owner.target], TARGETS[kind.owner.target]
+        key = ", ".join(kind.key)
+        listed = f"{column} IN (SELECT {target.key} FROM {owner.stage})"
+        unlisted = f"({key}) NOT IN (SELECT {key} FROM {kind.stage})"
+        dropped += conn.execute(f"DELETE FROM {kind.table} WHERE {listed} AND {unlisted}").rowcount
+        moved = (
+            f"SELECT s.{target.key} FROM {owner.stage} AS s JOIN {target.table} AS d ON d.{target.key} = s.{target.key}"
+            " WHERE d.scope_key IS NOT s.scope_key"
+        )
+        conn.execute(f"DELETE FROM {kind.table} WHERE {column} IN ({moved})")
+    return dropped
+
+
+def _raise_first(found: list[_Found]) -> None:
+    if found:
+        raise min(found).error
+
+
+def _index(conn: sqlite3.Connection, kind: Kind) -> None:
+    """Index the staged rows of a kind by key (and by what its rules look rows up by)."""
+    conn.execute(f"CREATE INDEX temp.{kind.stage}_key ON {kind.stage} ({', '.join(kind.key)})")
+    for column in kind.lookups:
+        conn.execute(f"CREATE INDEX temp.{kind.stage}_{column} ON {kind.stage} ({column})")
+
+
+def _repeats(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
+    """Step 1: lines repeating the key of an earlier line (compared in full, also in sync mode)."""
+    stage = kind.stage
+    earlier = f"{_key_match(kind, 'f', 's')} AND f.seq < s.seq"
+    conn.execute(
+        f"UPDATE {stage} AS s SET skip = {SAME} WHERE EXISTS"
+        f" (SELECT 1 FROM {stage} AS f WHERE {earlier} AND {_same(kind, 's', 'f', stored=False)})"
+    )
+    first = f"(SELECT f.seq FROM {stage} AS f WHERE {earlier} ORDER BY f.seq LIMIT 1)"
+    candidates = (
+        f"SELECT s.seq, s.location, {first} AS first FROM {stage} AS s"
+        f" WHERE s.skip = {NEW} AND s.seq > ? AND first IS NOT NULL ORDER BY s.seq LIMIT 1"
+    )
+    after = 0
+    while row := conn.execute(candidates, (after,)).fetchone():
+        seq, location, first_seq = row
+        values = _staged(conn, kind, seq)
+        fields = differing_fields(kind, values, _staged(conn, kind, first_seq))
+        if fields:
+            (where,) = conn.execute(f"SELECT location FROM {stage} WHERE seq = ?", (first_seq,)).fetchone()
+            return [_Found(seq, 0, _differs(kind, location, values, where, fields))]
+        conn.execute(f"UPDATE {stage} SET skip = {SAME} WHERE seq = ?", (seq,))
+        after = seq
+    return []
+
+
+def _stored(conn: sqlite3.Connection, kind: Kind, policy: SyncPolicy | None) -> list[_Found]:
+    """Step 2: lines whose key is already in the database: unchanged, refused, or (sync mode) changed."""
+    stage, table = kind.stage, kind.table
+    ignored = policy.ignored if policy is not None else frozenset()
+    match = _key_match(kind, "r", "s")
+    conn.execute(
+        f"UPDATE {stage} AS s SET skip = {SAME} WHERE s.skip = {NEW} AND EXISTS"
+        f" (SELECT 1 FROM {table} AS r WHERE {match} AND {_same(kind, 's', 'r', stored=True, ignored=ignored)})"
+    )
+    candidates = (
+        f"SELECT s.seq, s.location FROM {stage} AS s WHERE s.skip = {NEW} AND s.seq > ?"
+        f" AND EXISTS (SELECT 1 FROM {table} AS r WHERE {match}) ORDER BY s.seq LIMIT 1"
+    )
+    after = 0
+    while row := conn.execute(candidates, (after,)).fetchone():
+        seq, location = row
+        values = _staged(conn, kind, seq)
+        stored = load_line(conn, kind.name, _key(kind, values))
+        try:
+            fields = differing_fields(kind, values, kind.row(stored))
+        except Invalid as bad:  # stored by another writer in a form import would refuse
+            fields = [bad.field]
+        fields = [name for name in fields if name not in ignored]
+        if fields and (policy is None or kind.name not in sync.REPLACEABLE):
+            return [_Found(seq, 1, _differs(kind, location, values, "the database", fields))]
+        conn.execute(f"UPDATE {stage} SET skip = ? WHERE seq = ?", (CHANGED if fields else SAME, seq))
+        after = seq
+    return []
+
+
+def _links(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
+    """Step 3: every link of the lines still to write names a stored object of the row's scope, and the
+    kind's own rules hold.
+
+    One scan finds the first line with any bad link; only that line is then asked link by link
+    what is wrong with it.
+    """
+    found: list[_Found] = []
+    for order, check in enumerate(kind.checks, start=3 + len(kind.links)):
+        row = conn.execute(check.sql).fetchone()
+        if row is not None:
+            found.append(_Found(row[0], order, ImportRejected(row[1], check.field, check.problem(row))))
+    seq = _first_bad_link(conn, kind)
+    if seq is None:
+        return found
+    if kind.owner is not None:
+        target = TARGETS[kind.owner.target]
+        column = kind.owner.column
+        row = conn.execute(
+            f"SELECT s.seq, s.location, s.{column} FROM {kind.stage} AS s"
+            f" LEFT JOIN {target.table} AS x ON x.{target.key} = s.{column}"
+            f" WHERE s.seq = ? AND x.{target.key} IS NULL",
+            (seq,),
+        ).fetchone()
+        if row is not None:
+            found.append(_Found(row[0], 2, _missing(row[1], kind.owner.name, kind.owner.target, row[2])))
+    join, scope = _scope_of(kind)
+    for order, link in enumerate(kind.links, start=3):
+        target = TARGETS[link.target]
+        if link.many:
+            value, index, each = "j.value", "j.key", f" JOIN json_each(s.{link.column}) AS j"
+        else:
+            value, index, each = f"s.{link.column}", "NULL", ""
+        other_scope = target.scoped and kind.scoped
+        wrong = f"NOT {_within('x.scope_key', scope)}" if link.within else f"x.scope_key IS NOT {scope}"
+        row = conn.execute(
+            f"SELECT s.seq, s.location, {value}, {index}, x.{target.key} IS NOT NULL,"
+            f" {'x.scope_key' if other_scope else 'NULL'}, {scope}"
+            f" FROM {kind.stage} AS s{join}{each} LEFT JOIN {target.table} AS x ON x.{target.key} = {value}"
+            f" WHERE s.seq = ? AND {value} IS NOT NULL AND (x.{target.key} IS NULL"
+            f"{f' OR {wrong}' if other_scope else ''})"
+            f"{' ORDER BY j.key' if link.many else ''} LIMIT 1",
+            (seq,),
+        ).fetchone()
+        if row is not None:
+            found.append(_Found(row[0], order, _bad_link(kind, link, row)))
+    return found
+
+
+def _within(inner: str, outer: str) -> str:
+    """SQL: scope `inner` lies within scope `outer` (the rule of the `scope_within` view, migrations/0005)."""
+    return f"EXISTS (SELECT 1 FROM scope_within AS w WHERE w.inner_key = {inner} AND w.outer_key = {outer})"
+
+
+def _first_bad_link(conn: sqlite3.Connection, kind: Kind) -> int | None:
+    """The source position of the first line still to write with a missing or out-of-scope link."""
+    bad: list[str] = []
+    join, scope = "", _scope_of(kind)[1]
+    if kind.owner is not None:
+        target = TARGETS[kind.owner.target]
+        join = f" LEFT JOIN {target.table} AS o ON o.{target.key} = s.{kind.owner.column}"
+        bad.append(f"o.{target.key} IS NULL")
+    for link in kind.links:
+        target = TARGETS[link.target]
+        value = "j.value" if link.many else f"s.{link.column}"
+        in_scope = ""
+        if target.scoped and kind.scoped:
+            in_scope = f" AND {_within('x.scope_key', scope)}" if link.within else f" AND x.scope_key IS {scope}"
+        missing = f"NOT EXISTS (SELECT 1 FROM {target.table} AS x WHERE x.{target.key} = {value}{in_scope})"
+        if link.many:
+            bad.append(f"EXISTS (SELECT 1 FROM json_each(s.{link.column}) AS j WHERE {missing})")
+        else:
+            bad.append(f"({value} IS NOT NULL AND {missing})")
+    if not bad:
+        return None
+    row = conn.execute(
+        f"SELECT s.seq FROM {kind.stage} AS s{join} WHERE {TO_WRITE} AND ({' OR '.join(bad)}) ORDER BY s.seq LIMIT 1"
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _insert(conn: sqlite3.Connection, kind: Kind, progress: Progress, done: int, *, replacing: bool) -> tuple[int, int]:
+    """Step 4: write the lines still to write, chunk by chunk; return how many were new and how many changed.
+
+    A changed line (sync mode) loses its stored child rows, its main row updates the stored one (links
+    to it stay valid), and its child rows are written like a new line's. The kind's `release` runs
+    first, so that no changed row takes what another one gives up.
+    """
+    stage = kind.stage
+    counts = dict(conn.execute(f"SELECT skip, count(*) FROM {stage} GROUP BY skip").fetchall())
+    new, changed = counts.get(NEW, 0), counts.get(CHANGED, 0)
+    staged = sum(counts.values())
+    join, scope = _scope_of(kind)
+    chunk = "s.seq > :after AND s.seq <= :upto"
+    columns = kind.columns + (("scope_key",) if kind.owner is not None else ()) + tuple(c for c, _ in kind.derived)
+    values = [f"s.{column}" for column in kind.columns] + ([scope] if kind.owner is not None else [])
+    values += [sql for _, sql in kind.derived]
+    named = ", ".join(f"{value} AS {column}" for value, column in zip(values, columns, strict=True))
+
+    def rows(skip: int) -> str:
+        return f"SELECT {named} FROM {stage} AS s{join} WHERE s.skip = {skip} AND {chunk}"
+
+    statements = []
+    if replacing and changed:
+        for release in kind.release:
+            conn.execute(release)
+        statements += [child.delete(stage, f"s.skip = {CHANGED} AND {chunk}") for child in kind.children]
+        statements.append(sync.update(kind.table, kind.key, columns, rows(CHANGED)))
+    statements.append(f"INSERT INTO {kind.table} ({', '.join(columns)}) {rows(NEW)}")
+    for child in kind.children:
+        each = f"FROM {stage} AS s{join} JOIN json_each(s.{child.column}) AS j"
+        statements.append(f"{child.insert(scope)} {each} WHERE {TO_WRITE} AND {chunk}")
+    next_upto = f"SELECT seq FROM {stage} WHERE skip <> {SAME} AND seq > ? ORDER BY seq LIMIT 1 OFFSET {CHUNK_ROWS - 1}"
+    after, written = 0, 0
+    progress.update(done + staged - new - changed)
+    while written < new + changed:
+        row = conn.execute(next_upto, (after,)).fetchone()
+        upto = row[0] if row is not None else 2**62
+        try:
+            for sql in statements:
+                conn.execute(sql, {"after": after, "upto": upto})
+        except sqlite3.IntegrityError as exc:  # the checks above should leave nothing for the schema to refuse
+            raise StoreError(
+                f"import aborted, nothing was written: the database refused a {kind.name} line: {exc}"
+            ) from None
+        written = min(written + CHUNK_ROWS, new + changed)
+        after = upto
+        progress.update(done + staged - new - changed + written)
+    return int(new), int(changed)
+
+
+def _after(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
+    """Checks of links that may point forward: run once every kind is written."""
+    found: list[_Found] = []
+    for order, check in enumerate(kind.after):
+        row = conn.execute(check.sql).fetchone()
+        if row is not None:
+            found.append(_Found(row[0], order, ImportRejected(row[1], check.field, check.problem(row))))
+    join, scope = _scope_of(kind)
+    for order, ref in enumerate(kind.refs, start=len(kind.after)):
+        each, index = (f" JOIN json_each(s.{ref.field}) AS j", "j.key") if ref.many else ("", "NULL")
+        stored_scope = _ref_scope(ref.type_sql, ref.id_sql)
+        row = conn.execute(
+            f"SELECT s.seq, s.location, {ref.type_sql}, {ref.id_sql}, {index}, {stored_scope}, {scope}"
+            f" FROM {kind.stage} AS s{join}{each} WHERE {TO_WRITE} AND ({stored_scope}) IS NOT {scope}"
+            f" ORDER BY s.seq{', j.key' if ref.many else ''} LIMIT 1"
+        ).fetchone()
+        if row is not None:
+            found.append(_Found(row[0], order, _bad_ref(kind, ref, row)))
+    return found
+
+
+def _scope_of(kind: Kind) -> tuple[str, str]:
+    """The join that finds a staged row's scope, and the SQL expression of that scope."""
+    if kind.owner is not None:
+        target = TARGETS[kind.owner.target]
+        return f" JOIN {target.table} AS o ON o.{target.key} = s.{kind.owner.column}", "o.scope_key"
+    if "scope_key" in kind.columns:
+        return "", "s.scope_key"
+    return "", "NULL"
+
+
+def _ref_scope(type_sql: str, id_sql: str) -> str:
+    """SQL: the scope of the stored object a ref names, NULL when there is none."""
+    head = f"rtrim({id_sql}, replace({id_sql}, '#', ''))"  # up to and including the last '#'
+    cases = " ".join(
+        f"WHEN '{name}' THEN (SELECT scope_key FROM {table} WHERE id = {id_sql})" for name, table in REF_TABLES.items()
+    )
+    entity, association = f"substr({head}, 1, length({head}) - 1)", f"substr({id_sql}, length({head}) + 1)"
+    change = (
+        "WHEN 'entity_change' THEN (SELECT scope_key FROM entity_changes"
+        f" WHERE entity_id = {entity} AND association_key = {association})"
+    )
+    return f"CASE {type_sql} {cases} {change} END"
+
+
+def _key_match(kind: Kind, a: str, b: str) -> str:
+    return " AND ".join(f"{a}.{column} = {b}.{column}" for column in kind.key)
+
+
+def _same(kind: Kind, a: str, b: str, *, stored: bool, ignored: frozenset[str] = frozenset()) -> str:
+    """SQL: staged row `a` has the content of `b`, a staged row or (when `stored`) a stored row.
+
+    Columns of the `ignored` interchange fields are not compared (sync mode).
+    """
+    parts = [f"{a}.{column} IS {b}.{column}" for column in kind.columns if field_of(column) not in ignored]
+    for child in kind.children:
+        mine, theirs = child.staged(a), child.stored(b) if stored else child.staged(b)
+        parts.append(f"NOT EXISTS ({mine} EXCEPT {theirs}) AND NOT EXISTS ({theirs} EXCEPT {mine})")
+    return " AND ".join(parts)
+
+
+def _staged(conn: sqlite3.Connection, kind: Kind, seq: int) -> Staged:
+    row = conn.execute(f"SELECT {', '.join(kind.staged_columns)} FROM {kind.stage} WHERE seq = ?", (seq,)).fetchone()
+    return tuple(row)
+
+
+def _key(kind: Kind, values: Staged) -> tuple[str, ...]:
+    return tuple(str(values[kind.staged_columns.index(column)]) for column in kind.key)
+
+
+def _differs(kind: Kind, location: str, values: Staged, where: str, fields: list[str]) -> ImportRejected:
+    return ImportRejected(
+        location,
+        KEY_FIELD.get(kind.name, "id"),
+        f"{kind.name} {'/'.join(_key(kind, values))!r} is already defined by {where} with different content"
+        f" (differs in: {', '.join(fields)})",
+    )
+
+
+def _missing(location: str, name: str, target: str, value: object) -> ImportRejected:
+    if target == "scope":
+        return ImportRejected(location, name, f"scope {value} is not declared: add a scope line for it")
+    return ImportRejected(location, name, f"no {target} {value!r} in the file or the database")
+
+
+def _bad_link(kind: Kind, link: Link, row: Sequence[Any]) -> ImportRejected:
+    _, location, value, index, exists, other, scope = row
+    name = link.name if index is None else f"{link.name}[{index}]"
+    if not exists:
+        return _missing(location, name, link.target, value)
+    if link.within:
+        return ImportRejected(
+            location,
+            name,
+            f"{link.target} {value!r} belongs to scope {other}, which is not within this {kind.owner_noun}'s scope"
+            f" {scope}; links across scopes are not allowed",
+        )
+    return _across(location, name, kind, link.target, value, other, scope)
+
+
+def _bad_ref(kind: Kind, ref: RefLink, row: Sequence[Any]) -> ImportRejected:
+    _, location, ref_type, ref_id, index, other, scope = row
+    name = ref.field if index is None else f"{ref.field}[{index}]{ref.suffix}"
+    if other is None:
+        return _missing(location, name, ref_type, ref_id)
+    return _across(location, name, kind, ref_type, ref_id, other, scope)
+
+
+def _across(location: str, name: str, kind: Kind, target: str, value: object, other: str, scope: str) -> ImportRejected:
+    return ImportRejected(
+        location,
+        name,
+        f"{target} {value!r} belongs to scope {other}, but this {kind.owner_noun} belongs to scope {scope};"
+        " links across scopes are not allowed",
+    )
