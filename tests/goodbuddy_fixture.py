@@ -12,6 +12,12 @@ the view's `context`, and the message triggers that renew `review_revision` on e
 (Postgres), option C (DuckDB) without replacement evidence, a late-recorded event, undated events,
 a message deleted and a message edited after the review, a knowledge reference, a superseded
 first extraction, a Global review of another project, a story with a thread, and an experience.
+
+Stories and experiences also hold what GoodBuddy can say and this graph's scope rules cannot: a review
+of Beacon alone, a Beacon feature whose concluding event came from the Global review, a feature all of
+whose events are the Global review's, a cross story over Atlas, Beacon and the Global review, a story
+the user removed, an experience applied in the other project, one formed in both projects, and one
+formed from a Global and a Beacon event.
 """
 
 from __future__ import annotations
@@ -31,12 +37,14 @@ ATLAS = "a71a5000-0000-4000-8000-000000000001"
 BEACON = "beac0000-0000-4000-8000-000000000002"
 CONV = "c0000000-0000-4000-8000-0000000000c1"
 CONV_BEACON = "c0000000-0000-4000-8000-0000000000c2"
-M_A, M_A2, M_REV, M_C, M_DEL, M_EDIT, M_BEACON = (f"d0000000-0000-4000-8000-00000000000{n}" for n in range(1, 8))
+M_A, M_A2, M_REV, M_C, M_DEL, M_EDIT, M_BEACON, M_BEACON_STORE = (
+    f"d0000000-0000-4000-8000-00000000000{n}" for n in range(1, 9)
+)
 TASK = "70000000-0000-4000-8000-0000000000a1"
-SL_ATLAS, SL_GLOBAL = "51000000-0000-4000-8000-000000000001", "51000000-0000-4000-8000-000000000002"
-RUN0, RUN1, RUN2, RUN3, RUN_G = (f"40000000-0000-4000-8000-00000000000{n}" for n in range(5))
-RES0, RES1, RES2, RES3, RES_G = (f"e5000000-0000-4000-8000-00000000000{n}" for n in range(5))
-S0, S1, S2, S3, S4, S5, S6, S7, S_G = (f"50000000-0000-4000-8000-00000000000{n}" for n in range(9))
+SL_ATLAS, SL_GLOBAL, SL_BEACON = (f"51000000-0000-4000-8000-00000000000{n}" for n in range(1, 4))
+RUN0, RUN1, RUN2, RUN3, RUN_G, RUN_B = (f"40000000-0000-4000-8000-00000000000{n}" for n in range(6))
+RES0, RES1, RES2, RES3, RES_G, RES_B = (f"e5000000-0000-4000-8000-00000000000{n}" for n in range(6))
+S0, S1, S2, S3, S4, S5, S6, S7, S_G, S_B = (f"50000000-0000-4000-8000-00000000000{n}" for n in range(10))
 ENT_A, ENT_B, ENT_C, ENT_G = (f"e0000000-0000-4000-8000-00000000000{n}" for n in range(1, 5))
 CH_A = "c4000000-0000-4000-8000-000000000001"
 REL_BA, REL_CB = "7e000000-0000-4000-8000-000000000001", "7e000000-0000-4000-8000-000000000002"
@@ -44,11 +52,16 @@ EV_OLD_A, EV_A, EV_REV, EV_B, EV_C, EV_KICK, EV_UNDATED, EV_ROLL, EV_G = (
     f"ee000000-0000-4000-8000-00000000000{n}" for n in range(9)
 )
 BATCH = "ba000000-0000-4000-8000-000000000001"
-STORY_F, STORY_T = "57000000-0000-4000-8000-000000000001", "57000000-0000-4000-8000-000000000002"
-EXPERIENCE = "e7000000-0000-4000-8000-000000000001"
+EV_BEACON_STORE, EV_BEACON_DONE = "ee000000-0000-4000-8000-000000000009", "ee000000-0000-4000-8000-000000000010"
+STORY_F, STORY_T, STORY_BEACON, STORY_GLOBAL_ONLY, STORY_CROSS, STORY_REMOVED = (
+    f"57000000-0000-4000-8000-00000000000{n}" for n in range(1, 7)
+)
+EXPERIENCE, EXPERIENCE_PAIR, EXPERIENCE_MIXED = (f"e7000000-0000-4000-8000-00000000000{n}" for n in range(1, 4))
 MEMORY, MEMORY_PROPOSED = "3e000000-0000-4000-8000-000000000001", "3e000000-0000-4000-8000-000000000002"
 
 ATLAS_SCOPE = {"kind": "projects", "projectIds": [ATLAS]}
+BEACON_SCOPE = {"kind": "projects", "projectIds": [BEACON]}
+PAIR_SCOPE = {"kind": "projects", "projectIds": sorted([ATLAS, BEACON])}
 GLOBAL_SCOPE = {"kind": "global"}
 
 TEXT = {
@@ -60,6 +73,7 @@ TEXT = {
     M_DEL: "DuckDB would need a new backup story before anyone could pick it.",
     M_EDIT: "Postgres rollout starts Monday.",
     M_BEACON: "Beacon 2.0 ships in April.",
+    M_BEACON_STORE: "Beacon keeps its sync store in Postgres too, like Atlas.",
 }
 EDITED_TEXT = "Postgres rollout starts Tuesday, after the backup check."
 KNOWLEDGE = {
@@ -489,6 +503,7 @@ def build_goodbuddy(path: Path, version: int = SCHEMA_62) -> Path:
     app.message(M_DEL, CONV, 4, "assistant", "2026-03-12T11:05:00.000Z")
     app.message(M_EDIT, CONV, 5, "user", "2026-03-13T08:00:00.000Z")
     app.message(M_BEACON, CONV_BEACON, 0, "user", "2026-03-19T10:00:00.000Z")
+    app.message(M_BEACON_STORE, CONV_BEACON, 1, "user", "2026-03-21T09:00:00.000Z")
     conn.execute(
         "INSERT INTO tasks (id, project_id, title, instructions, origin, status, created_at, started_at)"
         " VALUES (?, ?, 'Move the sync store to Postgres', 'Plan and run the move', 'user', 'running', ?, ?)",
@@ -502,6 +517,10 @@ def build_goodbuddy(path: Path, version: int = SCHEMA_62) -> Path:
     conn.execute(
         "INSERT INTO story_lines VALUES (?, ?, '工作故事线', ?, ?)",
         (SL_GLOBAL, _json(rest), "2026-03-20T00:00:00.000Z", "2026-03-20T00:00:00.000Z"),
+    )
+    conn.execute(
+        "INSERT INTO story_lines VALUES (?, ?, '工作故事线', ?, ?)",
+        (SL_BEACON, _json(BEACON_SCOPE), "2026-03-22T00:00:00.000Z", "2026-03-22T00:00:00.000Z"),
     )
 
     # Result 0: a first extraction of decision A, superseded by result 1 re-reading the same range.
@@ -655,8 +674,27 @@ def build_goodbuddy(path: Path, version: int = SCHEMA_62) -> Path:
     app.source(S_G, RES_G, app.evidence(f"message:{M_BEACON}", 0, len(TEXT[M_BEACON])))
     app.entity(ENT_G, SL_GLOBAL, "Beacon 2.0", "The April release.", "automatic", "2026-03-20T00:00:00.000Z", [S_G])
     app.event(EV_G, SL_GLOBAL, RES_G, "2026-03-19T10:00:00.000Z", "Beacon release planned", "milestone", [S_G], [ENT_G])
+    app.event(
+        EV_BEACON_DONE, SL_GLOBAL, RES_G, "2026-03-19T12:00:00.000Z", "Beacon store move done", "milestone", [], []
+    )
     app.snapshot(RES_G, [ENT_G], [])
     app.place_timeline(RES_G)
+
+    # A review of Beacon alone: Beacon follows Atlas to Postgres.
+    app.run(RUN_B, BEACON_SCOPE, "2026-03-20T00:00:00.000Z", "2026-03-22T00:00:00.000Z", "2026-03-22T00:00:00.000Z")
+    app.result(RES_B, RUN_B, "Beacon chose Postgres.", "2026-03-22T00:00:00.000Z", {"evidence": 1})
+    app.source(S_B, RES_B, app.evidence(f"message:{M_BEACON_STORE}", 0, len(TEXT[M_BEACON_STORE])))
+    app.event(
+        EV_BEACON_STORE,
+        SL_BEACON,
+        RES_B,
+        "2026-03-21T09:00:00.000Z",
+        "Beacon keeps its sync store in Postgres",
+        "decision",
+        [S_B],
+        [],
+    )
+    app.place_timeline(RES_B)
 
     # Stories and experiences (schema 54/55).
     conn.execute(
@@ -689,11 +727,8 @@ def build_goodbuddy(path: Path, version: int = SCHEMA_62) -> Path:
             "2026-04-01T00:00:00.000Z",
         ),
     )
-    conn.execute("INSERT INTO supervision_experience_events VALUES (?, ?, 'formed', '')", (EXPERIENCE, EV_REV))
-    conn.execute(
-        "INSERT INTO supervision_experience_events VALUES (?, ?, 'applied', 'DuckDB checked against the edge boxes')",
-        (EXPERIENCE, EV_C),
-    )
+    stories(app)
+    experiences(app)
 
     for memory_id, status, content in (
         (MEMORY, "confirmed", "Prefers answers that quote the source"),
@@ -711,6 +746,56 @@ def build_goodbuddy(path: Path, version: int = SCHEMA_62) -> Path:
     conn.execute("COMMIT")
     conn.close()
     return path
+
+
+def stories(app: App) -> None:
+    """Beyond the Atlas feature and thread: Beacon's stories, a cross story and one the user removed."""
+    at = "2026-03-22T00:00:00.000Z"
+    for story_id, project, level, name, state, state_event, status in (
+        (STORY_BEACON, BEACON, "feature", "Beacon sync store", "concluded", EV_BEACON_DONE, "current"),
+        (STORY_GLOBAL_ONLY, BEACON, "feature", "Beacon releases", "active", None, "current"),
+        (STORY_CROSS, None, "cross", "Sync store on Postgres", "active", None, "current"),
+        (STORY_REMOVED, ATLAS, "feature", "Old storage notes", "active", None, "removed"),
+    ):
+        app.conn.execute(
+            "INSERT INTO supervision_stories (id, project_id, level, name, state, state_event_id, status, created_at,"
+            " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (story_id, project, level, name, state, state_event, status, at, at),
+        )
+    for event_id, story_id, primary in (
+        (EV_BEACON_STORE, STORY_BEACON, 1),
+        (EV_BEACON_DONE, STORY_BEACON, 1),  # from the Global review: not within Beacon's scope
+        (EV_G, STORY_GLOBAL_ONLY, 1),  # the story's only event is the Global review's
+        (EV_B, STORY_CROSS, 0),
+        (EV_BEACON_STORE, STORY_CROSS, 0),
+        (EV_G, STORY_CROSS, 0),  # Global: within no project set
+    ):
+        app.conn.execute("INSERT INTO supervision_event_stories VALUES (?, ?, ?, 0)", (event_id, story_id, primary))
+
+
+def experiences(app: App) -> None:
+    """The edge-box lesson (also applied in Beacon), one formed in both projects, one from Global and Beacon."""
+    for experience_id, statement in (
+        (EXPERIENCE_PAIR, "Keep one sync store engine across the services"),
+        (EXPERIENCE_MIXED, "Plan releases around storage moves"),
+    ):
+        app.conn.execute(
+            "INSERT INTO supervision_experiences (id, statement, created_at, updated_at) VALUES (?, ?, ?, ?)",
+            (experience_id, statement, "2026-03-22T00:00:00.000Z", "2026-03-22T00:00:00.000Z"),
+        )
+    for experience_id, event_id, role, note in (
+        (EXPERIENCE, EV_REV, "formed", ""),
+        (EXPERIENCE, EV_C, "applied", "DuckDB checked against the edge boxes"),
+        (EXPERIENCE, EV_BEACON_STORE, "applied", "Beacon checked its store against the lesson"),
+        (EXPERIENCE_PAIR, EV_B, "formed", "Atlas moved to Postgres"),
+        (EXPERIENCE_PAIR, EV_BEACON_STORE, "formed", "Beacon followed"),
+        (EXPERIENCE_PAIR, EV_ROLL, "applied", "the rollout plan reused"),
+        (EXPERIENCE_MIXED, EV_G, "formed", ""),
+        (EXPERIENCE_MIXED, EV_BEACON_STORE, "formed", ""),
+    ):
+        app.conn.execute(
+            "INSERT INTO supervision_experience_events VALUES (?, ?, ?, ?)", (experience_id, event_id, role, note)
+        )
 
 
 def write(path: Path, sql: str, *params: Any) -> None:

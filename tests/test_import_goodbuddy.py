@@ -22,14 +22,12 @@ from goodbuddy_fixture import (
     ENT_C,
     EV_A,
     EV_B,
-    EV_C,
     EV_G,
     EV_KICK,
     EV_OLD_A,
     EV_REV,
     EV_ROLL,
     EV_UNDATED,
-    EXPERIENCE,
     KNOWLEDGE,
     M_A,
     M_EDIT,
@@ -45,7 +43,6 @@ from goodbuddy_fixture import (
     S6,
     S7,
     STORY_F,
-    STORY_T,
     TEXT,
     build_goodbuddy,
     write,
@@ -57,7 +54,6 @@ from support import client_for, error, ok
 from server.contracts.common import Grant
 from server.store.errors import DatabaseUnusable, ImportRejected
 from server.store.goodbuddy import GoodBuddySource, import_goodbuddy, open_app_database
-from server.store.goodbuddy.stories import read_experiences, read_stories
 from server.store.migrate import migrate
 from server.store.sync import Retired
 
@@ -226,7 +222,8 @@ async def test_upstream_changes_are_picked_up_and_stale_cursors_say_so(app: Path
 
         report, _ = import_goodbuddy(graph, app)
 
-        assert report.updated == {"source": 1, "entity": 1}
+        # The feature story's span starts later without decision A's extraction.
+        assert report.updated == {"source": 1, "entity": 1, "story": 1}
         assert (report.written, report.retired) == ({"source_version": 1}, 1)
         later = await error(
             session, SEARCH, {"query": "DuckDB", "page_size": 1, "cursor": first["page"]["next_cursor"]}
@@ -341,26 +338,8 @@ def test_the_cli_prints_the_report_and_what_was_left_out(tmp_path: Path, app: Pa
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0].startswith("imported ") and lines[0].endswith("; 0 unchanged")
-    assert "note: stories (read, not imported: this build stores no story objects yet): 2" in lines
+    assert "note: stories the app no longer shows (merged or removed by the user; not imported): 1" in lines
     assert "note: sources deleted in the app (their saved fragments stay readable as snapshots): 1" in lines
-
-
-def test_stories_and_experiences_are_read_ready_for_their_line_kinds(app: Path) -> None:
-    conn = open_app_database(app)
-    try:
-        stories = {story.id: story for story in read_stories(conn)}
-        experiences = read_experiences(conn)
-    finally:
-        conn.close()
-
-    feature, thread = stories[STORY_F], stories[STORY_T]
-    assert (feature.level, feature.project_id, feature.confirmation_state) == ("feature", ATLAS, "automatic")
-    assert (thread.parent_id, thread.confirmation_state) == (STORY_F, "user_edited")
-    assert {link.event_id for link in feature.events} == {EV_A, EV_REV, EV_C}
-    assert [link.user_set for link in thread.events if link.event_id == EV_ROLL] == [True]
-    [lesson] = experiences
-    assert lesson.id == EXPERIENCE
-    assert {(link.event_id, link.role) for link in lesson.events} == {(EV_REV, "formed"), (EV_C, "applied")}
 
 
 def test_items_name_the_table_and_row_they_came_from(app: Path) -> None:
@@ -373,6 +352,7 @@ def test_items_name_the_table_and_row_they_came_from(app: Path) -> None:
     assert places[("event", EV_B)] == f"table supervision_events row id={EV_B}"
     assert places[("source_reference", S1)] == f"table supervision_sources row id={S1}"
     assert str(places[("entity_revision", None)]).startswith("table supervision_results row id=")
+    assert places[("story", STORY_F)] == f"table supervision_stories row id={STORY_F}"
 
 
 def test_a_dry_run_sync_says_what_would_change_and_writes_nothing(app: Path, graph: Path) -> None:
@@ -382,8 +362,9 @@ def test_a_dry_run_sync_says_what_would_change_and_writes_nothing(app: Path, gra
 
     dry, _ = import_goodbuddy(graph, app, dry_run=True)
 
-    assert (dry.updated, dry.retired, dry.dry_run) == ({"entity": 1}, 1, True)
-    assert str(dry).endswith("; 1 would be updated (1 entity); 1 would be retired; nothing was written")
+    # The feature story's span would start later without decision A.
+    assert (dry.updated, dry.retired, dry.dry_run) == ({"entity": 1, "story": 1}, 1, True)
+    assert str(dry).endswith("; 2 would be updated (1 entity, 1 story); 1 would be retired; nothing was written")
     assert (dump(graph), file_hash(graph)) == (before, hash_before)
 
 

@@ -4,11 +4,12 @@ refreshed search index and evidence links, retired events, and what stays an err
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonl_graph import ALPHA_KEY, Line, by_id, dump, revisions, small_graph, story_graph
+from jsonl_graph import ALPHA, ALPHA_KEY, PAIR_KEY, Line, by_id, dump, revisions, small_graph, story_graph
 
 from server.store.errors import ImportRejected
 from server.store.importer import ImportItem, ImportReport, import_items
@@ -158,3 +159,165 @@ def test_a_changed_story_is_updated_in_place_and_keeps_its_links(migrated_db: Pa
     assert rows(migrated_db, "SELECT hi FROM search_items WHERE object_id = 'st-feature'") == [
         ("Session cache, phase 2\x01\x01",)
     ]
+
+
+# --- stories and experiences: mirrored objects whose links are part of them ---------------------------
+
+
+def edited(
+    lines: list[Line], drop: Callable[[Line], bool] = lambda line: False, replace: Mapping[str, Line] | None = None
+) -> list[Line]:
+    """`lines` without those `drop` matches, and those whose `key` is in `replace` replaced."""
+    return [(replace or {}).get(key(line), line) for line in lines if not drop(line)]
+
+
+def key(line: Line) -> str:
+    if line["kind"] == "story_event":
+        return f"{line['story_id']}:{line['event_id']}"
+    if line["kind"] == "experience_event":
+        return f"{line['experience_id']}:{line['event_id']}:{line['role']}"
+    return str(line.get("id", ""))
+
+
+def test_changed_story_and_experience_links_are_updated_in_place(migrated_db: Path) -> None:
+    sync(migrated_db, story_graph())
+    changes: dict[str, Line] = {
+        "st-feature:ev-2": {
+            "kind": "story_event",
+            "story_id": "st-feature",
+            "event_id": "ev-2",
+            "primary": True,
+            "user_set": True,
+        },
+        "ex-pair:ev-b1:applied": {
+            "kind": "experience_event",
+            "experience_id": "ex-pair",
+            "event_id": "ev-b1",
+            "role": "applied",
+            "note": "Beta, a second time",
+        },
+    }
+    lines = edited(story_graph(), replace=changes)
+
+    report = sync(migrated_db, lines)
+
+    assert (report.updated, report.total, report.retired) == ({"story_event": 1, "experience_event": 1}, 0, 0)
+    assert rows(migrated_db, "SELECT user_set FROM story_events WHERE story_id = 'st-feature'") == [(1,)]
+    assert rows(migrated_db, "SELECT note FROM experience_events WHERE event_id = 'ev-b1'") == [
+        ("Beta, a second time",)
+    ]
+
+
+def test_a_link_a_story_or_experience_no_longer_lists_is_removed(migrated_db: Path) -> None:
+    sync(migrated_db, story_graph())
+    # ev-1 moves from the thread to the feature: its old primary link must go before the new one is written.
+    moved = {"kind": "story_event", "story_id": "st-feature", "event_id": "ev-1", "primary": True, "user_set": True}
+    lines = edited(
+        [*story_graph(), moved],
+        drop=lambda line: key(line) in ("st-thread:ev-1", "ex-pair:ev-b1:applied"),
+    )
+
+    report = sync(migrated_db, lines)
+    again = sync(migrated_db, lines)
+
+    assert (report.retired, report.written, again.retired, again.total) == (2, {"story_event": 1}, 0, 0)
+    assert rows(migrated_db, "SELECT story_id FROM story_events WHERE event_id = 'ev-1' AND is_primary = 1") == [
+        ("st-feature",)
+    ]
+    assert rows(migrated_db, "SELECT 1 FROM experience_events WHERE event_id = 'ev-b1'") == []
+
+
+def test_links_of_a_story_the_sync_does_not_list_are_kept(migrated_db: Path) -> None:
+    sync(migrated_db, story_graph())
+    before = dump(migrated_db)
+
+    report = sync(
+        migrated_db, edited(story_graph(), drop=lambda line: "st-cross" in (line.get("id"), line.get("story_id")))
+    )
+
+    assert (report.retired, report.total, report.updated) == (0, 0, {})
+    assert dump(migrated_db) == before
+
+
+def test_a_cross_story_and_an_experience_moving_to_a_wider_scope_take_their_links_along(migrated_db: Path) -> None:
+    # First the cross story spans Alpha only and the pair's experience was formed in Alpha only.
+    narrow = edited(
+        story_graph(),
+        drop=lambda line: (
+            key(line) in ("st-cross:ev-b1", "st-cross:ev-p1", "ex-pair:ev-p1:formed", "ex-pair:ev-b1:applied")
+        ),
+        replace={
+            "st-cross": {**by_id(story_graph(), "st-cross"), "scope": ALPHA},
+            "ex-pair": {**by_id(story_graph(), "ex-pair"), "scope": ALPHA},
+        },
+    )
+    sync(migrated_db, narrow)
+
+    report = sync(migrated_db, story_graph())
+
+    assert report.updated == {"story": 1, "experience": 1}
+    # The links already stored are written again in the new scope, beside the new ones.
+    assert report.written == {"story_event": 3, "experience_event": 3}
+    assert rows(migrated_db, "SELECT DISTINCT scope_key FROM story_events WHERE story_id = 'st-cross'") == [(PAIR_KEY,)]
+    assert rows(migrated_db, "SELECT DISTINCT scope_key FROM experience_events WHERE experience_id = 'ex-pair'") == [
+        (PAIR_KEY,)
+    ]
+    assert sync(migrated_db, story_graph()).updated == {}
+
+
+def test_retired_stories_and_experiences_are_removed_with_their_links_and_search_rows(migrated_db: Path) -> None:
+    sync(migrated_db, story_graph())
+    gone = ("st-cross", "ex-pair")
+    lines = edited(
+        story_graph(), drop=lambda line: any(line.get(name) in gone for name in ("id", "story_id", "experience_id"))
+    )
+    retired: list[ImportItem] = [
+        ("table s row id=st-cross", Retired("story", ("st-cross",), "removed")),
+        ("table x row id=ex-pair", Retired("experience", ("ex-pair",), "merged")),
+    ]
+
+    report = sync(migrated_db, lines, retired)
+    again = sync(migrated_db, lines, retired)
+
+    assert (report.retired, again.retired) == (2, 0)
+    assert rows(migrated_db, "SELECT count(*) FROM story_events WHERE story_id = 'st-cross'") == [(0,)]
+    assert rows(migrated_db, "SELECT count(*) FROM experience_events WHERE experience_id = 'ex-pair'") == [(0,)]
+    assert rows(migrated_db, "SELECT object_id FROM search_items WHERE object_id IN ('st-cross', 'ex-pair')") == []
+
+
+def test_only_events_stories_and_experiences_can_be_retired(migrated_db: Path) -> None:
+    sync(migrated_db, small_graph())
+
+    with pytest.raises(ImportRejected, match="a entity cannot be retired"):
+        sync(migrated_db, small_graph(), [("row x", Retired("entity", ("ent-a",), "gone"))])
+
+
+def test_an_events_primary_story_can_move_to_a_story_it_was_already_linked_to(migrated_db: Path) -> None:
+    related: Line = {"kind": "story_event", "story_id": "st-feature", "event_id": "ev-1", "primary": False}
+    sync(migrated_db, [*story_graph(), related])
+    promoted: Line = {**related, "primary": True, "user_set": True}
+    demoted: Line = {"kind": "story_event", "story_id": "st-thread", "event_id": "ev-1", "primary": False}
+    # The promotion comes first: the link giving the primary flag up must still do so before it is taken.
+    lines = [promoted, *edited(story_graph(), replace={"st-thread:ev-1": demoted})]
+
+    report = sync(migrated_db, lines)
+    again = sync(migrated_db, lines)
+
+    assert (report.updated, report.total, report.retired) == ({"story_event": 2}, 0, 0)
+    assert rows(migrated_db, "SELECT story_id, is_primary FROM story_events WHERE event_id = 'ev-1' ORDER BY 1") == [
+        ("st-cross", 0),
+        ("st-feature", 1),
+        ("st-thread", 0),
+    ]
+    assert (again.updated, again.total) == ({}, 0)
+
+
+def test_a_sync_still_refuses_a_second_primary_story(migrated_db: Path) -> None:
+    sync(migrated_db, story_graph())
+    before = dump(migrated_db)
+    second: Line = {"kind": "story_event", "story_id": "st-feature", "event_id": "ev-1", "primary": True}
+
+    with pytest.raises(ImportRejected, match="event 'ev-1' already has the primary story 'st-thread'"):
+        sync(migrated_db, [*story_graph(), second])
+
+    assert dump(migrated_db) == before

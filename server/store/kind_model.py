@@ -158,6 +158,9 @@ class Kind:
     """Rules checked once every kind is written."""
     lookups: tuple[str, ...] = ()
     """Staged columns that `checks` look rows up by (indexed while the kind is merged)."""
+    release: tuple[str, ...] = ()
+    """Sync mode: statements run before the changed rows are written, freeing what a changed row gives up
+    (an event's primary story) so that another changed or new row can take it."""
     noun: str = ""
     """What errors call the row's owner ("this story's scope"); default: the kind's name."""
 

@@ -95,11 +95,14 @@ def _cross_primary(row: Sequence[Any]) -> str:
     )
 
 
-# A primary link of another story to the same event: stored before this import, or an earlier line of it.
+# A primary link of another story to the same event: stored before this import (and not made a related
+# link by a line of it, in sync mode), or an earlier line of it.
 SECOND_PRIMARY: Final = """
 SELECT s.seq, s.location, s.event_id, coalesce(d.story_id, f.story_id), CASE WHEN d.story_id IS NULL THEN f.location END
   FROM stage_story_event AS s
   LEFT JOIN story_events AS d ON d.event_id = s.event_id AND d.is_primary = 1 AND d.story_id <> s.story_id
+   AND NOT EXISTS (SELECT 1 FROM stage_story_event AS r
+                    WHERE r.story_id = d.story_id AND r.event_id = d.event_id AND r.is_primary = 0)
   LEFT JOIN stage_story_event AS f
     ON f.event_id = s.event_id AND f.is_primary = 1 AND f.skip <> 1 AND f.seq < s.seq AND f.story_id <> s.story_id
  WHERE s.skip <> 1 AND s.is_primary = 1 AND (d.story_id IS NOT NULL OR f.seq IS NOT NULL)
@@ -112,6 +115,13 @@ def _second_primary(row: Sequence[Any]) -> str:
         f"event {event!r} already has the primary story {other!r} (set by {where or 'the database'});"
         " an event has at most one primary story: link this one with primary false"
     )
+
+
+# Sync mode: stored primary links that changed lines make related links give up the primary flag first.
+RELEASE_PRIMARY: Final = """
+UPDATE story_events SET is_primary = 0
+ WHERE is_primary = 1 AND (story_id, event_id) IN (
+       SELECT story_id, event_id FROM stage_story_event WHERE skip = 2 AND is_primary = 0)"""
 
 
 UNFORMED: Final = """
@@ -180,6 +190,7 @@ STORY_EVENT: Final = Kind(
     derived=(EVENT_SCOPE,),
     checks=(Check(CROSS_PRIMARY, "primary", _cross_primary), Check(SECOND_PRIMARY, "primary", _second_primary)),
     lookups=("event_id",),
+    release=(RELEASE_PRIMARY,),
     noun="story",
 )
 EXPERIENCE: Final = Kind(

@@ -1,15 +1,17 @@
 """The second half of an import: staged lines checked and written kind by kind with set-based SQL.
 
 Kinds go in KIND_ORDER, so the links a kind checks point at rows already in the real tables,
-whether this import wrote them or they were stored before. For each kind:
+whether this import wrote them or they were stored before. In sync mode (server/store/sync.py) the
+objects the source retired go first, and so do the stored event links of each story and experience
+the source lists but that it no longer lists for them. Then, for each kind:
 
 1. a line repeating an earlier line's key is skipped if its content is the same, refused if not;
 2. a line whose key is already stored is skipped if its content is the same, refused if not (in
    sync mode, server/store/sync.py, it replaces the stored object instead);
 3. every link of the remaining lines must name a stored object in the row's scope (or, for a
    story's or experience's events, within it), and the kind's own rules must hold;
-4. the remaining lines are inserted (or, in sync mode, upserted), with their child rows, in source
-   order and in chunks.
+4. the remaining lines are inserted (or, in sync mode, update the stored object), with their child
+   rows, in source order and in chunks.
 
 Steps 1-3 refuse the first offending line of the kind in source order. Object refs, a source's
 current version and an experience's formed events may point at any later kind: they are checked once
@@ -88,7 +90,7 @@ def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, 
     """Check and write every staged line (after removing what a sync source retired)."""
     merged = Merged()
     if policy is not None:
-        merged.retired = _retire(conn)
+        merged.retired = _retire(conn) + _drop_owned_links(conn)
     progress.phase("writing", "lines", sum(counts.values()))
     done = 0
     for kind in KINDS.values():
@@ -117,6 +119,28 @@ def _retire(conn: sqlite3.Connection) -> int:
             retired += sync.retire(conn, location, Retired(kind, tuple(orjson.loads(key)), reason))
         after = rows[-1][0]
     return retired
+
+
+def _drop_owned_links(conn: sqlite3.Connection) -> int:
+    """Sync mode: remove the stored links (sync.OWNED_LINKS) of each staged story and experience that its
+    lines no longer list, and return how many; then those of one whose scope changed, which its lines
+    write again in the new scope. Runs before anything is written, so a link that moved (an event's
+    primary story) never meets its old place."""
+    dropped = 0
+    for name in sync.OWNED_LINKS:
+        kind = KINDS[name]
+        assert kind.owner is not None, "an owned link names its owner"
+        column, owner, target = kind.owner.column, KINDS[kind.owner.target], TARGETS[kind.owner.target]
+        key = ", ".join(kind.key)
+        listed = f"{column} IN (SELECT {target.key} FROM {owner.stage})"
+        unlisted = f"({key}) NOT IN (SELECT {key} FROM {kind.stage})"
+        dropped += conn.execute(f"DELETE FROM {kind.table} WHERE {listed} AND {unlisted}").rowcount
+        moved = (
+            f"SELECT s.{target.key} FROM {owner.stage} AS s JOIN {target.table} AS d ON d.{target.key} = s.{target.key}"
+            " WHERE d.scope_key IS NOT s.scope_key"
+        )
+        conn.execute(f"DELETE FROM {kind.table} WHERE {column} IN ({moved})")
+    return dropped
 
 
 def _raise_first(found: list[_Found]) -> None:
@@ -271,8 +295,9 @@ def _first_bad_link(conn: sqlite3.Connection, kind: Kind) -> int | None:
 def _insert(conn: sqlite3.Connection, kind: Kind, progress: Progress, done: int, *, replacing: bool) -> tuple[int, int]:
     """Step 4: write the lines still to write, chunk by chunk; return how many were new and how many changed.
 
-    A changed line (sync mode) loses its stored child rows, its main row is upserted over the stored
-    one (an UPDATE: links to it stay valid), and its child rows are written like a new line's.
+    A changed line (sync mode) loses its stored child rows, its main row updates the stored one (links
+    to it stay valid), and its child rows are written like a new line's. The kind's `release` runs
+    first, so that no changed row takes what another one gives up.
     """
     stage = kind.stage
     counts = dict(conn.execute(f"SELECT skip, count(*) FROM {stage} GROUP BY skip").fetchall())
@@ -282,16 +307,19 @@ def _insert(conn: sqlite3.Connection, kind: Kind, progress: Progress, done: int,
     chunk = "s.seq > :after AND s.seq <= :upto"
     columns = kind.columns + (("scope_key",) if kind.owner is not None else ()) + tuple(c for c, _ in kind.derived)
     values = [f"s.{column}" for column in kind.columns] + ([scope] if kind.owner is not None else [])
-    main = (
-        f"INSERT INTO {kind.table} ({', '.join(columns)})"
-        f" SELECT {', '.join(values + [sql for _, sql in kind.derived])}"
-        f" FROM {stage} AS s{join} WHERE {TO_WRITE} AND {chunk}"
-    )
+    values += [sql for _, sql in kind.derived]
+    named = ", ".join(f"{value} AS {column}" for value, column in zip(values, columns, strict=True))
+
+    def rows(skip: int) -> str:
+        return f"SELECT {named} FROM {stage} AS s{join} WHERE s.skip = {skip} AND {chunk}"
+
     statements = []
     if replacing and changed:
+        for release in kind.release:
+            conn.execute(release)
         statements += [child.delete(stage, f"s.skip = {CHANGED} AND {chunk}") for child in kind.children]
-        main += sync.upsert(kind.key, columns)
-    statements.append(main)
+        statements.append(sync.update(kind.table, kind.key, columns, rows(CHANGED)))
+    statements.append(f"INSERT INTO {kind.table} ({', '.join(columns)}) {rows(NEW)}")
     for child in kind.children:
         each = f"FROM {stage} AS s{join} JOIN json_each(s.{child.column}) AS j"
         statements.append(f"{child.insert(scope)} {each} WHERE {TO_WRITE} AND {chunk}")

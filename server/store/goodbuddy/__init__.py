@@ -7,8 +7,10 @@ is refused with one line. Every row becomes interchange lines (docs/interchange.
 and every upstream field left out, and why), each tagged with the table and row it came from.
 
 Re-import is a sync (server/store/sync.py): ids are the app's ids, an object whose content changed
-upstream (a confirmed entity, an edited message) is updated in place, and an event the app marks
-superseded by a later review of the same scope is retired.
+upstream (a confirmed entity, an edited message, a concluded story) is updated in place, and an event
+the app marks superseded by a later review of the same scope, or a story or experience it no longer
+shows, is retired. Stories and experiences follow this graph's scope rules (story_mapping.py): what
+the app links across scopes is left out and counted in the notes.
 """
 
 from server.store.goodbuddy.database import SUPPORTED_SCHEMA, open_app_database

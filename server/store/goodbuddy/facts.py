@@ -120,6 +120,7 @@ def read_events(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
         time = event_time(row["occurred_at"])
         if time is None:
             seen.notes.add("events whose time names no instant (stored undated)")
+        seen.event_scope[row["id"]] = result.scope_key
         story_line = row["story_line_id"]
         if seen.story_line_scope.get(story_line) != result.scope_key:
             story_line = None

@@ -91,7 +91,8 @@ def read_scopes_results_and_story_lines(conn: sqlite3.Connection, seen: Seen) ->
         snapshot = json_column(where, "graph_snapshot_json", row["graph_snapshot_json"])
         seen.snapshots[row["id"]] = snapshot if isinstance(snapshot, dict) else {}
         results.extend(result_lines(conn, seen, row, where, scope, created))
-    for _key, (where, scope) in sorted(scopes.items()):
+    for key, (where, scope) in sorted(scopes.items()):
+        seen.scopes.add(key)
         for project in scope.get("projectIds", []):
             if project not in seen.projects:
                 # A review of a project deleted since: keep its history, unreadable like any inactive project.

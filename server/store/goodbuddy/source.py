@@ -13,7 +13,7 @@ from server.store.errors import DatabaseUnusable
 from server.store.goodbuddy import facts, reviews
 from server.store.goodbuddy.database import open_app_database
 from server.store.goodbuddy.state import Seen
-from server.store.goodbuddy.stories import count_stories_and_experiences
+from server.store.goodbuddy.story_mapping import read_stories_and_experiences
 from server.store.importer import ImportItem, ImportReport, import_source
 from server.store.notes import Notes
 from server.store.progress import Progress
@@ -60,9 +60,7 @@ def read(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
     yield from facts.read_changes(conn, seen)
     yield from facts.read_relations(conn, seen)
     yield from facts.read_memory(conn, seen)
-    stories, experiences = count_stories_and_experiences(conn)
-    seen.notes.add("stories (read, not imported: this build stores no story objects yet)", stories)
-    seen.notes.add("experiences (read, not imported: this build stores no experience objects yet)", experiences)
+    yield from read_stories_and_experiences(conn, seen)
 
 
 def import_goodbuddy(

@@ -39,11 +39,15 @@ class Seen:
     """The import's time: `recorded_at` of source versions (write-once, see server/store/sync.py)."""
     notes: Notes
     projects: set[str] = field(default_factory=set)
+    scopes: set[str] = field(default_factory=set)
+    """Scope keys declared by a `scope` line of this import."""
     story_line_scope: dict[str, str] = field(default_factory=dict)
     results: dict[str, Result] = field(default_factory=dict)
     """In creation order."""
     reference_scope: dict[str, str] = field(default_factory=dict)
     entity_scope: dict[str, str] = field(default_factory=dict)
+    event_scope: dict[str, str] = field(default_factory=dict)
+    """Events this import writes -> the scope of their review."""
     snapshots: dict[str, dict[str, Any]] = field(default_factory=dict)
     leaves_read: list[Leaf] = field(default_factory=list)
 

@@ -1,16 +1,17 @@
-"""GoodBuddy stories and experiences, read and ready to map once the store has their line kinds (issue 12).
+"""GoodBuddy stories and experiences as the app stores them (read here; story_mapping.py maps them).
 
 Facts (schema 54/55 of mesalogo/goodbuddy, `supervision-stories.ts` and `supervision-experiences.ts`):
-a story is a `feature`, `thread` (with a parent feature) or `cross` story; only `status = 'current'`
-ones are shown (merged and removed ones are history of the app's undo); `user_edited` makes it
-`user_edited` instead of `automatic`; its events are linked in `supervision_event_stories` with one
-primary story per event and `user_set` when the user placed it. An experience is a statement with
+a story is a `feature` or `thread` of one project (`project_id`; a thread has a parent feature of the
+same project) or a `cross` story (no project: it links the same work across projects). Only
+`status = 'current'` ones are shown; merged and removed ones are the app's undo history. `user_edited`
+makes it `user_edited` instead of `automatic`; `state_event_id` is the event that concluded it. Its
+events are linked in `supervision_event_stories`, one primary story per event (never a cross story) and
+`user_set` when the user placed it. The app works out a story's span from its current linked events
+(the primary ones; all of them for a cross story): the earliest `COALESCE(started_at, occurred_at)`,
+text order, and the latest `COALESCE(ended_at, occurred_at)`. An experience is a statement with
 conditions and boundaries, linked to the events that `formed` it and those where it was `applied`
 (each with a note); the app shows it only while it has a current formed event. Links to events the
 app marks superseded are not shown by the app and are not read here either.
-
-Until the interchange has story and experience lines, the import counts these (see the import's
-notes) and writes nothing for them.
 """
 
 from __future__ import annotations
@@ -22,19 +23,17 @@ from typing import Final
 from server.store.goodbuddy.rows import at, instant
 
 STORIES: Final = """
-SELECT id, project_id, parent_id, level, name, description, state, state_event_id, user_edited, created_at, updated_at
-  FROM supervision_stories WHERE status = 'current' ORDER BY id"""
+SELECT id, project_id, parent_id, level, name, description, state, state_event_id, status, user_edited, created_at
+  FROM supervision_stories ORDER BY id"""
+# The app's span of a story reads each event's time this way, in text order.
 STORY_EVENTS: Final = """
-SELECT l.story_id, l.event_id, l.is_primary, l.user_set
+SELECT l.story_id, l.event_id, l.is_primary, l.user_set,
+       COALESCE(e.started_at, e.occurred_at), COALESCE(e.ended_at, e.occurred_at)
   FROM supervision_event_stories AS l JOIN supervision_events AS e ON e.id = l.event_id
  WHERE e.superseded_by IS NULL ORDER BY l.story_id, l.event_id"""
 EXPERIENCES: Final = """
-SELECT x.id, x.statement, x.conditions, x.boundaries, x.user_edited, x.created_at, x.updated_at
-  FROM supervision_experiences AS x
- WHERE x.status = 'current' AND EXISTS (
-       SELECT 1 FROM supervision_experience_events AS f JOIN supervision_events AS e ON e.id = f.event_id
-        WHERE f.experience_id = x.id AND f.role = 'formed' AND e.superseded_by IS NULL)
- ORDER BY x.id"""
+SELECT id, statement, conditions, boundaries, status, user_edited, created_at
+  FROM supervision_experiences ORDER BY id"""
 EXPERIENCE_EVENTS: Final = """
 SELECT l.experience_id, l.event_id, l.role, l.note
   FROM supervision_experience_events AS l JOIN supervision_events AS e ON e.id = l.event_id
@@ -46,6 +45,9 @@ class StoryEvent:
     event_id: str
     primary: bool
     user_set: bool
+    started: str
+    """The event's start as the app's span reads it (`started_at`, else `occurred_at`), as written."""
+    ended: str
 
 
 @dataclass(frozen=True)
@@ -53,18 +55,20 @@ class Story:
     where: str
     id: str
     project_id: str | None
-    """Null for a cross-project story: it spans the projects of its events."""
+    """Null for a cross-project story."""
     parent_id: str | None
     level: str
     name: str
     description: str
     state: str
     state_event_id: str | None
+    current: bool
+    """`status = 'current'`: the app shows it."""
     confirmation_state: str
     """`user_edited` when the user edited it, else `automatic`."""
     created_at: str
-    updated_at: str
     events: tuple[StoryEvent, ...]
+    """Links to current events, in event id order."""
 
 
 @dataclass(frozen=True)
@@ -81,10 +85,16 @@ class Experience:
     statement: str
     conditions: str
     boundaries: str
+    current: bool
     confirmation_state: str
     created_at: str
-    updated_at: str
     events: tuple[ExperienceEvent, ...]
+    """Links to current events."""
+
+    @property
+    def shown(self) -> bool:
+        """The app shows an experience while it is current and a current event formed it."""
+        return self.current and any(link.role == "formed" for link in self.events)
 
 
 def _state(user_edited: object) -> str:
@@ -93,8 +103,9 @@ def _state(user_edited: object) -> str:
 
 def read_stories(conn: sqlite3.Connection) -> list[Story]:
     links: dict[str, list[StoryEvent]] = {}
-    for story_id, event_id, primary, user_set in conn.execute(STORY_EVENTS):
-        links.setdefault(story_id, []).append(StoryEvent(event_id, bool(primary), bool(user_set)))
+    for story_id, event_id, primary, user_set, started, ended in conn.execute(STORY_EVENTS):
+        link = StoryEvent(event_id, bool(primary), bool(user_set), str(started), str(ended))
+        links.setdefault(story_id, []).append(link)
     stories = []
     for row in conn.execute(STORIES).fetchall():
         where = at("supervision_stories", id=row[0])
@@ -109,9 +120,9 @@ def read_stories(conn: sqlite3.Connection) -> list[Story]:
                 description=row[5],
                 state=row[6],
                 state_event_id=row[7],
-                confirmation_state=_state(row[8]),
-                created_at=instant(where, "created_at", row[9]),
-                updated_at=instant(where, "updated_at", row[10]),
+                current=row[8] == "current",
+                confirmation_state=_state(row[9]),
+                created_at=instant(where, "created_at", row[10]),
                 events=tuple(links.get(row[0], [])),
             )
         )
@@ -132,15 +143,10 @@ def read_experiences(conn: sqlite3.Connection) -> list[Experience]:
                 statement=row[1],
                 conditions=row[2],
                 boundaries=row[3],
-                confirmation_state=_state(row[4]),
-                created_at=instant(where, "created_at", row[5]),
-                updated_at=instant(where, "updated_at", row[6]),
+                current=row[4] == "current",
+                confirmation_state=_state(row[5]),
+                created_at=instant(where, "created_at", row[6]),
                 events=tuple(links.get(row[0], [])),
             )
         )
     return experiences
-
-
-def count_stories_and_experiences(conn: sqlite3.Connection) -> tuple[int, int]:
-    """How many current stories and experiences the app shows (read, but not yet importable)."""
-    return len(read_stories(conn)), len(read_experiences(conn))

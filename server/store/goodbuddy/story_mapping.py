@@ -1,0 +1,302 @@
+"""GoodBuddy stories and experiences mapped under this graph's scope rules (docs/interchange.md).
+
+Here a feature or thread belongs to its project's scope, a cross story to the scope of the project set
+its events lie in, and an experience to the scope whose projects are exactly those of the events that
+formed it; every event a story or experience lists must lie within that scope. The app has no such
+rule (its events sit on one shared timeline), so some of its links and objects cannot be said here:
+they are left out and counted in the notes, never moved to another scope.
+
+The app's current stories and experiences are a mirror: the ones it no longer shows (merged or
+removed by the user) and the ones this import cannot express are retired, so a sync never keeps a
+stale copy whose links would contradict the current ones.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from server.contracts.base import GlobalScope, ProjectsScope, scope_from_key, scope_key
+from server.store.goodbuddy.rows import at, event_time
+from server.store.goodbuddy.state import Seen
+from server.store.goodbuddy.stories import Experience, Story, StoryEvent, read_experiences, read_stories
+from server.store.importer import ImportItem
+from server.store.sync import Retired
+
+STORIES_HIDDEN: Final = "stories the app no longer shows (merged or removed by the user; not imported)"
+EXPERIENCES_HIDDEN: Final = (
+    "experiences the app no longer shows (merged, removed, or no current event formed them; not imported)"
+)
+STORY_NO_PROJECT: Final = "feature and thread stories of a project not in the app (not imported)"
+STORY_NOTHING_IN_SCOPE: Final = (
+    "feature and thread stories none of whose events lies in their project's scope, e.g. all from a Global"
+    " review (not imported)"
+)
+THREAD_NO_FEATURE: Final = "threads whose feature is not imported or is not a feature of their project (not imported)"
+CROSS_NO_SPAN: Final = (
+    "cross stories with no event in a project scope (not imported: the project set they span is unknown)"
+)
+STORY_LINK_MISSING: Final = "story links to events not in this graph (not imported)"
+STORY_LINK_OUTSIDE: Final = (
+    "story links to events whose review scope is not within the story's scope, e.g. a Global review's (not imported)"
+)
+CROSS_PRIMARY: Final = "cross stories marked as an event's primary story (linked as related: never primary here)"
+STATE_EVENT_OUTSIDE: Final = (
+    "story states set by an event outside the story's scope or not in this graph (state kept, its event not named)"
+)
+SPAN_DIFFERS: Final = (
+    "story spans worked out without the events whose links were not imported (they differ from the app's)"
+)
+SPAN_UNKNOWN: Final = (
+    "story spans whose start or end names no instant, or ends before it starts (that bound stored unknown)"
+)
+EXPERIENCE_NO_FORMED: Final = "experiences none of whose forming events is in this graph (not imported)"
+EXPERIENCE_MIXED: Final = (
+    "experiences formed from events of Global and of project scopes (not imported: no one scope holds them)"
+)
+EXPERIENCE_LINK_MISSING: Final = "experience links to events not in this graph (not imported)"
+EXPERIENCE_LINK_OUTSIDE: Final = (
+    "experience links to events outside the scope of the events that formed it, e.g. an application in"
+    " another project (not imported)"
+)
+
+
+def read_stories_and_experiences(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
+    """Lines for the stories and experiences the app shows and this graph can hold; the rest retired.
+
+    Runs after the events are read: it needs the scope of every event this import writes."""
+    yield from story_items(read_stories(conn), seen)
+    yield from experience_items(read_experiences(conn), seen)
+
+
+# --- scopes -------------------------------------------------------------------------------------
+
+
+def _projects(key: str) -> frozenset[str] | None:
+    """The projects of a scope key; None for Global."""
+    scope = scope_from_key(key)
+    return None if isinstance(scope, GlobalScope) else frozenset(scope.projectIds)
+
+
+def _within(inner: str, outer: str) -> bool:
+    """The rule of migrations/0005's `scope_within`: the same scope, or a project set inside another."""
+    if inner == outer:
+        return True
+    inside, around = _projects(inner), _projects(outer)
+    return inside is not None and around is not None and inside <= around
+
+
+def _project_set(projects: Iterable[str]) -> str:
+    return scope_key(ProjectsScope(kind="projects", projectIds=sorted(set(projects))))
+
+
+def _declare(seen: Seen, where: str, key: str) -> Iterator[ImportItem]:
+    """A `scope` line for a scope no review declared (a cross story's project pair, say)."""
+    if key not in seen.scopes:
+        seen.scopes.add(key)
+        yield seen.line(where, {"kind": "scope", "scope": scope_from_key(key).model_dump()})
+
+
+# --- stories ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What of one story can be said here: its scope (None: not expressible) and the links it keeps."""
+
+    scope: str | None
+    links: tuple[StoryEvent, ...] = ()
+    missing: int = 0
+    outside: int = 0
+    why_not: str = ""
+
+
+def _plan(story: Story, seen: Seen) -> _Plan:
+    in_graph = [link for link in story.events if link.event_id in seen.event_scope]
+    missing = len(story.events) - len(in_graph)
+    if story.level == "cross":
+        kept = [link for link in in_graph if seen.event_scope[link.event_id] != "global"]
+        projects = {p for link in kept for p in _projects(seen.event_scope[link.event_id]) or ()}
+        if not projects:
+            return _Plan(None, why_not=CROSS_NO_SPAN)
+        return _Plan(_project_set(projects), tuple(kept), missing, len(in_graph) - len(kept))
+    if story.project_id is None or story.project_id not in seen.projects:
+        return _Plan(None, why_not=STORY_NO_PROJECT)
+    scope = _project_set([story.project_id])
+    kept = [link for link in in_graph if seen.event_scope[link.event_id] == scope]
+    return _Plan(scope, tuple(kept), missing, len(in_graph) - len(kept))
+
+
+def _decide(stories: dict[str, Story], plans: dict[str, _Plan]) -> dict[str, _Plan]:
+    """Which current stories are written. A feature or thread that links events but none in its scope is
+    not (its threads' events count for a feature); a thread needs its feature written, in its scope."""
+    threads: dict[str, list[str]] = {}
+    for story in stories.values():
+        if story.level == "thread" and story.parent_id is not None:
+            threads.setdefault(story.parent_id, []).append(story.id)
+    decided: dict[str, _Plan] = {}
+    for level in ("cross", "feature", "thread"):  # a thread is decided after its feature
+        for story in (s for s in stories.values() if s.level == level):
+            plan = plans[story.id]
+            if plan.scope is None or level == "cross":
+                decided[story.id] = plan
+                continue
+            holding = [plan]
+            if level == "feature":  # a feature also holds its threads' events
+                holding += [plans[t] for t in threads.get(story.id, []) if plans[t].scope == plan.scope]
+            parent = stories.get(story.parent_id or "")
+            if story.events and not any(held.links for held in holding):
+                plan = _Plan(None, why_not=STORY_NOTHING_IN_SCOPE)
+            elif level == "thread" and (
+                parent is None or parent.level != "feature" or decided[parent.id].scope != plan.scope
+            ):
+                plan = _Plan(None, why_not=THREAD_NO_FEATURE)
+            decided[story.id] = plan
+    return decided
+
+
+def story_items(stories: list[Story], seen: Seen) -> Iterator[ImportItem]:
+    current = {story.id: story for story in stories if story.current}
+    decided = _decide(current, {story.id: _plan(story, seen) for story in current.values()})
+    for story in stories:
+        plan = decided.get(story.id)
+        if plan is None or plan.scope is None:
+            seen.notes.add(STORIES_HIDDEN if plan is None else plan.why_not)
+            yield (story.where, Retired("story", (story.id,), "not shown by the app or not expressible here"))
+            continue
+        yield from _declare(seen, story.where, plan.scope)
+        yield from _story_lines(story, plan, plan.scope, seen)
+
+
+def _story_lines(story: Story, plan: _Plan, scope: str, seen: Seen) -> Iterator[ImportItem]:
+    seen.notes.add(STORY_LINK_MISSING, plan.missing)
+    seen.notes.add(STORY_LINK_OUTSIDE, plan.outside)
+    state_event = story.state_event_id
+    if state_event is not None:
+        event_scope = seen.event_scope.get(state_event)
+        if event_scope is None or not _within(event_scope, scope):
+            seen.notes.add(STATE_EVENT_OUTSIDE)
+            state_event = None
+    started, ended = _span(story, plan.links, seen)
+    yield seen.line(
+        story.where,
+        {
+            "kind": "story",
+            "id": story.id,
+            "level": story.level,
+            "scope": scope_from_key(scope).model_dump(),
+            "parent_story_id": story.parent_id if story.level == "thread" else None,
+            "name": story.name,
+            "description": story.description,
+            "state": story.state,
+            "state_event_id": state_event,
+            "started_at": started,
+            "ended_at": ended,
+            "confirmation_state": story.confirmation_state,
+            "recorded_at": story.created_at,
+        },
+    )
+    for link in plan.links:
+        primary = link.primary
+        if primary and story.level == "cross":
+            seen.notes.add(CROSS_PRIMARY)
+            primary = False
+        yield seen.line(
+            at("supervision_event_stories", event_id=link.event_id, story_id=story.id),
+            {
+                "kind": "story_event",
+                "story_id": story.id,
+                "event_id": link.event_id,
+                "primary": primary,
+                "user_set": link.user_set,
+            },
+        )
+
+
+def _span_text(level: str, links: Iterable[StoryEvent]) -> tuple[str | None, str | None]:
+    """The app's span of a story from these links, as text: the primary events' (a cross story: all of
+    them) earliest start, in text order with the event id breaking ties, and latest end."""
+    spanning = [link for link in links if level == "cross" or link.primary]
+    if not spanning:
+        return None, None
+    first = min(spanning, key=lambda link: (link.started, link.event_id))
+    return first.started, max(link.ended for link in spanning)
+
+
+def _span(story: Story, kept: tuple[StoryEvent, ...], seen: Seen) -> tuple[str | None, str | None]:
+    """The span as the app works it out, but only from the events the story lists here, so that it never
+    reflects an event outside its scope; each bound read as an instant like an event's time."""
+    text = _span_text(story.level, kept)
+    if text != _span_text(story.level, story.events):
+        seen.notes.add(SPAN_DIFFERS)
+    start, end = (_instant(bound) for bound in text)
+    if text[0] is not None and (start is None or end is None or end < start):
+        seen.notes.add(SPAN_UNKNOWN)
+    if start is None or (end is not None and end < start):
+        end = None
+    return start, end
+
+
+def _instant(text: str | None) -> str | None:
+    time = event_time(text)
+    return None if time is None else time["start"]
+
+
+# --- experiences --------------------------------------------------------------------------------
+
+
+def _experience_scope(formed: set[str]) -> tuple[str | None, str]:
+    """Exactly the projects of the scopes of the events that formed it (Global when they are Global events)."""
+    if not formed:
+        return None, EXPERIENCE_NO_FORMED
+    if formed == {"global"}:
+        return "global", ""
+    if "global" in formed:
+        return None, EXPERIENCE_MIXED
+    return _project_set(p for key in formed for p in _projects(key) or ()), ""
+
+
+def experience_items(experiences: list[Experience], seen: Seen) -> Iterator[ImportItem]:
+    for experience in experiences:
+        if not experience.shown:
+            seen.notes.add(EXPERIENCES_HIDDEN)
+            yield (experience.where, Retired("experience", (experience.id,), "not shown by the app"))
+            continue
+        in_graph = [link for link in experience.events if link.event_id in seen.event_scope]
+        formed = {seen.event_scope[link.event_id] for link in in_graph if link.role == "formed"}
+        scope, why_not = _experience_scope(formed)
+        if scope is None:
+            seen.notes.add(why_not)
+            yield (experience.where, Retired("experience", (experience.id,), "not expressible here"))
+            continue
+        kept = [link for link in in_graph if _within(seen.event_scope[link.event_id], scope)]
+        seen.notes.add(EXPERIENCE_LINK_MISSING, len(experience.events) - len(in_graph))
+        seen.notes.add(EXPERIENCE_LINK_OUTSIDE, len(in_graph) - len(kept))
+        yield from _declare(seen, experience.where, scope)
+        yield seen.line(
+            experience.where,
+            {
+                "kind": "experience",
+                "id": experience.id,
+                "scope": scope_from_key(scope).model_dump(),
+                "statement": experience.statement,
+                "conditions": experience.conditions,
+                "boundaries": experience.boundaries,
+                "confirmation_state": experience.confirmation_state,
+                "recorded_at": experience.created_at,
+            },
+        )
+        for link in kept:
+            where = at("supervision_experience_events", experience_id=experience.id, event_id=link.event_id)
+            yield seen.line(
+                f"{where}, role={link.role}",
+                {
+                    "kind": "experience_event",
+                    "experience_id": experience.id,
+                    "event_id": link.event_id,
+                    "role": link.role,
+                    "note": link.note,
+                },
+            )
