@@ -31,6 +31,7 @@ from server import package_version
 from server.contracts.base import Contract, format_utc
 from server.contracts.common import Grant
 from server.contracts.errors import StoryGraphError, story_graph_unavailable, unsupported_mode
+from server.contracts.json_schema import output_schema
 from server.health import FileIdentity, ReadFailure, classify, file_changed, identity, probe, same_file_state
 from server.reader.cursor import CursorCodec
 from server.reader.db import Database
@@ -164,7 +165,7 @@ class StoryGraphServer(MCPServer[Any]):
                 title=spec.title,
                 description=spec.description,
                 input_schema=spec.input_model.model_json_schema(by_alias=True),
-                output_schema=spec.output_model.model_json_schema(by_alias=True, mode="serialization"),
+                output_schema=output_schema(spec.output_model),
                 annotations=READ_ONLY.model_copy(update={"title": spec.title}),
             )
             for spec in self.specs.values()

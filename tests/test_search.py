@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonl_graph import write_jsonl
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # the MCP client's validator
 from support import client_for, error, ok
 
 from server.contracts.common import Grant
@@ -282,6 +285,31 @@ async def test_search_lists_a_read_only_tool_with_schemas(graph_db: Path) -> Non
     assert "query" in tool.input_schema["required"]
     assert tool.output_schema is not None and "items" in tool.output_schema["properties"]
     assert tool.title and tool.description and "story_graph_get_context" in tool.description
+
+
+async def test_listed_output_schemas_are_self_contained_and_as_strict_as_the_models(graph_db: Path) -> None:
+    """Clients validate every result against the listed schema: references inlined, nullable fields as type
+    lists (cheaper to validate), yet a wrong type in a nested, optional field is still refused."""
+    async with client_for(graph_db) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        page = await ok(client, SEARCH, {"query": "cache"})
+    schema = tools[SEARCH].output_schema
+    assert schema is not None and b"$ref" not in orjson.dumps(schema)
+    validator = Draft202012Validator(schema)
+    Draft202012Validator.check_schema(schema)
+    assert page["items"] and not list(validator.iter_errors(page))
+    for path, bad in (
+        (("items", 0, "result_id"), 5),
+        (("items", 0, "object_ref", "type"), "nothing"),
+        (("page", "total_count_at_least"), "many"),
+        (("coverage", "missing_count"), None),
+    ):
+        broken = copy.deepcopy(page)
+        target: Any = broken
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = bad
+        assert list(validator.iter_errors(broken)), path
 
 
 _WORDS = ["cache", "方案", "session", "回顾", "调度", "review", "1", "存", "tuning 方案", "SQLite WAL"]
