@@ -296,6 +296,21 @@ def test_importing_a_missing_file_is_one_clear_error(migrated_db: Path, tmp_path
         import_file(migrated_db, tmp_path / "nope.jsonl")
 
 
+def test_an_export_that_fails_midway_leaves_no_partial_file_and_the_old_file_as_it_was(
+    migrated_db: Path, tmp_path: Path
+) -> None:
+    _imported(migrated_db, tmp_path, small_graph())
+    with sqlite3.connect(migrated_db) as conn:  # another writer stored a line the interchange refuses
+        conn.execute("UPDATE memory_items SET updated_at = 'yesterday' WHERE id = 'mem-2'")
+    out = tmp_path / "backup.jsonl"
+    out.write_bytes(b"the previous backup\n")
+
+    with pytest.raises(StoreError, match="stored memory_item 'mem-2' is not a valid interchange line"):
+        export_file(migrated_db, out)
+    assert out.read_bytes() == b"the previous backup\n"
+    assert not (tmp_path / "backup.jsonl.partial").exists()
+
+
 def test_blank_lines_are_skipped_but_counted(migrated_db: Path, tmp_path: Path) -> None:
     path = tmp_path / "blank.jsonl"
     path.write_bytes(b'{"kind": "project", "id": "a", "name": "A"}\n\n   \n{"kind": "project", "id": "b"}\n')

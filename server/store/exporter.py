@@ -42,6 +42,9 @@ def export_file(db_path: Path, out: Path | None, *, progress: Progress | None = 
         except OSError as exc:
             partial.unlink(missing_ok=True)
             raise StoreError(f"cannot write {out}: {exc.strerror or exc}") from None
+        except BaseException:  # a stored line that is not valid, a database error, Ctrl-C: no half file either
+            partial.unlink(missing_ok=True)
+            raise
         return count
     finally:
         progress.stop()
