@@ -4,7 +4,7 @@ refreshed search index and evidence links, retired events, and what stays an err
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ import pytest
 from jsonl_graph import ALPHA, ALPHA_KEY, PAIR_KEY, Line, by_id, dump, revisions, small_graph, story_graph
 
 from server.store.errors import ImportRejected
-from server.store.importer import ImportItem, ImportReport, import_items
+from server.store.importer import ImportItem, ImportReport, import_items, import_source
 from server.store.jsonl import validate_line
 from server.store.sync import Retired, SyncPolicy
 
@@ -21,6 +21,19 @@ SYNC = SyncPolicy()
 
 def items(lines: list[Line]) -> list[ImportItem]:
     return [(f"row {index}", validate_line(f"row {index}", line)) for index, line in enumerate(lines, start=1)]
+
+
+class ItemSource:
+    """Items in hand as an import source (for the dry runs `import_items` does not offer)."""
+
+    def __init__(self, items: list[ImportItem]) -> None:
+        self.items = items
+
+    def __iter__(self) -> Iterator[ImportItem]:
+        return iter(self.items)
+
+    def fraction_read(self) -> float | None:
+        return None
 
 
 def sync(db: Path, lines: list[Line], extra: list[ImportItem] | None = None) -> ImportReport:
@@ -283,6 +296,22 @@ def test_retired_stories_and_experiences_are_removed_with_their_links_and_search
     assert rows(migrated_db, "SELECT count(*) FROM story_events WHERE story_id = 'st-cross'") == [(0,)]
     assert rows(migrated_db, "SELECT count(*) FROM experience_events WHERE experience_id = 'ex-pair'") == [(0,)]
     assert rows(migrated_db, "SELECT object_id FROM search_items WHERE object_id IN ('st-cross', 'ex-pair')") == []
+
+
+def test_retiring_a_feature_whose_thread_stays_is_refused_by_the_dry_run_and_the_import_alike(
+    migrated_db: Path,
+) -> None:
+    sync(migrated_db, story_graph())
+    before = dump(migrated_db)
+    lines = edited(story_graph(), drop=lambda line: "st-feature" in (line.get("id"), line.get("story_id")))
+    retired: list[ImportItem] = [("table s row id=st-feature", Retired("story", ("st-feature",), "removed"))]
+    problem = "story 'st-feature' is retired, but its thread 'st-thread' stays in the database without it"
+
+    for dry_run in (True, False):
+        with pytest.raises(ImportRejected, match=problem) as refused:
+            import_source(migrated_db, ItemSource([*items(lines), *retired]), policy=SYNC, dry_run=dry_run)
+        assert refused.value.location == "table s row id=st-feature"
+    assert dump(migrated_db) == before
 
 
 def test_only_events_stories_and_experiences_can_be_retired(migrated_db: Path) -> None:

@@ -83,6 +83,27 @@ def _bad_parent(row: Sequence[Any]) -> str:
     return f"story {parent!r} is a {level}, but a thread's parent must be a feature"
 
 
+# Sync mode: a stored thread whose feature this import retired or moved to another scope (the thread's
+# foreign key is deferred, so without this check only the commit would fail, and a dry run not at all).
+ORPHANED_THREAD: Final = """
+SELECT coalesce(r.location, s.location), t.id, t.parent_story_id, p.id IS NULL FROM stories AS t
+  LEFT JOIN stories AS p ON p.id = t.parent_story_id
+  LEFT JOIN stage_retired AS r ON r.kind = 'story' AND r.key = json_array(t.parent_story_id)
+  LEFT JOIN stage_story AS s ON s.id = t.parent_story_id
+ WHERE t.parent_story_id IS NOT NULL AND (p.id IS NULL OR p.scope_key <> t.scope_key)
+   AND (r.seq IS NOT NULL OR s.seq IS NOT NULL)
+ ORDER BY coalesce(r.seq, s.seq) LIMIT 1"""
+
+
+def orphaned_thread(row: Sequence[Any]) -> str:
+    thread, feature, retired = row[1:]
+    fate = "is retired" if retired else "moves to another scope"
+    return (
+        f"story {feature!r} {fate}, but its thread {thread!r} stays in the database without it:"
+        " retire the thread too, or keep its feature"
+    )
+
+
 CROSS_PRIMARY: Final = """
 SELECT s.seq, s.location, s.story_id FROM stage_story_event AS s JOIN stories AS t ON t.id = s.story_id
  WHERE s.skip <> 1 AND s.is_primary = 1 AND t.level = 'cross' ORDER BY s.seq LIMIT 1"""

@@ -36,6 +36,7 @@ from server.store import sync
 from server.store.errors import ImportRejected, StoreError
 from server.store.kind_model import TARGETS, Invalid, Kind, Link, RefLink, Staged, differing_fields, field_of
 from server.store.kinds import KINDS
+from server.store.kinds_stories import ORPHANED_THREAD, orphaned_thread
 from server.store.lines import load_line
 from server.store.progress import Progress
 from server.store.staging import RETIRED
@@ -104,6 +105,8 @@ def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, 
     for kind in KINDS.values():
         if merged.written.get(kind.name) or merged.updated.get(kind.name):
             _raise_first(_after(conn, kind))
+    if policy is not None:
+        _orphaned_threads(conn)
     progress.finish()
     merged.written = {name: count for name, count in merged.written.items() if count}
     merged.updated = {name: count for name, count in merged.updated.items() if count}
@@ -141,6 +144,13 @@ def _drop_owned_links(conn: sqlite3.Connection) -> int:
         )
         conn.execute(f"DELETE FROM {kind.table} WHERE {column} IN ({moved})")
     return dropped
+
+
+def _orphaned_threads(conn: sqlite3.Connection) -> None:
+    """Sync mode: no stored thread may lose its feature to a retirement or a change of scope."""
+    row = conn.execute(ORPHANED_THREAD).fetchone()
+    if row is not None:
+        raise ImportRejected(row[0], "", orphaned_thread(row))
 
 
 def _raise_first(found: list[_Found]) -> None:
