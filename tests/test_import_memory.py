@@ -223,20 +223,16 @@ def test_a_dry_run_writes_nothing_and_the_import_shows_progress(migrated_db: Pat
     assert {"reading", "writing", "indexing"} <= set(phases) <= {"reading", "writing", "indexing", "writing the index"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review finding: stable ids join project and entity name with ':' unescaped, so project 'a' entity 'b:c'"
-    " and project 'a:b' entity 'c' share one id and the second import moves the first project's entity; escaping"
-    " changes existing ids, so it needs a decision on re-importing graphs already stored",
-)
 def test_entities_of_two_projects_never_share_an_id(migrated_db: Path, tmp_path: Path) -> None:
     entity = {"type": "entity", "entityType": "note"}
     first = write_graph(tmp_path / "a.jsonl", [entity | {"name": "b:c", "observations": ["project a only"]}])
     second = write_graph(tmp_path / "ab.jsonl", [entity | {"name": "c", "observations": ["project a:b only"]}])
 
     import_memory_graph(migrated_db, first, "a")
-    import_memory_graph(migrated_db, second, "a:b")
+    # Ids are memory:<project>:<name>: a project holding ':' could share an id with another project's entity.
+    with pytest.raises(StoreError, match=r"--project 'a:b'.* may not contain ':'"):
+        import_memory_graph(migrated_db, second, "a:b")
 
     with sqlite3.connect(migrated_db) as conn:
-        stored = conn.execute("SELECT scope_key, description FROM entities ORDER BY scope_key").fetchall()
-    assert stored == [('projects:["a"]', "project a only"), ('projects:["a:b"]', "project a:b only")]
+        stored = conn.execute("SELECT scope_key, id, description FROM entities ORDER BY scope_key").fetchall()
+    assert stored == [('projects:["a"]', "memory:a:b:c", "project a only")]

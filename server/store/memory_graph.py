@@ -28,7 +28,7 @@ from typing import Any, Final
 import orjson
 
 from server.contracts.base import format_utc
-from server.store.errors import ImportRejected
+from server.store.errors import ImportRejected, StoreError
 from server.store.importer import ImportItem, ImportReport, import_source
 from server.store.jsonl import JsonLinesFile, validate_line
 from server.store.migrate import open_store
@@ -223,6 +223,13 @@ def import_memory_graph(
     db_path: Path, path: Path, project: str, *, dry_run: bool = False, progress: Progress | None = None
 ) -> tuple[ImportReport, list[str]]:
     """Import (or re-import) a memory-server file into `project`, creating the project when it is new."""
+    if ":" in project:
+        # Ids are memory:<project>:<entity name>, and names may hold ':' themselves: a project id without one
+        # keeps every id unambiguous (project 'a', entity 'b:c' against project 'a:b', entity 'c').
+        raise StoreError(
+            f"--project {project!r}: a project that holds a memory graph may not contain ':' (it separates the"
+            " project from the entity name in the graph's ids); choose another project id"
+        )
     source = MemoryGraphSource(path, project, create_project=not project_exists(db_path, project))
     report = import_source(db_path, source, policy=source.policy, dry_run=dry_run, progress=progress)
     return report, source.notes.lines()
