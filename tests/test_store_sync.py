@@ -3,7 +3,6 @@ refreshed search index and evidence links, retired events, and what stays an err
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -353,17 +352,13 @@ def test_a_sync_still_refuses_a_second_primary_story(migrated_db: Path) -> None:
     assert dump(migrated_db) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review finding: a sync checks the scope of the links a changed line makes, not of the stored links"
-    " pointing at it; an object whose scope changes leaves them across scopes (needs an inbound-link check per kind)",
-)
 def test_an_event_moving_to_another_scope_leaves_no_stored_link_across_scopes(migrated_db: Path) -> None:
     sync(migrated_db, small_graph())
     moved = changed("ev-1", result_id="r-beta", story_line_id=None, entity_ids=[], source_reference_ids=[])
 
-    with contextlib.suppress(ImportRejected):  # refused, or the links follow: either way none crosses scopes
+    with pytest.raises(ImportRejected, match=r"field 'result_id'.*a sync keeps an object's scope"):
         sync(migrated_db, moved)
+    assert rows(migrated_db, "SELECT result_id FROM events WHERE id = 'ev-1'") == [("r-alpha",)]
     assert (
         rows(
             migrated_db,
@@ -374,11 +369,6 @@ def test_an_event_moving_to_another_scope_leaves_no_stored_link_across_scopes(mi
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review finding: the experience rules (formed from an event, scope of its formed events) run only for"
-    " experience lines written or updated, not for an unchanged one whose links a sync removed",
-)
 def test_a_sync_never_leaves_an_experience_without_an_event_it_was_formed_from(migrated_db: Path) -> None:
     sync(migrated_db, story_graph())
     formed = ("experience_event", "ex-alpha", "formed")

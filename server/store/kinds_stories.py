@@ -145,10 +145,10 @@ UPDATE story_events SET is_primary = 0
        SELECT story_id, event_id FROM stage_story_event WHERE skip = 2 AND is_primary = 0)"""
 
 
+# Every listed experience, unchanged ones too: a sync may have dropped the links that formed it.
 UNFORMED: Final = """
 SELECT s.seq, s.location, s.id FROM stage_experience AS s
- WHERE s.skip <> 1
-   AND NOT EXISTS (SELECT 1 FROM experience_events AS x WHERE x.experience_id = s.id AND x.role = 'formed')
+ WHERE NOT EXISTS (SELECT 1 FROM experience_events AS x WHERE x.experience_id = s.id AND x.role = 'formed')
  ORDER BY s.seq LIMIT 1"""
 
 
@@ -165,7 +165,7 @@ SELECT seq, location, id, scope_key, missing FROM (
               SELECT 1 FROM experience_events AS x JOIN scope_projects AS ep ON ep.scope_key = x.event_scope_key
                WHERE x.experience_id = s.id AND x.role = 'formed' AND ep.project_id = sp.project_id)
              ORDER BY sp.project_id)) AS missing
-    FROM stage_experience AS s WHERE s.skip <> 1)
+    FROM stage_experience AS s)
  WHERE missing IS NOT NULL ORDER BY seq LIMIT 1"""
 
 

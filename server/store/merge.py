@@ -63,6 +63,8 @@ REF_TABLES: Final[dict[str, str]] = {
     "summary": "summaries",
     "source_reference": "source_references",
 }
+MOVABLE: Final = frozenset({"story", "story_event", "experience", "experience_event"})
+"""Kinds a sync may move to another scope."""
 NEW, SAME, CHANGED = 0, 1, 2
 """Values of a staged row's `skip`."""
 TO_WRITE: Final = "s.skip <> 1"
@@ -97,13 +99,16 @@ def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, 
     for kind in KINDS.values():
         if counts[kind.name]:
             _index(conn, kind)
-            _raise_first(_repeats(conn, kind) + _stored(conn, kind, policy) + _links(conn, kind))
+            _raise_first(
+                _repeats(conn, kind) + _stored(conn, kind, policy) + _moved(conn, kind, policy) + _links(conn, kind)
+            )
             new, changed = _insert(conn, kind, progress, done, replacing=policy is not None)
             merged.written[kind.name], merged.updated[kind.name] = new, changed
             merged.unchanged += counts[kind.name] - new - changed
             done += counts[kind.name]
     for kind in KINDS.values():
-        if merged.written.get(kind.name) or merged.updated.get(kind.name):
+        # In a sync an unchanged line may have lost links (_drop_owned_links): its kind's checks run too.
+        if merged.written.get(kind.name) or merged.updated.get(kind.name) or (policy is not None and counts[kind.name]):
             _raise_first(_after(conn, kind))
     if policy is not None:
         _orphaned_threads(conn)
@@ -219,6 +224,29 @@ def _stored(conn: sqlite3.Connection, kind: Kind, policy: SyncPolicy | None) -> 
         conn.execute(f"UPDATE {stage} SET skip = ? WHERE seq = ?", (CHANGED if fields else SAME, seq))
         after = seq
     return []
+
+
+def _moved(conn: sqlite3.Connection, kind: Kind, policy: SyncPolicy | None) -> list[_Found]:
+    """Sync mode: a changed object keeps its scope, unless it is a story or an experience (whose links
+    `_drop_owned_links` rewrites in the new scope). Stored objects may link to any other one (a relation to an
+    entity, an entity change to an event), and moving it would leave those links across scopes."""
+    if policy is None or not kind.scoped or kind.name in MOVABLE:
+        return []
+    join, scope = _scope_of(kind)
+    row = conn.execute(
+        f"SELECT s.seq, s.location, r.scope_key, {scope} FROM {kind.stage} AS s{join}"
+        f" JOIN {kind.table} AS r ON {_key_match(kind, 'r', 's')}"
+        f" WHERE s.skip = {CHANGED} AND r.scope_key IS NOT {scope} ORDER BY s.seq LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return []
+    seq, location, stored, moved = row
+    name = kind.owner.column if kind.owner is not None else "scope"
+    message = (
+        f"this {kind.name} is stored in scope {stored} and this line moves it to scope {moved}; a sync keeps an"
+        f" object's scope (stored links to it would cross scopes): import into a new graph to change it"
+    )
+    return [_Found(seq, 1, ImportRejected(location, name, message))]
 
 
 def _links(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
