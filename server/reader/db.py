@@ -96,6 +96,13 @@ class ReadConnection(aiosqlite.Connection):
             await self.execute("COMMIT")
 
 
+async def fetchall_on_thread(conn: aiosqlite.Connection, sql: str, parameters: Any = None) -> Iterable[Row]:
+    """All rows of a statement run on the connection's own thread, never tried inline first. For statements
+    whose work happens inside one virtual-machine step (an FTS5 phrase of many trigrams is matched in the
+    step that opens it): the step budget cannot stop them early, so an inline try only wastes that work."""
+    return await aiosqlite.Connection.execute_fetchall(conn, sql, parameters)
+
+
 def _bounded_fetchall(raw: sqlite3.Connection, sql: str, parameters: Any, steps: int) -> list[sqlite3.Row] | None:
     """All rows, or None when the statement needed more than `steps` virtual-machine steps (interrupted; a
     read statement's interruption leaves its transaction and snapshot as they were)."""

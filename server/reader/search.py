@@ -31,7 +31,7 @@ from typing import Any, Final
 import aiosqlite
 import orjson
 
-from server.reader.db import scalar
+from server.reader.db import fetchall_on_thread, scalar
 from server.reader.fold import Folder
 from server.reader.memo import Memo
 from server.reader.search_query import MARKERS as INDEX_MARKERS
@@ -88,6 +88,13 @@ RANGE_PAGE: Final = """
 SELECT f.rowid{text} FROM search_fts AS f{join}
  WHERE f.search_fts MATCH :expression AND f.rowid BETWEEN :low AND :high{time}{not_ids}
  ORDER BY f.rowid DESC LIMIT :limit
+"""
+# Every whole-query match, up to a limit, in the index's own order: a phrase of many trigrams costs about 40 %
+# more newest first (FTS5 reads a doclist backwards by loading it whole), and the set is sorted afterwards.
+WHOLE_SET: Final = """
+SELECT f.rowid{text} FROM search_fts AS f{join}
+ WHERE f.search_fts MATCH :expression AND f.rowid BETWEEN :low AND :high{time}{not_ids}
+ LIMIT :limit
 """
 CAPPED_COUNT: Final = """
 SELECT count(*) FROM (SELECT 1 FROM search_fts AS f{join}
@@ -305,16 +312,16 @@ async def _whole_items(
     expression = query_plan.whole.anywhere
     if expression is None:
         return []
-    sql = _sql(RANGE_PAGE, filters, ids, text=", i.hi")
+    sql = _sql(WHOLE_SET, filters, ids, text=", i.hi")
     found: list[tuple[int, bool]] = []
     needle_text = query_plan.whole.text
     for bounds in filters.ranges():
         params = _params(filters, ids, expression, bounds) | {"limit": WHOLE_SET_CAP + 1 - len(found)}
-        found.extend(
-            (int(item_id), needle_text in folder.fold(hi)) for item_id, hi in await conn.execute_fetchall(sql, params)
-        )
+        rows = await fetchall_on_thread(conn, sql, params)
+        found.extend((int(item_id), needle_text in folder.fold(hi)) for item_id, hi in rows)
         if len(found) > WHOLE_SET_CAP:
             return None
+    found.sort(reverse=True)  # item id order, highest first, like every class
     return found
 
 
