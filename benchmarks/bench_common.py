@@ -7,6 +7,7 @@ in-process client, which builds the same server object the tests use (`in_proces
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import socket
@@ -18,10 +19,13 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+
+if TYPE_CHECKING:
+    from server.reader.db import Database
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
 REPO: Final = BENCH_DIR.parent
@@ -69,6 +73,17 @@ def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def positive_ints(text: str) -> list[int]:
+    """'1,4,16' -> [1, 4, 16] (an argparse type)."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return values
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -144,6 +159,27 @@ def tree_rss_kib(root: int) -> int:
     return sum(rss_kib(pid) for pid in process_tree(root))
 
 
+def _name_and_cpu_ticks(pid: int) -> tuple[str, int] | None:
+    """The process's name and CPU time so far (user + system, in clock ticks); None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            head, tail = stat.read().rsplit(")", 1)
+        fields = tail.split()
+        return head.split("(", 1)[1], int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds used so far by `root` and its live descendants (a uvicorn supervisor and its workers)."""
+    ticks = sum(found[1] for pid in process_tree(root) if (found := _name_and_cpu_ticks(pid)) is not None)
+    return ticks / _clock_ticks()
+
+
+def _clock_ticks() -> int:
+    return os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -186,14 +222,8 @@ def machine_state() -> MachineState:
         pass
     ticks: dict[int, tuple[str, int]] = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
-                    head, tail = stat.read().rsplit(")", 1)
-                fields = tail.split()
-                ticks[int(entry)] = (head.split("(", 1)[1], int(fields[11]) + int(fields[12]))
-            except (OSError, IndexError, ValueError):
-                continue
+        if entry.isdigit() and (found := _name_and_cpu_ticks(int(entry))) is not None:
+            ticks[int(entry)] = found
     own = os.times()
     own_cpu = own.user + own.system + own.children_user + own.children_system
     return MachineState(time.time(), load, busy, total, own_cpu, ticks)
@@ -208,7 +238,7 @@ def machine_report(before: MachineState, after: MachineState, ours: Iterable[int
     mine: set[int] = set()
     for pid in {os.getpid(), *ours}:
         mine.update(process_tree(pid))
-    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    hz = _clock_ticks()
     seconds = max(after.at - before.at, 1e-9)
     children = sum(
         ticks - before.process_ticks.get(pid, (name, 0))[1]
@@ -271,6 +301,19 @@ def _commit() -> str:
 def default_cache_dir() -> Path:
     configured = os.environ.get("STORY_GRAPH_BENCH_CACHE")
     return Path(configured) if configured else Path.home() / ".cache" / "story-graph-mcp" / "bench"
+
+
+def add_graph_options(parser: argparse.ArgumentParser) -> None:
+    """The options of every script that takes generated graphs from the cache (see `ensure_graph`)."""
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=default_cache_dir(),
+        help="where generated graphs are kept (default: $STORY_GRAPH_BENCH_CACHE or ~/.cache/story-graph-mcp/bench)",
+    )
+    parser.add_argument(
+        "--source-code-points", type=int, help="size of the planted big source of generated graphs (default 10,000,000)"
+    )
 
 
 def run_cli(args: Sequence[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
@@ -393,3 +436,34 @@ async def call_structured(client: Client, tool: str, arguments: dict[str, Any]) 
         raise RuntimeError(f"{tool} {arguments} failed: {text}")
     content: dict[str, Any] = result.structured_content
     return content
+
+
+# --- load-independent figures ----------------------------------------------------------------------------------
+
+
+@dataclass
+class VmSteps:
+    """Counts the SQLite virtual-machine steps of the reader database `db` (reset `count` before what you count)."""
+
+    db: Database
+    count: int = 0
+
+    def step(self) -> int:
+        self.count += 1
+        return 0  # go on
+
+
+@asynccontextmanager
+async def vm_step_counter(path: Path) -> AsyncIterator[VmSteps]:
+    """A reader database on one connection whose every statement runs on the connection's thread, under one progress
+    handler that counts steps (inline statements would install their own budget handler and go uncounted)."""
+    from server.reader.db import Database
+
+    db = await Database.open(path, size=1, inline_steps=0)
+    counter = VmSteps(db)
+    try:
+        async with db.snapshot() as conn:
+            await conn.set_progress_handler(counter.step, 1)
+        yield counter
+    finally:
+        await db.close()

@@ -2,9 +2,10 @@
 
     python benchmarks/make_large_graph.py /tmp/sg-1m.db --objects 1000000     # once, about 5 minutes
     python benchmarks/bench_context.py --base /tmp/sg-1m.db --work /tmp/ctx-1m.db
-    python benchmarks/bench_context.py                   # builds a 100,000-object graph in a temp dir first
+    python benchmarks/bench_context.py                   # the cached 100,000-object graph (built once)
 
-The base graph (from make_large_graph.py) is copied, never modified; the copy is upgraded to the current
+The base graph (--base, from make_large_graph.py, or the generated graph of --objects objects from the cache:
+bench_common.ensure_graph) is copied, never modified; the copy is upgraded to the current
 schema (`migrate`, in place) and gets planted objects in the project `big` (seeded, so every run plants
 the same rows):
 
@@ -24,7 +25,7 @@ validation of the result against the tool's output schema, which a remote client
 process). It also reports the SQLite virtual-machine steps of one page (independent of machine load)
 and the cold cost: the first page when the selection is not remembered yet (once per scope revision).
 
-Writes only the copy (`--work`, default: a temporary directory it removes).
+Writes only the copy (`--work`, default: a temporary directory it removes) and a graph it builds in the cache.
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ from typing import Any, Final
 
 import anyio
 import orjson
+from bench_common import (
+    add_graph_options,
+    ensure_graph,
+    machine_header,
+    machine_report,
+    machine_state,
+    p95,
+    vm_step_counter,
+)
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -147,7 +157,8 @@ def _hub(
 
     def relations(owner: str, count: int) -> Iterator[Row]:
         for i in range(count):
-            other_type, other = ("entity", entities[i]) if i % 3 else ("event", events[i])
+            # Modulo: a small graph (the smoke test's) has fewer than 1,000 of each; the neighbourhood stays 1,000.
+            other_type, other = ("entity", entities[i % len(entities)]) if i % 3 else ("event", events[i % len(events)])
             ends = ("entity", owner, other_type, other) if i % 2 else (other_type, other, "entity", owner)
             yield (f"{owner}-rel-{i:04d}", RESULT, BIG, *ends, types[i % 5], f"planted relation {i}", iso(T0))
 
@@ -157,11 +168,11 @@ def _hub(
     conn.executemany(
         "INSERT INTO entity_changes (entity_id, association_key, result_id, scope_key, event_id, change_type,"
         " description, recorded_at) VALUES ('bench-hub', ?, ?, ?, ?, 'revised', ?, ?)",
-        [(f"c{i}", RESULT, BIG, events[1000 + i], f"planted change {i}", iso(T0)) for i in range(40)],
+        [(f"c{i}", RESULT, BIG, events[(1000 + i) % len(events)], f"planted change {i}", iso(T0)) for i in range(40)],
     )
     conn.executemany(
         "INSERT OR IGNORE INTO event_entities (event_id, entity_id, scope_key) VALUES (?, 'bench-hub', ?)",
-        [(events[2000 + i], BIG) for i in range(60)],
+        [(events[(2000 + i) % len(events)], BIG) for i in range(60)],
     )
 
 
@@ -225,13 +236,15 @@ TARGETS: Final = {
 }
 
 
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, -(-len(ordered) * 95 // 100) - 1)]
-
-
 async def measure(path: Path, runs: int, page_size: int) -> None:
     db = await Database.open(path)
+    try:  # closed on any way out: its connection threads would keep the process alive
+        await _measure(db, path, runs, page_size)
+    finally:
+        await db.close()
+
+
+async def _measure(db: Database, path: Path, runs: int, page_size: int) -> None:
     codec = CursorCodec(SECRET)
     memo = Memo()
 
@@ -290,29 +303,19 @@ async def measure(path: Path, runs: int, page_size: int) -> None:
             f"{name:52} {statistics.median(t):10.1f} {p95(t):6.1f} {statistics.median(c):8.1f}"
             f" {statistics.median(m):8.1f} {p95(m):6.1f} {count:9,}"
         )
-    await db.close()
 
 
 async def vm_steps(path: Path, codec: CursorCodec, cases: list[dict[str, Any]]) -> list[int]:
-    """SQLite virtual-machine steps of one warm page per case (one connection, so every step is counted)."""
-    db = await Database.open(path, size=1)
+    """SQLite virtual-machine steps of one warm page per case."""
     memo = Memo()
-    counted = [0]
-
-    def step() -> int:
-        counted[0] += 1
-        return 0
-
-    async with db.snapshot() as conn:
-        await conn.set_progress_handler(step, 1)
     found = []
-    for arguments in cases:
-        call = Call(db, GRANT, codec, Folder(), memo, "2026-11-30T00:00:00.000Z")
-        await tool.run(call, ContextArgs.model_validate(arguments))  # warm: the selection is remembered
-        counted[0] = 0
-        await tool.run(call, ContextArgs.model_validate(arguments))
-        found.append(counted[0])
-    await db.close()
+    async with vm_step_counter(path) as steps:
+        for arguments in cases:
+            call = Call(steps.db, GRANT, codec, Folder(), memo, "2026-11-30T00:00:00.000Z")
+            await tool.run(call, ContextArgs.model_validate(arguments))  # warm: the selection is remembered
+            steps.count = 0
+            await tool.run(call, ContextArgs.model_validate(arguments))
+            found.append(steps.count)
     return found
 
 
@@ -328,26 +331,25 @@ def timed(label: str, action: Callable[[], object]) -> None:
     print(f"{label}: {time.perf_counter() - started:.1f} s")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", type=Path, help="a make_large_graph.py database to copy (never modified)")
-    parser.add_argument("--objects", type=int, default=100_000, help="size to build when --base is absent")
+    parser.add_argument("--objects", type=int, default=100_000, help="size of the cached graph without --base")
+    add_graph_options(parser)
     parser.add_argument("--work", type=Path, help="where the planted copy goes (kept; reused when it exists)")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--page-size", type=int, default=10)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    print(machine_header())
     temporary = Path(tempfile.mkdtemp(prefix="bench-context-"))
     try:
         work = args.work or temporary / "graph.db"
         if not work.exists():
-            if args.base is None:
-                sys.path.insert(0, str(ROOT / "benchmarks"))
-                from make_large_graph import build
-
-                base = temporary / "base.db"
-                timed(f"build {args.objects:,} objects", lambda: build(base, args.objects, progress=lambda _: None))
-            else:
-                base = args.base
+            base = args.base or ensure_graph(args.cache_dir, args.objects, source_code_points=args.source_code_points)
             timed(f"copy {base}", lambda: copy(base, work))
             timed("migrate to the current schema", lambda: migrate(work))
             timed("plant the benchmark objects", lambda: plant(work))
@@ -355,7 +357,9 @@ def main(argv: list[str] | None = None) -> int:
             timed("migrate to the current schema", lambda: migrate(work))
             plant(work)
         runner: Callable[[], Awaitable[None]] = lambda: measure(work, args.runs, args.page_size)  # noqa: E731
+        before = machine_state()
         anyio.run(runner)
+        print("\n".join(machine_report(before, machine_state())))
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
     return 0

@@ -1,19 +1,28 @@
-"""HTTP throughput: selective searches from 1, 4 and 16 concurrent clients against 1, 2 and 4 uvicorn workers.
+"""HTTP throughput: selective searches from 1, 4 and 16 concurrent clients against 1, 2 and 4 workers, beside the floor.
 
-    python benchmarks/bench_http.py --sizes 100k --seconds 60
-    python benchmarks/bench_http.py --sizes 10k --seconds 5 --workers 1 --clients 1,4     # a quick check
+    python benchmarks/bench_http.py --sizes 100k --seconds 60                   # the full matrix, ~12 min
+    python benchmarks/bench_http.py --db /tmp/sg-100k.db --repeat 3 --json /tmp/http.json
+    python benchmarks/bench_http.py --sizes 100k --clients 16 --workers 1,2 --launcher uvicorn
+    python benchmarks/bench_http.py --sizes 2000 --seconds 2 --warmup 1 --workers 1 --clients 1,4   # a quick check
 
-For each size and worker count it starts, on a free loopback port, our server exactly as docs/deployment.md says
-for several workers (`uvicorn --factory server.http:create_app --workers W`, configured by STORY_GRAPH_DB, a
-policy file with one bearer token made for this run, and a shared cursor secret), then the floor server
-(`uvicorn --factory floor_server:create_app --workers W`, one FTS5 query per call, no auth). For each client count
-it runs the light load generator (http_load.py) for --seconds: every client keeps one keep-alive connection and
-sends its next `tools/call` as soon as the answer arrives, rotating through selective queries. It samples the
-server's RSS (all its processes) every half second and its CPU time, then stops the server.
+The graph is a generated one from the cache (--sizes, see bench_common.ensure_graph) or --db (a make_large_graph.py
+graph, used as it is). For each worker count it starts, on a free loopback port and in a process group of its own,
+our server as docs/deployment.md says: `story-graph-mcp serve --transport http --workers W` with a policy file (one
+bearer token made for this run) and a cursor secret file (launcher `serve`, the default: a listening socket per
+worker), or `uvicorn --factory server.http:create_app --workers W` configured by the environment (launcher
+`uvicorn`: uvicorn's one shared socket). Then the floor (floor_server.py: the MCP SDK and one FTS5 query per call,
+no token) under the same launcher. It waits until /healthz answers and every worker process exists, and for each
+client count drives the load generator (http_load.py: raw HTTP/1.1, one keep-alive connection per client, a closed
+loop) for --warmup seconds untimed, then --seconds timed on the same connections (the floor: --floor-seconds).
 
-Printed per run: calls/s, latency p50/p95 (ms, as the client sees it), errors (HTTP, JSON-RPC or tool errors),
-server CPU ms per call, and RSS: at the start, at the end, the maximum, and the drift (median of the last tenth of
-the samples minus the median of the first tenth) to show whether memory is flat over the run.
+Queries (rotating, page 1 of 10): `xylophone`, `麒麟`, `moderato` and three identifiers read from the graph's big
+scope (an event, an entity and a source id), or --queries. The floor gets the same query texts.
+
+Printed per cell: calls/s (successful calls over wall time), p50/p95 latency as the client saw it, errors (HTTP,
+JSON-RPC, tool errors, dropped connections, the first one shown), the server's CPU time per call (all its
+processes, from /proc: steadier than wall time on a shared machine), the load generator's own CPU share, and the
+server's RSS (all processes) sampled every --sample seconds: median of the first and of the last tenth of the
+samples, the peak, and the drift between the two (near 0 when memory is flat). Then what else the machine did.
 """
 
 from __future__ import annotations
@@ -24,24 +33,28 @@ import contextlib
 import hashlib
 import os
 import secrets
+import shlex
 import signal
+import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Final
 
+import orjson
 from bench_common import (
     BENCH_DIR,
+    BIG_PROJECT,
     FLOOR_TOOL,
     PYTHON,
     REPO,
     SEARCH,
-    SELECTIVE_QUERIES,
-    default_cache_dir,
+    add_graph_options,
     ensure_graph,
     fmt_ms,
     free_port,
@@ -53,54 +66,172 @@ from bench_common import (
     p50,
     p95,
     parse_sizes,
+    positive_ints,
     process_tree,
     server_env,
     size_label,
+    tree_cpu_seconds,
     tree_rss_kib,
 )
-from http_load import LoadResult, McpCall, run_load, wait_healthy
+from http_load import HOST, Clients, call_once, healthy, tools_call
 
-SAMPLE_SECONDS: Final = 0.5
 START_TIMEOUT: Final = 120.0
+LAUNCHERS: Final = {
+    "serve": "story-graph-mcp serve --transport http --workers W (a socket per worker: SO_REUSEPORT, TCP_NODELAY)",
+    "uvicorn": "uvicorn --factory server.http:create_app --workers W (uvicorn's one shared socket)",
+}
+QUERY_WORDS: Final = ("xylophone", "麒麟", "moderato")
+
+
+# --- servers --------------------------------------------------------------------------------------------------
 
 
 @dataclass
 class Server:
     name: str
+    """`ours` or `floor`."""
     process: subprocess.Popen[bytes]
     port: int
+    log: Path
+    stopped: bool = False
 
-    def alive(self) -> bool:
-        return self.process.poll() is None
+    def stop(self) -> None:
+        """SIGTERM to its process group (uvicorn stops its workers), SIGKILL if it lingers, then SIGKILL to whatever
+        is left in the group (workers of a supervisor that died first). Once: the group's id is not ours after."""
+        if self.stopped:
+            return
+        self.stopped = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                try:
+                    self.process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                    self.process.wait()
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+STARTED: list[Server] = []
+"""Every server this run started, so that any way out (an error, Ctrl-C, SIGTERM) stops them."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    db: Path
+    policy: Path
+    secret: Path
+    token: str
+    launcher: str
+    uvicorn_args: tuple[str, ...]
+    log_dir: Path
+
+
+def start_server(name: str, workers: int, setup: Setup) -> Server:
+    port = free_port()
+    env = server_env(STORY_GRAPH_CURSOR_SECRET_FILE=str(setup.secret))
+    if setup.launcher == "serve" and name == "ours":
+        argv = [PYTHON, "-m", "server", "serve", "--transport", "http", "--db", str(setup.db)]
+        argv += ["--policy", str(setup.policy), "--cursor-secret-file", str(setup.secret)]
+        argv += ["--port", str(port), "--workers", str(workers)]
+    elif setup.launcher == "serve":
+        argv = [PYTHON, str(BENCH_DIR / "floor_server.py"), "--db", str(setup.db), "--transport", "http"]
+        argv += ["--port", str(port), "--workers", str(workers)]
+    else:
+        if name == "ours":
+            env |= {"STORY_GRAPH_DB": str(setup.db), "STORY_GRAPH_POLICY": str(setup.policy)}
+            target = ["--factory", "server.http:create_app"]
+        else:
+            env["FLOOR_DB"] = str(setup.db)
+            target = ["--factory", "floor_server:create_app", "--app-dir", str(BENCH_DIR)]
+        argv = [PYTHON, "-m", "uvicorn", *target, "--host", HOST, "--port", str(port), "--workers", str(workers)]
+        argv += ["--no-access-log", "--log-level", "warning", *setup.uvicorn_args]
+    log = setup.log_dir / f"{name}-{setup.launcher}-{workers}w-{port}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO, start_new_session=True
+        )
+    server = Server(name, process, port, log)
+    STARTED.append(server)
+    return server
+
+
+async def wait_ready(server: Server, workers: int, launcher: str) -> None:
+    """Until /healthz answers 200 and, with several workers, every worker is up: its process exists and, under
+    `serve`, its own socket listens. Otherwise the clients' keep-alive connections, opened at the start of a cell,
+    would all land on the workers that were ready first and stay there for the whole cell."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{server.name} exited during start-up:\n{server.log.read_text(errors='replace')}")
+        if await healthy(server.port) and (
+            workers == 1
+            or (
+                worker_processes(server.process.pid) >= workers
+                and (launcher != "serve" or listening_sockets(server.port) >= workers)
+            )
+        ):
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"{server.name} not ready after {START_TIMEOUT:g} s:\n{server.log.read_text(errors='replace')}")
+
+
+def worker_processes(root: int) -> int:
+    """uvicorn's workers under the supervisor `root` (spawned processes; not multiprocessing's resource tracker)."""
+    count = 0
+    for pid in process_tree(root):
+        with contextlib.suppress(OSError):
+            count += b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    return count
+
+
+def listening_sockets(port: int) -> int:
+    """TCP sockets in LISTEN state on `port` (one per worker under SO_REUSEPORT), from /proc/net/tcp."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table, encoding="ascii") as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                count += fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port
+    return count
+
+
+# --- one cell: a server, a worker count, a client count -----------------------------------------------------
 
 
 @dataclass
-class Run:
+class Cell:
     server: str
     workers: int
     clients: int
-    load: LoadResult
-    rss_kib: list[int] = field(default_factory=list)
-    cpu_seconds: float = 0.0
+    seconds: float
+    calls: int
+    errors: int
+    calls_per_s: float
+    p50_ms: float
+    p95_ms: float
+    server_cpu_ms_per_call: float
+    loadgen_cpu_share: float
+    rss_first_mib: float
+    rss_last_mib: float
+    rss_peak_mib: float
+    error_samples: list[str] = field(default_factory=list)
 
     def row(self) -> tuple[str, ...]:
-        calls = len(self.load.latencies_ms)
-        rss = [r / 1024 for r in self.rss_kib] or [0.0]
-        tenth = max(1, len(rss) // 10)
-        drift = p50(rss[-tenth:]) - p50(rss[:tenth])
-        cpu = f"{1000 * self.cpu_seconds / calls:.1f}" if calls else "—"
-        errors = str(self.load.errors) + (f" ({self.load.first_error})" if self.load.first_error else "")
+        errors = f"{self.errors:,}" + (f" ({self.error_samples[0]})" if self.error_samples else "")
+        cpu = f"{self.server_cpu_ms_per_call:.2f}" if self.calls else "—"
         return (
             self.server,
             str(self.workers),
             str(self.clients),
-            f"{calls / self.load.seconds:,.0f}",
-            fmt_ms(p50(self.load.latencies_ms)),
-            fmt_ms(p95(self.load.latencies_ms)),
+            f"{self.calls_per_s:,.1f}",
+            fmt_ms(self.p50_ms),
+            fmt_ms(self.p95_ms),
             errors,
             cpu,
-            f"{rss[0]:.0f} → {rss[-1]:.0f} (max {max(rss):.0f})",
-            f"{drift:+.1f}",
+            f"{100 * self.loadgen_cpu_share:.0f} %",
+            f"{self.rss_first_mib:.0f} → {self.rss_last_mib:.0f} ({self.rss_peak_mib:.0f})",
+            f"{self.rss_last_mib - self.rss_first_mib:+.1f}",
         )
 
 
@@ -113,146 +244,261 @@ HEADER: Final = (
     "p95 ms",
     "errors",
     "server CPU ms/call",
-    "RSS MiB start → end (max)",
+    "load generator CPU",
+    "RSS MiB first → last (peak)",
     "RSS drift MiB",
 )
 
 
-def write_policy(directory: Path, token: str) -> Path:
+async def measure_cell(
+    server: Server, workers: int, clients: int, requests: list[bytes], args: argparse.Namespace
+) -> Cell:
+    seconds = args.seconds if server.name == "ours" else args.floor_seconds
+    load = Clients(server.port, requests, clients)
+    try:
+        await load.run(args.warmup)
+        samples: list[float] = []
+        done = asyncio.Event()
+
+        async def sample() -> None:
+            while not done.is_set():
+                samples.append(tree_rss_kib(server.process.pid) / 1024)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(done.wait(), args.sample)
+
+        sampler = asyncio.create_task(sample())
+        cpu_before, own_before = tree_cpu_seconds(server.process.pid), time.process_time()
+        tally = await load.run(seconds)
+        cpu = tree_cpu_seconds(server.process.pid) - cpu_before
+        own = time.process_time() - own_before
+        done.set()
+        await sampler
+    finally:
+        await load.close()
+    samples = samples or [float("nan")]
+    calls, tenth = len(tally.latencies_ms), max(1, len(samples) // 10)
+    return Cell(
+        server=server.name,
+        workers=workers,
+        clients=clients,
+        seconds=round(tally.seconds, 2),
+        calls=calls,
+        errors=tally.errors,
+        calls_per_s=calls / tally.seconds,
+        p50_ms=p50(tally.latencies_ms),
+        p95_ms=p95(tally.latencies_ms),
+        server_cpu_ms_per_call=1000 * cpu / calls if calls else float("nan"),
+        loadgen_cpu_share=own / tally.seconds,
+        rss_first_mib=statistics.median(samples[:tenth]),
+        rss_last_mib=statistics.median(samples[-tenth:]),
+        rss_peak_mib=max(samples),
+        error_samples=tally.error_samples,
+    )
+
+
+def medians(cells: list[Cell]) -> list[Cell]:
+    """One cell per (server, workers, clients): the median of each figure over the repeats, errors summed, the
+    highest peak RSS."""
+    groups: dict[tuple[str, int, int], list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault((cell.server, cell.workers, cell.clients), []).append(cell)
+    merged = []
+    for (name, workers, clients), group in groups.items():
+
+        def med(figure: str, group: list[Cell] = group) -> float:
+            return float(statistics.median(float(getattr(c, figure)) for c in group))
+
+        merged.append(
+            Cell(
+                name,
+                workers,
+                clients,
+                med("seconds"),
+                int(med("calls")),
+                sum(c.errors for c in group),
+                med("calls_per_s"),
+                med("p50_ms"),
+                med("p95_ms"),
+                med("server_cpu_ms_per_call"),
+                med("loadgen_cpu_share"),
+                med("rss_first_mib"),
+                med("rss_last_mib"),
+                max(c.rss_peak_mib for c in group),
+            )
+        )
+    return merged
+
+
+# --- a whole graph: every repeat, worker count, server and client count -----------------------------------------
+
+
+def default_queries(db: Path) -> list[str]:
+    """Rare words, and identifiers that exist in the big scope of a make_large_graph.py graph."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+
+        def first(sql: str) -> str:
+            row = conn.execute(sql, {"scope": f'projects:["{BIG_PROJECT}"]'}).fetchone()
+            if row is None:
+                raise SystemExit(f"{db}: not a make_large_graph.py graph (nothing for {sql!r}); pass --queries")
+            return str(row[0])
+
+        event = first("SELECT id FROM events WHERE scope_key = :scope ORDER BY id LIMIT 1 OFFSET 421")
+        entity = first("SELECT id FROM entities WHERE scope_key = :scope ORDER BY id LIMIT 1 OFFSET 37")
+        source = first(
+            "SELECT original_source_id FROM source_references WHERE scope_key = :scope ORDER BY id LIMIT 1 OFFSET 55"
+        )
+    return [*QUERY_WORDS, event, entity, source]
+
+
+def requests_for(server: Server, queries: Sequence[str], setup: Setup, protocol: str) -> list[bytes]:
+    if server.name == "ours":
+        return [
+            tools_call(server.port, SEARCH, {"query": q, "page_size": 10}, token=setup.token, protocol=protocol)
+            for q in queries
+        ]
+    return [tools_call(server.port, FLOOR_TOOL, {"query": q}, token=None, protocol=protocol) for q in queries]
+
+
+async def show_queries(server: Server, requests: list[bytes], queries: Sequence[str]) -> None:
+    """Each query answers, and how many it finds (so a reader sees that they are selective)."""
+    for query, request in zip(queries, requests, strict=True):
+        content, problem = await call_once(server.port, request)
+        if content is None:
+            raise RuntimeError(f"query {query!r} failed: {problem}")
+        page = content["page"]
+        print(f"query {query!r}: {page['returned_count']} returned of {page['total_count']}", flush=True)
+
+
+async def measure_graph(setup: Setup, queries: Sequence[str], args: argparse.Namespace) -> list[Cell]:
+    names = ["ours", *([] if args.no_floor else ["floor"])]
+    cells: list[Cell] = []
+    for repeat in range(args.repeat):
+        if args.repeat > 1:
+            print(f"\nrepeat {repeat + 1} of {args.repeat}", flush=True)
+        table_started = False
+        for workers in args.workers:
+            for name in names:
+                server = start_server(name, workers, setup)
+                try:
+                    await wait_ready(server, workers, setup.launcher)
+                    requests = requests_for(server, queries, setup, args.protocol)
+                    if name == "ours" and repeat == 0 and workers == args.workers[0]:
+                        await show_queries(server, requests, queries)
+                    if not table_started:
+                        print("\n" + markdown_table(HEADER, []), flush=True)
+                        table_started = True
+                    for clients in args.clients:
+                        print(f"  {name}: {workers} workers, {clients} clients ...", file=sys.stderr, flush=True)
+                        cell = await measure_cell(server, workers, clients, requests, args)
+                        cells.append(cell)
+                        print(markdown_table(HEADER, [cell.row()]).splitlines()[-1], flush=True)
+                        for problem in cell.error_samples:
+                            print(f"  {name}, {workers} workers, {clients} clients: {problem}", file=sys.stderr)
+                finally:
+                    server.stop()
+    return cells
+
+
+def write_policy(folder: Path, token: str) -> Path:
     digest = hashlib.sha256(token.encode()).hexdigest()
-    path = directory / "policy.toml"
+    path = folder / "policy.toml"
     path.write_text(
-        f'version = 1\n\n[clients.bench]\ntoken_sha256 = ["{digest}"]\nprojects = "*"\ndefault_project = "big"\n'
+        f'version = 1\n\n[clients.bench]\ntoken_sha256 = ["{digest}"]\nprojects = "*"\n'
+        f'default_project = "{BIG_PROJECT}"\n'
     )
     return path
 
 
-def start_server(name: str, factory: str, workers: int, env: dict[str, str], access_log: bool, log: Path) -> Server:
-    port = free_port()
-    command = [PYTHON, "-m", "uvicorn", "--factory", factory, "--host", "127.0.0.1", "--port", str(port)]
-    command += ["--workers", str(workers), "--log-level", "warning"]
-    command += [] if access_log else ["--no-access-log"]
-    if factory.startswith("floor_server:"):
-        command += ["--app-dir", str(BENCH_DIR)]
-    with log.open("ab") as errors:
-        process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True
-        )
-    return Server(name, process, port)
+def graphs(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    if args.db is not None:
+        if not args.db.is_file():
+            raise SystemExit(f"{args.db}: no such file (make one with benchmarks/make_large_graph.py)")
+        return [(f"{args.db}", args.db)]
+    found = []
+    for objects in parse_sizes(args.sizes):
+        db = ensure_graph(args.cache_dir, objects, source_code_points=args.source_code_points)
+        found.append((f"{size_label(objects)}: {graph_summary(db) or f'{objects:,} objects'}; {db.name}", db))
+    return found
 
 
-def stop_server(server: Server) -> None:
-    """SIGTERM (uvicorn stops its workers), then SIGKILL to the process group we created if it lingers."""
-    if server.alive():
-        server.process.terminate()
-        try:
-            server.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.process.pid, signal.SIGKILL)
-            server.process.wait()
-    with contextlib.suppress(ProcessLookupError, PermissionError):  # workers left behind by a killed supervisor
-        os.killpg(server.process.pid, signal.SIGKILL)
-
-
-def _cpu_seconds(root: int) -> float:
-    total = 0
-    for pid in process_tree(root):
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except (OSError, IndexError, ValueError):
-            continue
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-async def measure(server: Server, workers: int, clients: int, calls: Sequence[McpCall], seconds: float) -> Run:
-    samples: list[int] = []
-    done = asyncio.Event()
-
-    async def sample() -> None:
-        while not done.is_set():
-            samples.append(tree_rss_kib(server.process.pid))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), SAMPLE_SECONDS)
-
-    sampler = asyncio.create_task(sample())
-    cpu_before = _cpu_seconds(server.process.pid)
-    load = await run_load(server.port, calls, clients, seconds)
-    cpu = _cpu_seconds(server.process.pid) - cpu_before
-    done.set()
-    await sampler
-    return Run(server.name, workers, clients, load, samples, cpu)
-
-
-async def serve_and_measure(
-    server: Server, workers: int, client_counts: Sequence[int], calls: Sequence[McpCall], seconds: float
-) -> list[Run]:
-    await wait_healthy(server.port, START_TIMEOUT, server.alive)
-    runs = []
-    for clients in client_counts:
-        print(
-            f"  {server.name}: {workers} workers, {clients} clients, {seconds:.0f} s ...", file=sys.stderr, flush=True
-        )
-        runs.append(await measure(server, workers, clients, calls, seconds))
-    return runs
-
-
-def run_size(db: Path, args: argparse.Namespace, queries: Sequence[str]) -> list[Run]:
-    token = "sgm_bench_" + secrets.token_hex(16)
-    runs: list[Run] = []
-    with tempfile.TemporaryDirectory(prefix="sg-bench-http-") as temp:
-        policy = write_policy(Path(temp), token)
-        log = Path(temp) / "servers.log"
-        ours_env = server_env(STORY_GRAPH_DB=str(db), STORY_GRAPH_POLICY=str(policy))
-        floor_env = server_env(FLOOR_DB=str(db))
-        ours_calls = [McpCall.build(SEARCH, {"query": q}, token, args.protocol) for q in queries]
-        floor_calls = [McpCall.build(FLOOR_TOOL, {"query": q}, None, args.protocol) for q in queries]
-        targets: list[tuple[str, str, dict[str, str], list[McpCall]]] = [
-            ("ours", "server.http:create_app", ours_env, ours_calls)
-        ]
-        if not args.no_floor:
-            targets.append(("floor", "floor_server:create_app", floor_env, floor_calls))
-        for workers in args.workers:
-            for name, factory, env, calls in targets:
-                server = start_server(name, factory, workers, env, args.access_log, log)
-                try:
-                    runs += asyncio.run(serve_and_measure(server, workers, args.clients, calls, args.seconds))
-                except RuntimeError as exc:
-                    tail = log.read_text(errors="replace")[-2000:]
-                    raise SystemExit(f"{name} with {workers} workers: {exc}\n{tail}") from exc
-                finally:
-                    stop_server(server)
-    return runs
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    graph = parser.add_mutually_exclusive_group()
+    graph.add_argument("--sizes", default="100k", help="generated graph sizes, e.g. 10k,100k (default 100k)")
+    graph.add_argument("--db", type=Path, help="an existing make_large_graph.py graph instead (used as it is)")
+    add_graph_options(parser)
+    parser.add_argument("--workers", type=positive_ints, default=[1, 2, 4], help="worker counts (default 1,2,4)")
+    parser.add_argument("--clients", type=positive_ints, default=[1, 4, 16], help="concurrent clients (default 1,4,16)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="timed seconds per cell (default 60)")
+    parser.add_argument(
+        "--floor-seconds", type=float, help="timed seconds per floor cell (default: --seconds, at most 10)"
+    )
+    parser.add_argument("--warmup", type=float, default=3.0, help="untimed seconds before each cell (default 3)")
+    parser.add_argument("--sample", type=float, default=1.0, help="seconds between RSS samples (default 1)")
+    parser.add_argument("--repeat", type=int, default=1, help="run the whole matrix this many times; print medians")
+    parser.add_argument("--queries", help="comma-separated queries (default: 3 rare words and 3 ids of the graph)")
+    parser.add_argument(
+        "--protocol",
+        choices=("modern", "legacy"),
+        default="modern",
+        help="modern: 2026-07-28 with _meta and Mcp-Method/Mcp-Name headers, as the SDK client; legacy: 2025-11-25",
+    )
+    parser.add_argument("--launcher", choices=sorted(LAUNCHERS), default="serve", help="how the servers are started")
+    parser.add_argument(
+        "--uvicorn-args", default="", help='launcher uvicorn: more uvicorn options, e.g. "--loop asyncio --http h11"'
+    )
+    parser.add_argument("--no-floor", action="store_true", help="skip the floor server")
+    parser.add_argument("--json", type=Path, help="also write every cell (and the medians) to this file")
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="100k", help="graph sizes, e.g. 10k,100k")
-    parser.add_argument("--workers", default="1,2,4", help="uvicorn worker counts")
-    parser.add_argument("--clients", default="1,4,16", help="concurrent clients")
-    parser.add_argument("--seconds", type=float, default=60.0, help="length of each run")
-    parser.add_argument("--queries", help="comma-separated queries (default: the selective set)")
-    parser.add_argument("--protocol", choices=("modern", "legacy"), default="modern")
-    parser.add_argument("--access-log", action="store_true", help="keep uvicorn's access log on (off by default)")
-    parser.add_argument("--no-floor", action="store_true", help="skip the floor server")
-    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(), help="where built graphs are kept")
-    parser.add_argument("--source-code-points", type=int, help="big source size of generated graphs")
+    parser = build_parser()
     args = parser.parse_args(argv)
-    args.workers = [int(w) for w in args.workers.split(",")]
-    args.clients = [int(c) for c in args.clients.split(",")]
-    queries = args.queries.split(",") if args.queries else list(SELECTIVE_QUERIES)
+    if args.uvicorn_args and args.launcher != "uvicorn":
+        parser.error("--uvicorn-args needs --launcher uvicorn")
+    args.floor_seconds = args.floor_seconds if args.floor_seconds is not None else min(args.seconds, 10.0)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that `finally` stops the servers
     print(machine_header())
-    print(f"queries (rotating): {', '.join(queries)}; protocol {args.protocol}; {args.seconds:.0f} s per run")
-    for objects in parse_sizes(args.sizes):
-        db = ensure_graph(args.cache_dir, objects, source_code_points=args.source_code_points)
-        print(f"\n## {size_label(objects)}: {graph_summary(db) or f'{objects:,} objects'}; {db.name}\n")
-        before = machine_state()
-        started = time.perf_counter()
-        runs = run_size(db, args, queries)
-        print(markdown_table(HEADER, [run.row() for run in runs]))
-        print(f"\n{time.perf_counter() - started:.0f} s in all")
-        print("\n".join(machine_report(before, machine_state())))
+    print(f"launcher: {LAUNCHERS[args.launcher]}; protocol {args.protocol}")
+    print(
+        f"{args.seconds:g} s per cell (the floor {args.floor_seconds:g} s) after {args.warmup:g} s of warm-up; "
+        f"RSS sampled every {args.sample:g} s"
+    )
+    dump = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="sg-bench-http-") as temp:
+            folder = Path(temp)
+            secret = folder / "cursor-secret"
+            secret.write_text(secrets.token_hex(32) + "\n")
+            token = "sgm_bench_" + secrets.token_hex(16)
+            policy = write_policy(folder, token)
+            for title, db in graphs(args):
+                print(f"\n## {title}", flush=True)
+                queries = args.queries.split(",") if args.queries else default_queries(db)
+                setup = Setup(db, policy, secret, token, args.launcher, tuple(shlex.split(args.uvicorn_args)), folder)
+                before = machine_state()
+                started = time.perf_counter()
+                cells = asyncio.run(measure_graph(setup, queries, args))
+                merged = medians(cells)
+                if args.repeat > 1:
+                    print(f"\nmedians of {args.repeat} repeats (errors summed, peak RSS the highest)\n")
+                    print(markdown_table(HEADER, [cell.row() for cell in merged]))
+                print(f"\n{time.perf_counter() - started:.0f} s in all")
+                print("\n".join(machine_report(before, machine_state())))
+                dump.append(
+                    {
+                        "graph": str(db),
+                        "queries": queries,
+                        "cells": [asdict(c) for c in cells],
+                        "medians": [asdict(c) for c in merged],
+                    }
+                )
+    finally:
+        for server in STARTED:
+            server.stop()
+    if args.json is not None:
+        args.json.write_bytes(orjson.dumps({"args": vars(args), "graphs": dump}, default=str))
     return 0
 
 

@@ -1,28 +1,46 @@
-"""Time `python -m server db import` on generated JSON Lines files: wall time, objects/s, CPU and peak RSS.
+"""Time `db import` of JSON Lines files into a fresh database: objects/s, CPU and peak RSS, or (--breakdown) where
+the time goes.
 
-    python benchmarks/bench_import.py --sizes 100k,300k,1M
-    python benchmarks/bench_import.py --sizes 2000 --cache-dir /tmp/sg-cache          # a quick check
+    python benchmarks/bench_import.py --sizes 100k,300k,1M                  # generated files, cached
+    python benchmarks/bench_import.py /tmp/g1m.jsonl                        # any interchange file (e.g. `db export`)
+    python benchmarks/bench_import.py --sizes 1M --breakdown                # in this process, phase by phase
+    python benchmarks/bench_import.py /tmp/g1m.jsonl --breakdown --drop-triggers revision
+    python benchmarks/bench_import.py --sizes 2000 --cache-dir /tmp/sg-cache   # a quick check
 
-For each size it takes the interchange file from the cache directory (written once by make_jsonl.py), creates a
-fresh database in a temporary directory with `python -m server db migrate` (not timed), then runs
-`python -m server db import --db DB FILE` as a child process and waits for it with wait4(), which reports that
-child's own CPU time and peak RSS. The importer's stdout (its report) is shown; its stderr (progress lines, if
-any) is kept apart and only its last line is shown. Each import runs --repeat times on a fresh database; the
-median wall time is reported with the largest peak RSS.
+The files: FILE arguments as they are, or per --sizes a file make_jsonl.py writes once into the cache directory.
+Each import goes into a fresh database, created with the migrations (not timed) in a temporary directory (or
+--work); `--drop-triggers revision|owner-revision|search` first drops the data-revision triggers, or the triggers
+that name touched search items, in it: a measurement of what they cost, never a way to import.
+
+The plain run is what a user gets: `python -m server db import --db DB FILE` in a child process, waited for with
+wait4(), which reports that child's own CPU time and peak RSS; --repeat times, each on a fresh database (median wall
+and CPU time, the largest peak RSS). Its report is shown, and the last line of its progress on stderr.
+
+`--breakdown` runs the same pipeline in this process with timers around its parts: reading (parse and validate) and
+staging, each merge step, and the search index rebuild (staging the items' rows in SQL, grams in Python, then each
+statement of the schema's `search_apply_now` trigger one by one, as the trigger would run them), with CPU and wall
+time and this process's peak RSS after each part.
+
+The machine is shared and busy at times: CPU time is the steadier figure; every block ends with what else the
+machine was doing.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Final
 
 from bench_common import (
     BENCH_DIR,
@@ -34,12 +52,79 @@ from bench_common import (
     machine_state,
     markdown_table,
     parse_sizes,
-    run_cli,
+    peak_rss_kib,
     server_env,
     size_label,
 )
 from make_jsonl import JSONL_VERSION, SEARCHABLE
 from make_large_graph import DEFAULT_SEED
+
+from server.store import importer, merge, search_index, staging
+from server.store.jsonl import JsonlSource
+from server.store.migrate import migrate, open_store
+from server.store.progress import Progress
+
+TRIGGERS: Final = {
+    "revision": "name LIKE '%revision%'",
+    "owner-revision": "name LIKE '%owner_revision%'",
+    "search": "name LIKE '%search%' AND name NOT IN ('search_refresh_deferred', 'search_refresh_now',"
+    " 'search_apply_now', 'scopes_search_ai', 'scopes_search_ad')",
+}
+
+
+# --- the files and the databases (both modes) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    label: str
+    path: Path
+    lines: int
+    objects: int
+    """Searchable objects (the kinds make_large_graph counts)."""
+
+    @property
+    def mib(self) -> float:
+        return self.path.stat().st_size / 2**20
+
+
+def ensure_jsonl(cache_dir: Path, objects: int) -> Path:
+    """The generated file of `objects` objects from the cache, written by make_jsonl.py when missing."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    path = cache_dir / f"import-{objects}-seed{DEFAULT_SEED}-v{JSONL_VERSION}.jsonl"
+    if not path.exists():
+        partial = path.with_name(path.name + ".writing")
+        print(f"writing {path} ...", file=sys.stderr, flush=True)
+        command = [PYTHON, str(BENCH_DIR / "make_jsonl.py"), str(partial), "--objects", str(objects)]
+        subprocess.run(command, cwd=REPO, env=server_env(), check=True)
+        os.replace(partial, path)
+    return path
+
+
+def workload(label: str, path: Path) -> Workload:
+    """The file with its lines and searchable objects, by a cheap scan of each line's kind (written first)."""
+    lines = objects = 0
+    kinds = {f'"kind":"{kind}"'.encode() for kind in SEARCHABLE}
+    with path.open("rb") as data:
+        for line in data:
+            lines += 1
+            objects += any(kind in line[:40] for kind in kinds)
+    return Workload(label, path, lines, objects)
+
+
+def fresh_database(folder: Path, drop: Sequence[str]) -> Path:
+    """A new database at the current schema in `folder`, without the triggers named by `drop`."""
+    db = folder / "import.db"
+    migrate(db)
+    if drop:
+        with sqlite3.connect(db) as conn:
+            where = " OR ".join(f"({TRIGGERS[name]})" for name in drop)
+            for (trigger,) in conn.execute(f"SELECT name FROM sqlite_schema WHERE type = 'trigger' AND ({where})"):
+                conn.execute(f"DROP TRIGGER {trigger}")
+    return db
+
+
+# --- the plain run: the CLI in a child process ----------------------------------------------------------------
 
 
 @dataclass
@@ -52,105 +137,263 @@ class Imported:
     progress: str
 
 
-def ensure_jsonl(cache_dir: Path, objects: int) -> Path:
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    path = cache_dir / f"import-{objects}-seed{DEFAULT_SEED}-v{JSONL_VERSION}.jsonl"
-    if not path.exists():
-        partial = path.with_name(path.name + ".writing")
-        print(f"writing {path} ...", file=sys.stderr, flush=True)
-        command = [PYTHON, str(BENCH_DIR / "make_jsonl.py"), str(partial), "--objects", str(objects)]
-        subprocess.run(command, cwd=REPO, env=server_env(), check=True)
-        os.replace(partial, path)
-    return path
-
-
-def count_objects(path: Path) -> tuple[int, int]:
-    """(lines, searchable objects) of an interchange file, by a cheap scan of each line's kind."""
-    lines = objects = 0
-    kinds = {f'"kind":"{kind}"'.encode() for kind in SEARCHABLE}
-    with path.open("rb") as data:
-        for line in data:
-            lines += 1
-            objects += any(kind in line[:40] for kind in kinds)
-    return lines, objects
-
-
-def import_once(path: Path) -> Imported:
-    with tempfile.TemporaryDirectory(prefix="sg-bench-import-") as temp:
-        db = Path(temp) / "import.db"
-        run_cli(["db", "migrate", "--db", str(db)])
-        out, err = Path(temp) / "stdout", Path(temp) / "stderr"
-        with out.open("wb") as stdout, err.open("wb") as stderr:
-            started = time.perf_counter()
-            process = subprocess.Popen(
-                [PYTHON, "-m", "server", "db", "import", "--db", str(db), str(path)],
-                cwd=REPO,
-                env=server_env(),
-                stdout=stdout,
-                stderr=stderr,
-            )
-            _, status, usage = os.wait4(process.pid, 0)
-            wall = time.perf_counter() - started
-            process.returncode = os.waitstatus_to_exitcode(status)
-        report = out.read_text(errors="replace").strip()
-        progress = err.read_text(errors="replace").strip()
-        if process.returncode != 0:
-            raise RuntimeError(f"import failed ({process.returncode}): {progress[-1000:]}")
-        db_size = sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal") if Path(f"{db}{s}").exists())
+def import_in_child(path: Path, db: Path, folder: Path) -> Imported:
+    out, err = folder / "stdout", folder / "stderr"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            [PYTHON, "-m", "server", "db", "import", "--db", str(db), str(path)],
+            cwd=REPO,
+            env=server_env(),
+            stdout=stdout,
+            stderr=stderr,
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+    report = out.read_text(errors="replace").strip()
+    progress = err.read_text(errors="replace").strip()
+    if process.returncode != 0:
+        raise RuntimeError(f"import failed ({process.returncode}): {progress[-1000:]}")
+    db_size = sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal") if Path(f"{db}{s}").exists())
     last = progress.splitlines()[-1] if progress else ""
     return Imported(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, db_size / 2**20, report, last)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="100k,300k,1M", help="objects per file, e.g. 100k,300k,1M")
-    parser.add_argument("--repeat", type=int, default=1, help="imports per size (median wall time)")
-    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(), help="where generated files are kept")
-    args = parser.parse_args(argv)
-    print(machine_header())
-    rows = []
-    for objects in parse_sizes(args.sizes):
-        path = ensure_jsonl(args.cache_dir, objects)
-        lines, searchable = count_objects(path)
-        size_mib = path.stat().st_size / 2**20
-        before = machine_state()
-        runs = []
-        for n in range(args.repeat):
-            print(f"importing {path.name} ({n + 1}/{args.repeat}) ...", file=sys.stderr, flush=True)
-            runs.append(import_once(path))
-        wall = statistics.median(r.wall_s for r in runs)
-        print(f"\n## {size_label(objects)} objects: {path.name}, {lines:,} lines, {size_mib:,.0f} MiB")
-        print(f"importer said: {runs[-1].report}")
-        if runs[-1].progress:
-            print(f"its last stderr line: {runs[-1].progress}")
-        print("\n".join(machine_report(before, machine_state())))
-        rows.append(
-            (
-                size_label(objects),
-                f"{searchable:,}",
-                f"{lines:,}",
-                f"{size_mib:,.0f}",
-                f"{wall:,.1f}",
-                f"{searchable / wall:,.0f}",
-                f"{lines / wall:,.0f}",
-                f"{statistics.median(r.cpu_s for r in runs):,.1f}",
-                f"{max(r.peak_rss_mib for r in runs):,.0f}",
-                f"{runs[-1].db_mib:,.0f}",
-            )
-        )
-    header = (
-        "size",
-        "objects",
-        "lines",
-        "file MiB",
-        "wall s",
-        "objects/s",
-        "lines/s",
-        "CPU s",
-        "peak RSS MiB",
-        "db MiB",
+def plain_run(work: Workload, args: argparse.Namespace) -> tuple[str, ...]:
+    runs = []
+    for n in range(args.repeat):
+        print(f"importing {work.path.name} ({n + 1}/{args.repeat}) ...", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(prefix="sg-bench-import-", dir=args.work) as temp:
+            db = fresh_database(Path(temp), args.drop_triggers)
+            runs.append(import_in_child(work.path, db, Path(temp)))
+    print(f"importer said: {runs[-1].report}")
+    if runs[-1].progress:
+        print(f"its last stderr line: {runs[-1].progress}")
+    wall = statistics.median(r.wall_s for r in runs)
+    cpu = statistics.median(r.cpu_s for r in runs)
+    return (
+        work.label,
+        f"{work.objects:,}",
+        f"{work.lines:,}",
+        f"{work.mib:,.0f}",
+        f"{wall:,.1f}",
+        f"{work.objects / wall:,.0f}",
+        f"{work.lines / wall:,.0f}",
+        f"{cpu:,.1f}",
+        f"{work.lines / cpu:,.0f}",
+        f"{max(r.peak_rss_mib for r in runs):,.0f}",
+        f"{runs[-1].db_mib:,.0f}",
     )
-    print("\n" + markdown_table(header, rows))
+
+
+PLAIN_HEADER: Final = (
+    "file",
+    "objects",
+    "lines",
+    "file MiB",
+    "wall s",
+    "objects/s",
+    "lines/s",
+    "CPU s",
+    "lines per CPU-s",
+    "peak RSS MiB",
+    "db MiB",
+)
+
+
+# --- the breakdown: the same pipeline in this process, timed part by part -------------------------------------
+
+
+def cpu() -> float:
+    return time.process_time()
+
+
+def peak_rss_mib() -> float:
+    return peak_rss_kib(os.getpid()) / 1024
+
+
+class Timers:
+    """CPU and wall seconds per named part, in the order first seen."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.wall: dict[str, float] = defaultdict(float)
+
+    def add(self, name: str, cpu_s: float, wall_s: float) -> None:
+        self.cpu[name] += cpu_s
+        self.wall[name] += wall_s
+
+    def wrap(self, module: Any, name: str, label: str) -> Callable[[], None]:
+        """Time every call of `module.name` under `label`; returns what undoes it."""
+        original: Callable[..., Any] = getattr(module, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            c0, w0 = cpu(), time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.add(label, cpu() - c0, time.perf_counter() - w0)
+
+        setattr(module, name, timed)
+        return lambda: setattr(module, name, original)
+
+
+class TimedSource:
+    """The JSONL source with its own time (reading, parsing, validating) counted apart."""
+
+    def __init__(self, source: JsonlSource, timers: Timers) -> None:
+        self.source = source
+        self.timers = timers
+
+    def __iter__(self) -> Iterator[Any]:
+        lines = iter(self.source)
+        while True:
+            c0, w0 = cpu(), time.perf_counter()
+            try:
+                item = next(lines)
+            except StopIteration:
+                return
+            finally:
+                self.timers.add("read, parse, validate", cpu() - c0, time.perf_counter() - w0)
+            yield item
+
+    def fraction_read(self) -> float | None:
+        return self.source.fraction_read()
+
+
+MERGE_STEPS: Final = ("_retire", "_index", "_repeats", "_stored", "_links", "_insert", "_after")
+
+
+def breakdown_run(work: Workload, args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="sg-bench-import-", dir=args.work) as temp:
+        db = fresh_database(Path(temp), args.drop_triggers)
+        timers = Timers()
+        undo = [timers.wrap(merge, name, f"merge: {name.strip('_')}") for name in MERGE_STEPS]
+        try:
+            done = import_in_phases(work.path, db, timers)
+        finally:
+            for restore in undo:
+                restore()
+    rows = []
+    for name, c, w, rss in done.phases:
+        rows.append((name, f"{c:.1f}", f"{w:.1f}", f"{rss:,.0f}"))
+        parts = ["read, parse, validate"] if name == "read and stage" else []
+        parts += [key for key in timers.cpu if key.startswith("merge: ")] if name == "merge" else []
+        rows += [(f"· {part}", f"{timers.cpu[part]:.1f}", f"{timers.wall[part]:.1f}", "") for part in parts]
+        if parts:
+            rest_cpu = c - sum(timers.cpu[part] for part in parts)
+            rest_wall = w - sum(timers.wall[part] for part in parts)
+            rows.append(("· (the rest)", f"{rest_cpu:.1f}", f"{rest_wall:.1f}", ""))
+    rows.append(("total", f"{done.cpu_s:.1f}", f"{done.wall_s:.1f}", f"{peak_rss_mib():,.0f}"))
+    print(f"{done.lines:,} lines ({done.new:,} new)\n")
+    print(markdown_table(("part", "CPU s", "wall s", "peak RSS MiB"), rows))
+    print(
+        f"\n{work.objects / done.wall_s:,.0f} objects/s, {done.lines / done.wall_s:,.0f} lines/s wall, "
+        f"{done.lines / done.cpu_s:,.0f} lines per CPU-second"
+    )
+
+
+@dataclass
+class Phases:
+    phases: list[tuple[str, float, float, float]]
+    """(part, CPU s, wall s, peak RSS MiB after it)."""
+    cpu_s: float
+    wall_s: float
+    lines: int
+    new: int
+
+
+def import_in_phases(jsonl: Path, db: Path, timers: Timers) -> Phases:
+    """importer.import_lines, step by step, each step timed."""
+    conn = open_store(db, write=True)
+    phases: list[tuple[str, float, float, float]] = []
+    c_start, w_start = cpu(), time.perf_counter()
+
+    def phase(name: str, run: Callable[[], Any]) -> Any:
+        c0, w0 = cpu(), time.perf_counter()
+        result = run()
+        phases.append((name, cpu() - c0, time.perf_counter() - w0, peak_rss_mib()))
+        return result
+
+    try:
+        for pragma in importer.IMPORT_PRAGMAS:
+            conn.execute(pragma)
+        conn.execute("BEGIN IMMEDIATE")
+        source = TimedSource(JsonlSource(jsonl), timers)
+        counts = phase("read and stage", lambda: staging.stage(conn, source, Progress.silent(), sync=False))
+        search_index.defer(conn)
+        merged = phase("merge", lambda: merge.merge(conn, counts, Progress.silent(), None))
+        with search_index.rebuild_settings(conn):
+            phase("index: stage items (SQL)", lambda: _stage_items(conn))
+            phase("index: grams (Python)", lambda: search_index.add_grams(conn, Progress.silent()))
+            body = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'search_apply_now'").fetchone()[0]
+            statements = [s.strip() for s in re.split(r";\s*\n", body[body.index("BEGIN") + 5 : body.rindex("END")])]
+            for statement in filter(None, statements):
+                words = " ".join(line for line in statement.splitlines() if not line.strip().startswith("--")).split()
+                phase("index: apply: " + " ".join(words[:3]), lambda s=statement: conn.execute(s))  # type: ignore[misc]
+            conn.execute(search_index.SET_MODE, {"mode": "immediate"})
+        phase("commit", lambda: conn.execute("COMMIT"))
+        staging.drop_tables(conn)
+    finally:
+        conn.close()
+    total_cpu, total_wall = cpu() - c_start, time.perf_counter() - w_start
+    return Phases(phases, total_cpu, total_wall, sum(counts.values()), sum(merged.written.values()))
+
+
+def _stage_items(conn: sqlite3.Connection) -> None:
+    conn.execute(search_index.SET_MODE, {"mode": "flush"})
+    conn.execute(search_index.FLUSH)
+
+
+# --- the run ---------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", type=Path, nargs="*", metavar="FILE", help="interchange files (instead of --sizes)")
+    parser.add_argument("--sizes", help="generated files of these many objects (default 100k,300k,1M)")
+    parser.add_argument("--breakdown", action="store_true", help="run in this process and time each part")
+    parser.add_argument("--drop-triggers", action="append", choices=sorted(TRIGGERS), default=[])
+    parser.add_argument("--repeat", type=int, default=1, help="imports per file (median wall time; not --breakdown)")
+    parser.add_argument("--work", type=Path, help="directory for the databases (default: a temporary one)")
+    parser.add_argument(
+        "--cache-dir", type=Path, default=default_cache_dir(), help="where the generated files are kept"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.files and args.sizes:
+        parser.error("give FILE arguments or --sizes, not both")
+    if args.breakdown and args.repeat != 1:
+        parser.error("--breakdown runs once per file (--repeat is for the plain run)")
+    missing = [str(path) for path in args.files if not path.is_file()]
+    if missing:
+        parser.error(f"no such file: {', '.join(missing)}")
+    print(machine_header())
+    if args.drop_triggers:
+        print(f"without the triggers: {', '.join(args.drop_triggers)} (a measurement, not a way to import)")
+    if args.files:
+        files = [(path.name, path) for path in args.files]
+    else:
+        sizes = parse_sizes(args.sizes or "100k,300k,1M")
+        files = [(size_label(objects), ensure_jsonl(args.cache_dir, objects)) for objects in sizes]
+    rows = []
+    for label, path in files:
+        work = workload(label, path)
+        name = "" if label == path.name else f" {path.name},"
+        print(f"\n## {label}:{name} {work.objects:,} objects, {work.lines:,} lines, {work.mib:,.0f} MiB\n")
+        before = machine_state()
+        if args.breakdown:
+            breakdown_run(work, args)
+        else:
+            rows.append(plain_run(work, args))
+        print("\n".join(machine_report(before, machine_state())))
+    if rows:
+        print("\n" + markdown_table(PLAIN_HEADER, rows))
     return 0
 
 

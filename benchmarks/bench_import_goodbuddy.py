@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
+from bench_common import machine_header, machine_report, machine_state  # noqa: E402
 from goodbuddy_fixture import create_schema  # noqa: E402
 
 from server.store.goodbuddy import import_goodbuddy  # noqa: E402
@@ -148,10 +149,16 @@ def timed(label: str, db: Path, app: Path) -> None:
     print(f"{label:<34} {wall:7.2f} s wall {used:7.2f} s CPU  peak RSS {peak:6.0f} MiB  | {report}")
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", type=int, default=2000)
-    args = parser.parse_args()
+    parser.add_argument("--results", type=int, default=2000, help="review results in the app database (default 2,000)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    print(machine_header())
+    before = machine_state()
     with tempfile.TemporaryDirectory(prefix="sg-bench-goodbuddy-") as folder:
         app, db = Path(folder) / "assistant.db", Path(folder) / "graph.db"
         start = time.perf_counter()
@@ -168,6 +175,7 @@ def main() -> None:
         conn.execute("UPDATE messages SET content = content || ' (edited)' WHERE rowid % 100 = 0")
         conn.close()
         timed("re-import, 1 % changed", db, app)
+    print("\n".join(machine_report(before, machine_state())))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from typing import Any, Final
 
 import anyio
 import orjson
+from bench_common import machine_header, machine_report, machine_state, p95, vm_step_counter
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -165,11 +166,6 @@ async def timed(cases: list[Case], runs: int) -> list[Timing]:
     return measured
 
 
-def p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, -(-95 * len(ordered) // 100) - 1)]
-
-
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:7.2f} ms"
 
@@ -243,43 +239,35 @@ async def measure(path: Path, runs: int, project: str) -> None:
 
         # Load-independent: SQLite virtual-machine steps (all statements on the thread, so that the progress
         # handler counting them is the only one), and the hops to the connection's thread as the server runs.
-        stepped = await Database.open(path, size=1, inline_steps=0)
-        hopped = await Database.open(path, size=1)
-        steps, hops = [0], [0]
+        async with vm_step_counter(path) as steps:
+            hopped = await Database.open(path, size=1)
+            hops = [0]
+            async with hopped.snapshot() as conn:
+                # Every aiosqlite operation is one call of this: one round trip to the connection's thread.
+                hop: Callable[..., Awaitable[Any]] = conn._execute
 
-        def step() -> int:
-            steps[0] += 1
-            return 0
+                async def counting_hop(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+                    hops[0] += 1
+                    return await hop(function, *args, **kwargs)
 
-        async with stepped.snapshot() as conn:
-            await conn.set_progress_handler(step, 1)
-        async with hopped.snapshot() as conn:
-            # Every aiosqlite operation is one call of this: one round trip to the connection's thread.
-            hop: Callable[..., Awaitable[Any]] = conn._execute
-
-            async def counting_hop(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-                hops[0] += 1
-                return await hop(function, *args, **kwargs)
-
-            conn._execute = counting_hop  # type: ignore[method-assign,assignment]
-        warm_up = ReadSourceArgs(source_reference_id="ref-small", content_kind="current")
-        for counted in (stepped, hopped):  # loads the schema
-            await reader.read(counted, grant, CODEC, memo, warm_up, "2026-07-01T10:00:00.000Z")
-        print()
-        for name, reference, cursor in (
-            ("small source, page 1", "ref-small", None),
-            ("big source, page 1", "ref-big", None),
-            (f"big source, page {len(walk):,}", "ref-big", previous),
-        ):
-            steps[0] = hops[0] = 0
-            arguments = ReadSourceArgs(
-                source_reference_id=reference, content_kind="current", page_size=PAGE, cursor=cursor
-            )
-            for counted in (stepped, hopped):
-                await reader.read(counted, grant, CODEC, memo, arguments, "2026-07-01T10:00:00.000Z")
-            print(f"reader call, {name:26} SQLite VM steps {steps[0]:8,}   thread hops {hops[0]:3}")
-        await stepped.close()
-        await hopped.close()
+                conn._execute = counting_hop  # type: ignore[method-assign,assignment]
+            warm_up = ReadSourceArgs(source_reference_id="ref-small", content_kind="current")
+            for counted in (steps.db, hopped):  # loads the schema
+                await reader.read(counted, grant, CODEC, memo, warm_up, "2026-07-01T10:00:00.000Z")
+            print()
+            for name, reference, cursor in (
+                ("small source, page 1", "ref-small", None),
+                ("big source, page 1", "ref-big", None),
+                (f"big source, page {len(walk):,}", "ref-big", previous),
+            ):
+                steps.count = hops[0] = 0
+                arguments = ReadSourceArgs(
+                    source_reference_id=reference, content_kind="current", page_size=PAGE, cursor=cursor
+                )
+                for counted in (steps.db, hopped):
+                    await reader.read(counted, grant, CODEC, memo, arguments, "2026-07-01T10:00:00.000Z")
+                print(f"reader call, {name:26} SQLite VM steps {steps.count:8,}   thread hops {hops[0]:3}")
+            await hopped.close()
         await db.close()
 
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -301,17 +289,22 @@ def _all_chunks(path: Path) -> list[str]:
     return [row[0] for row in rows]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--code-points", type=int, default=10_000_000, help="size of the big source")
     parser.add_argument("--runs", type=int, default=100, help="timed calls per case")
     parser.add_argument("--graph", type=Path, help="a make_large_graph.py graph to copy and add the sources to")
     parser.add_argument("--build", type=Path, help=argparse.SUPPRESS)  # child process: build this file and exit
     parser.add_argument("--project", default="bench", help=argparse.SUPPRESS)  # child process: where to add them
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.build is not None:
         build(args.build, args.code_points, args.project)
         return 0
+    print(machine_header())
     folder = Path(tempfile.mkdtemp(prefix="sg-bench-read-source-"))
     try:
         path = folder / "bench.db"
@@ -324,7 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         command = [sys.executable, __file__, "--build", str(path), "--code-points", str(args.code_points)]
         subprocess.run([*command, "--project", project], check=True)
         print(f"built {path.stat().st_size / 1024 / 1024:.1f} MiB database in {time.perf_counter() - start:.1f} s")
+        before = machine_state()
         anyio.run(measure, path, args.runs, project, backend="asyncio")
+        print("\n".join(machine_report(before, machine_state())))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return 0

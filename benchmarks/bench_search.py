@@ -1,34 +1,31 @@
 """Benchmark story_graph_search on a large generated story graph.
 
-    python benchmarks/bench_search.py                          # builds a 100,000-object graph in a temp dir
-    python benchmarks/bench_search.py --objects 1000000        # the same at 1M objects (build ~minutes)
+    python benchmarks/bench_search.py                          # the cached 100,000-object graph (built once)
+    python benchmarks/bench_search.py --objects 1000000        # the same at 1M objects (first build ~4 minutes)
     python benchmarks/bench_search.py --db /tmp/sg-1m.db       # reuse a graph made by make_large_graph.py
     python benchmarks/bench_search.py --db /tmp/sg-1m.db --breakdown   # where the time of one call goes
 
-Every case runs in its own child process, so its peak RSS is its own. A child opens the database
-through the real server stack (`build_server` + `StaticAccess(Grant(default_project="big"))`) and an
-in-process MCP `Client` (mode `client`), or calls `server.reader.search.search` directly on a
-read snapshot (mode `reader`: matching, ranking and paging only, no items, coverage or MCP). It makes
-one untimed warm-up call (reported as `first`), then `--runs` timed calls, and reports the median,
-p95 (nearest rank) and the process's peak RSS. Paging cases walk to the page first, untimed, then
-time only the call for that page with its cursor.
+The graph is --db, or the generated graph of --objects objects from the cache (bench_common.ensure_graph).
+Every case runs in its own child process, so its peak RSS is its own. A child opens the database through the
+real server stack (`build_server` + `StaticAccess(Grant(default_project="big"))`) and an in-process MCP
+`Client` (mode `client`, bench_common.in_process_client), or calls `server.reader.search.search` directly on a
+read snapshot (mode `reader`: matching, ranking and paging only, no items, coverage or MCP). It makes one
+untimed warm-up call (reported as `first`), then `--runs` timed calls, and reports the median, p95 (nearest
+rank) and the process's peak RSS. Paging cases walk to the page first, untimed, then time only the call for
+that page with its cursor.
 
-The script writes only inside a temporary directory it creates (removed at the end) or to the
-database given by --db, which it opens read-only.
+The script writes only to the graph cache (a graph it builds there); the database given by --db is opened
+read-only.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import os
-import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,17 +33,21 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
+from bench_common import (
+    BIG_PROJECT,
+    SEARCH,
+    SMALL_SCOPE,
+    add_graph_options,
+    ensure_graph,
+    in_process_client,
+    machine_header,
+    machine_report,
+    machine_state,
+    markdown_table,
+    p95,
+    peak_rss_kib,
+)
 
-ROOT: Final = Path(__file__).resolve().parents[1]
-HERE: Final = Path(__file__).resolve().parent
-for _path in (ROOT, HERE):
-    if str(_path) not in sys.path:
-        sys.path.insert(0, str(_path))
-
-from make_large_graph import BIG_PROJECT, SMALL_PROJECT, build  # noqa: E402
-
-SEARCH: Final = "story_graph_search"
-SMALL: Final = {"kind": "projects", "projectIds": [SMALL_PROJECT]}
 MONTH: Final = {"from": "2025-03-01T00:00:00+00:00", "to": "2025-03-31T23:59:59+00:00"}
 
 
@@ -85,8 +86,8 @@ CASES: Final[tuple[Case, ...]] = (
     Case("common_time", "common word + time_range (1 month)", "cache", time_range=MONTH),
     Case("zh2_time", "2-char Chinese + time_range (1 month)", "方案", time_range=MONTH),
     Case("rare_time", "rare word + time_range (1 month)", "xylophone", time_range=MONTH),
-    Case("small_scope", "common word in the small scope (1 %)", "cache", scope=SMALL),
-    Case("small_zh2", "2-char Chinese in the small scope", "方案", scope=SMALL),
+    Case("small_scope", "common word in the small scope (1 %)", "cache", scope=SMALL_SCOPE),
+    Case("small_zh2", "2-char Chinese in the small scope", "方案", scope=SMALL_SCOPE),
 )
 
 
@@ -113,8 +114,7 @@ class Measurement:
 
     @property
     def p95_ms(self) -> float:
-        ordered = sorted(self.times_ms)
-        return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+        return p95(self.times_ms)
 
 
 _BREAKDOWN: dict[str, float] = {}
@@ -127,7 +127,8 @@ def _steps(items: int) -> list[int]:
 
 
 def _rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak RSS so far."""
+    return peak_rss_kib(os.getpid()) / 1024
 
 
 # --- child process: one case, one mode ------------------------------------------------------------------------
@@ -156,14 +157,7 @@ async def _timed(call: Callable[[], Awaitable[tuple[int | str, int]]], runs: int
 
 
 async def _run_client(db: Path, case: Case, runs: int) -> Measurement:
-    from mcp import Client
-
-    from server.app import StaticAccess, build_server
-    from server.contracts.common import Grant
-    from server.reader.cursor import CursorCodec
-
-    server = build_server(db, StaticAccess(Grant(default_project=BIG_PROJECT)), CursorCodec(b"bench-secret-0123456789"))
-    async with Client(server, raise_exceptions=True) as client:
+    async with in_process_client(db) as client:
         base = _rss_mib()
         args = case.arguments()
 
@@ -307,24 +301,34 @@ def run_case(db: Path, case: Case, mode: str, runs: int, breakdown: bool, timeou
 
 def table(rows: list[tuple[Case, str, Measurement | str]]) -> str:
     header = ("case", "query", "mode", "total", "first ms", "median ms", "p95 ms", "CPU ms", "RSS base→peak MiB")
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    cells = []
     for case, mode, m in rows:
         label = case.name + (f" (page {case.page})" if case.page > 1 else "")
         if isinstance(m, str):
-            lines.append(f"| {label} | `{case.query}` | {mode} | {m} | | | | | |")
+            cells.append((label, f"`{case.query}`", mode, m, "", "", "", "", ""))
             continue
         total = f"{m.total:,}" if isinstance(m.total, int) else m.total
-        lines.append(
-            f"| {label} | `{case.query}` | {mode} | {total} | {m.first_ms:,.1f} | {m.median_ms:,.1f} | "
-            f"{m.p95_ms:,.1f} | {m.cpu_median_ms:,.1f} | {m.rss_base_mib:.0f}→{m.rss_peak_mib:.0f} |"
+        cells.append(
+            (
+                label,
+                f"`{case.query}`",
+                mode,
+                total,
+                f"{m.first_ms:,.1f}",
+                f"{m.median_ms:,.1f}",
+                f"{m.p95_ms:,.1f}",
+                f"{m.cpu_median_ms:,.1f}",
+                f"{m.rss_base_mib:.0f}→{m.rss_peak_mib:.0f}",
+            )
         )
-    return "\n".join(lines)
+    return markdown_table(header, cells)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Benchmark story_graph_search on a large story graph.")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", type=Path, help="an existing graph from make_large_graph.py (opened read-only)")
-    parser.add_argument("--objects", type=int, default=100_000, help="objects to generate when --db is not given")
+    parser.add_argument("--objects", type=int, default=100_000, help="size of the generated graph without --db")
+    add_graph_options(parser)
     parser.add_argument("--runs", type=int, default=7, help="timed calls per case (after one warm-up call)")
     parser.add_argument("--mode", choices=("client", "reader", "both"), default="both")
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
@@ -332,6 +336,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--breakdown", action="store_true", help="time the phases of one call per case instead")
     parser.add_argument("--json", type=Path, help="also write the measurements to this file")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     if args.worker:
@@ -340,55 +349,39 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cases = [c for c in CASES if not args.cases or c.name in args.cases.split(",")]
     modes = ["client", "reader"] if args.mode == "both" else [args.mode]
-    temp_dir: Path | None = None
-    try:
-        db: Path = args.db
-        if db is None:
-            temp_dir = Path(tempfile.mkdtemp(prefix="sg-bench-"))
-            db = temp_dir / "graph.db"
-            print(f"building {args.objects:,} objects in {db} ...", flush=True)
-            print("\n".join(build(db, args.objects).lines()), flush=True)
-        elif not db.exists():
-            parser.error(f"{db} does not exist (make one with benchmarks/make_large_graph.py)")
-        print(f"db {db} ({db.stat().st_size / 2**20:.0f} MiB), {args.runs} runs, python {sys.version.split()[0]}")
-        print(f"machine: {os.cpu_count()} cpus, {_memory_gib():.0f} GiB; {time.strftime('%Y-%m-%d %H:%M %Z')}\n")
-        rows: list[tuple[Case, str, Measurement | str]] = []
-        for case in cases:
-            for mode in modes:
-                measured = run_case(db, case, mode, args.runs, args.breakdown, args.timeout)
-                rows.append((case, mode, measured))
-                if isinstance(measured, str):
-                    print(f"{case.name} [{mode}]: {measured}", flush=True)
-                elif args.breakdown:
-                    print(f"{case.name} [{mode}] total={measured.total}")
-                    for label, ms in measured.breakdown.items():
-                        print(f"    {label:<34} {ms:10.1f}" + ("" if "(calls)" in label else " ms"))
-                else:
-                    print(table(rows[-1:]).splitlines()[-1], flush=True)
-        if not args.breakdown:
-            print("\n" + table(rows))
-        if args.json is not None:
-            args.json.write_bytes(
-                orjson.dumps(
-                    [
-                        {"case": asdict(c), "mode": mode, "measurement": m if isinstance(m, str) else asdict(m)}
-                        for c, mode, m in rows
-                    ],
-                    option=orjson.OPT_INDENT_2,
-                )
+    if args.db is not None and not args.db.exists():
+        parser.error(f"{args.db} does not exist (make one with benchmarks/make_large_graph.py)")
+    print(machine_header())
+    db: Path = args.db or ensure_graph(args.cache_dir, args.objects, source_code_points=args.source_code_points)
+    print(f"db {db} ({db.stat().st_size / 2**20:.0f} MiB), {args.runs} runs\n")
+    before = machine_state()
+    rows: list[tuple[Case, str, Measurement | str]] = []
+    for case in cases:
+        for mode in modes:
+            measured = run_case(db, case, mode, args.runs, args.breakdown, args.timeout)
+            rows.append((case, mode, measured))
+            if isinstance(measured, str):
+                print(f"{case.name} [{mode}]: {measured}", flush=True)
+            elif args.breakdown:
+                print(f"{case.name} [{mode}] total={measured.total}")
+                for label, ms in measured.breakdown.items():
+                    print(f"    {label:<34} {ms:10.1f}" + ("" if "(calls)" in label else " ms"))
+            else:
+                print(table(rows[-1:]).splitlines()[-1], flush=True)
+    if not args.breakdown:
+        print("\n" + table(rows))
+    print("\n".join(machine_report(before, machine_state())))
+    if args.json is not None:
+        args.json.write_bytes(
+            orjson.dumps(
+                [
+                    {"case": asdict(c), "mode": mode, "measurement": m if isinstance(m, str) else asdict(m)}
+                    for c, mode, m in rows
+                ],
+                option=orjson.OPT_INDENT_2,
             )
-    finally:
-        if temp_dir is not None:
-            shutil.rmtree(temp_dir, ignore_errors=True)
+        )
     return 0
-
-
-def _memory_gib() -> float:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as info:
-            return int(info.readline().split()[1]) / 2**20
-    except (OSError, ValueError, IndexError):
-        return float("nan")
 
 
 if __name__ == "__main__":

@@ -33,8 +33,8 @@ import orjson
 from bench_common import (
     FLOOR_TOOL,
     SEARCH,
+    add_graph_options,
     call_structured,
-    default_cache_dir,
     ensure_graph,
     floor_stdio_args,
     fmt_ms,
@@ -240,7 +240,7 @@ def query_table(measured: list[Measured]) -> str:
     return markdown_table(header, rows)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10k,100k", help="graph sizes in objects, e.g. 10k,100k,1M")
     parser.add_argument("--runs", type=int, default=10, help="timed rounds (each calls every case once per target)")
@@ -248,10 +248,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--classes", help="comma-separated class keys (default: all): " + ",".join(c.key for c in CLASSES)
     )
     parser.add_argument("--modes", default="stdio,inproc", help="stdio (always) and inproc")
-    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(), help="where built graphs are kept")
-    parser.add_argument("--source-code-points", type=int, help="size of the planted big source (default 10,000,000)")
+    add_graph_options(parser)
     parser.add_argument("--per-query", action="store_true", help="also print one row per query")
     parser.add_argument("--json", type=Path, help="also write the raw timings here")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     wanted = set(args.classes.split(",")) if args.classes else {c.key for c in CLASSES}
     unknown = wanted - {c.key for c in CLASSES}

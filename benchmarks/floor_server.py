@@ -2,12 +2,15 @@
 
     python benchmarks/floor_server.py --db graph.db                                  # stdio
     python benchmarks/floor_server.py --db graph.db --transport http --port 8766     # Streamable HTTP, one process
-    FLOOR_DB=graph.db uvicorn --factory floor_server:create_app --app-dir benchmarks --workers 4   # several workers
+    python benchmarks/floor_server.py --db graph.db --transport http --workers 4    # as `serve --workers 4` runs ours
+    FLOOR_DB=graph.db uvicorn --factory floor_server:create_app --app-dir benchmarks --workers 4   # uvicorn's workers
 
 One tool, `floor_search(query, limit)`: the query quoted as one FTS5 phrase, ONE indexed query against the same
 database file (`FLOOR_SQL`), and the first `limit` rowids plus their count. No scope, ranking, time filter, total,
 item texts, coverage, cursor, policy or bearer token: the protocol cost plus one indexed query, nothing else.
-HTTP runs stateless with JSON responses and the SDK's loopback Host/Origin checks, as our server does.
+HTTP runs stateless with JSON responses and the SDK's loopback Host/Origin checks, as our server does; with
+`--workers N` under the same supervisor as `story-graph-mcp serve --workers N` (server/workers.py: a listening socket
+per worker on Linux), so that bench_http.py compares the two under the same kind of socket.
 
 A one- or two-character needle is shorter than a trigram, so the floor's phrase matches nothing for it (it then
 costs the protocol plus an empty index probe): the `count` it returns says so.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Annotated, Final
 
@@ -30,6 +34,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+HOST: Final = "127.0.0.1"
 FLOOR_SQL: Final = "SELECT rowid FROM search_fts WHERE search_fts MATCH :q LIMIT :n"
 """The one indexed query: FTS5 trigram phrase, first :n rows in index order."""
 
@@ -70,7 +75,7 @@ def build_floor(db: Path) -> MCPServer:
 
 def http_app(db: Path) -> Starlette:
     return build_floor(db).streamable_http_app(
-        streamable_http_path="/mcp", stateless_http=True, json_response=True, host="127.0.0.1"
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, host=HOST
     )
 
 
@@ -79,18 +84,40 @@ def create_app() -> Starlette:
     return http_app(Path(os.environ["FLOOR_DB"]))
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="The floor MCP server: one FTS5 query per call.")
     parser.add_argument("--db", type=Path, required=True)
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--port", type=int, default=8766)
-    args = parser.parse_args()
+    parser.add_argument("--workers", type=int, default=1, help="HTTP: worker processes, as `serve --workers` runs ours")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.transport == "stdio":
         build_floor(args.db).run("stdio")
         return 0
     import uvicorn
 
-    uvicorn.run(http_app(args.db), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+    if args.workers == 1:
+        uvicorn.run(http_app(args.db), host=HOST, port=args.port, log_level="warning", access_log=False)
+        return 0
+    from server.workers import SharedSocket, SocketPerWorker
+
+    # The workers are spawned: they import this module (its folder is on the sys.path they inherit) and read FLOOR_DB.
+    os.environ["FLOOR_DB"] = str(args.db.resolve())
+    config = uvicorn.Config(
+        "floor_server:create_app",
+        factory=True,
+        host=HOST,
+        port=args.port,
+        workers=args.workers,
+        log_level="warning",
+        access_log=False,
+    )
+    supervisor = SocketPerWorker if sys.platform.startswith("linux") else SharedSocket
+    supervisor(config, HOST, args.port).run()
     return 0
 
 

@@ -1,203 +1,227 @@
-"""A light MCP-over-HTTP load generator: asyncio streams, raw HTTP/1.1 with keep-alive, one connection per client.
+"""The load generator of bench_http.py: MCP `tools/call` over raw HTTP/1.1 keep-alive connections, one per client.
 
-It sends `tools/call` as a stateless Streamable HTTP client does (a POST to /mcp with a JSON-RPC body, no session)
-and reads the JSON answer. Not the SDK client: its own CPU per call would dominate what we measure on a 2-core
-machine. `modern` is the 2026-07-28 protocol (per-request `_meta` and the Mcp-Method/Mcp-Name headers), which the
-SDK's Client speaks by default; `legacy` is the 2025-11-25 protocol without a handshake (stateless servers accept
-that).
+Not the SDK client: its own CPU per call (session machinery, pydantic models, jsonschema validation of every
+result) would count against the server on a 2-core machine, and the figures would measure the client. Requests are
+prepared as bytes once (request line, headers, JSON-RPC body), sent as a stateless Streamable HTTP client sends
+them (a POST to /mcp, no session), and each answer is read by its Content-Length (or its chunks) and parsed to check
+that it is a tool result with structuredContent. `modern` is the 2026-07-28 protocol (per-request `_meta` and the
+Mcp-Method/Mcp-Name headers), which the SDK's Client speaks by default; `legacy` is 2025-11-25 without a handshake
+(stateless servers accept that).
+
+Every client is a closed loop: it sends its next request as soon as the previous answer is in, rotating through
+the requests. Its connection stays open from one `Clients.run` to the next (a warm-up, then the timed run), and is
+reopened, the failure counted, when it drops or a call takes longer than CALL_TIMEOUT.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
 
-MODERN: Final = "2026-07-28"
-LEGACY: Final = "2025-11-25"
+HOST: Final = "127.0.0.1"
+PROTOCOLS: Final = {"modern": "2026-07-28", "legacy": "2025-11-25"}
 CLIENT_INFO: Final = {"name": "story-graph-bench-http", "version": "1"}
+CALL_TIMEOUT: Final = 30.0
+ERROR_SAMPLES: Final = 3
 
 
-class HttpError(Exception):
-    pass
+def tools_call(port: int, tool: str, arguments: dict[str, Any], *, token: str | None, protocol: str) -> bytes:
+    """The whole HTTP request of one `tools/call`, ready to send."""
+    params: dict[str, Any] = {"name": tool, "arguments": arguments}
+    version = PROTOCOLS[protocol]
+    headers = {
+        "Host": f"{HOST}:{port}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": version,
+    }
+    if protocol == "modern":
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        headers |= {"Mcp-Method": "tools/call", "Mcp-Name": tool}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    body = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+    headers["Content-Length"] = str(len(body))
+    head = "POST /mcp HTTP/1.1\r\n" + "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    return (head + "\r\n").encode() + body
 
 
-class Connection:
-    """One keep-alive HTTP/1.1 connection to a loopback server."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def request(self, method: str, path: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, bytes]:
-        if self.writer is None or self.reader is None:
-            self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
-        head = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{self.port}", f"Content-Length: {len(body)}"]
-        head += [f"{name}: {value}" for name, value in headers.items()]
-        self.writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-        try:
-            status, close, payload = await self._response(self.reader)
-        except (asyncio.IncompleteReadError, ConnectionError) as exc:
-            await self.close()
-            raise HttpError(f"connection lost: {exc}") from exc
-        if close:
-            await self.close()
-        return status, payload
-
-    @staticmethod
-    async def _response(reader: asyncio.StreamReader) -> tuple[int, bool, bytes]:
-        status_line = await reader.readline()
-        if not status_line:
-            raise asyncio.IncompleteReadError(b"", None)
-        status = int(status_line.split()[1])
-        length: int | None = None
-        chunked = close = False
-        while True:
-            line = await reader.readline()
-            if line in (b"\r\n", b"\n", b""):
-                break
-            name, _, value = line.decode("latin-1").partition(":")
-            name, value = name.strip().lower(), value.strip().lower()
-            if name == "content-length":
-                length = int(value)
-            elif name == "transfer-encoding" and "chunked" in value:
-                chunked = True
-            elif name == "connection" and value == "close":
-                close = True
-        if chunked:
-            parts = []
-            while True:
-                size = int((await reader.readline()).split(b";")[0], 16)
-                if size == 0:
-                    await reader.readline()
-                    break
-                parts.append(await reader.readexactly(size))
-                await reader.readline()
-            return status, close, b"".join(parts)
-        if length is None:
-            return status, True, await reader.read()
-        return status, close, await reader.readexactly(length)
-
-    async def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            with contextlib.suppress(ConnectionError, OSError):
-                await self.writer.wait_closed()
-        self.reader = self.writer = None
+def healthz_request(port: int) -> bytes:
+    return f"GET /healthz HTTP/1.1\r\nHost: {HOST}:{port}\r\n\r\n".encode()
 
 
-@dataclass(frozen=True)
-class McpCall:
-    """A prepared tools/call request: headers and body bytes built once per argument set."""
-
-    headers: dict[str, str]
-    body_template: bytes
-    """The JSON body with `"id":0`; the id is patched per request."""
-
-    @classmethod
-    def build(cls, tool: str, arguments: dict[str, Any], token: str | None, protocol: str) -> McpCall:
-        params: dict[str, Any] = {"name": tool, "arguments": arguments}
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-        if protocol == "modern":
-            params["_meta"] = {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-            headers |= {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": tool}
-        else:
-            headers["MCP-Protocol-Version"] = LEGACY
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
-        body = orjson.dumps({"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": params})
-        return cls(headers, body)
-
-    def body(self, request_id: int) -> bytes:
-        return self.body_template.replace(b'"id":0', f'"id":{request_id}'.encode(), 1)
-
-
-def check_answer(status: int, payload: bytes) -> str | None:
+def check_answer(status: int, body: bytes) -> str | None:
     """None for a successful tool result; otherwise what went wrong, briefly."""
     if status != 200:
-        return f"HTTP {status}: {payload[:120]!r}"
+        return f"HTTP {status}: {body[:160]!r}"
     try:
-        answer = orjson.loads(payload)
+        answer = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return f"not JSON: {payload[:120]!r}"
+        return f"not JSON: {body[:160]!r}"
     if "error" in answer:
         return f"JSON-RPC error {answer['error'].get('code')}: {answer['error'].get('message')}"
-    if answer.get("result", {}).get("isError"):
-        return "tool error: " + str(answer["result"].get("content"))[:160]
+    result = answer.get("result")
+    if not isinstance(result, dict) or result.get("isError"):
+        return "tool error: " + str(result)[:200]
+    if result.get("structuredContent") is None:
+        return "no structuredContent: " + str(result)[:200]
     return None
 
 
+class Connection:
+    """One keep-alive HTTP/1.1 connection to a loopback server; a request is prepared bytes."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.closed = False
+
+    @classmethod
+    async def open(cls, port: int) -> Connection:
+        reader, writer = await asyncio.open_connection(HOST, port)
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(reader, writer)
+
+    async def request(self, data: bytes) -> tuple[int, bytes]:
+        """Send a request; its answer's status and body (the connection is closed when the server says so)."""
+        self.writer.write(data)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        status = int(lines[0].split(b" ", 2)[1])
+        length: int | None = None
+        chunked = False
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            name, value = name.strip().lower(), value.strip().lower()
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding":
+                chunked = b"chunked" in value
+            elif name == b"connection" and value == b"close":
+                self.closed = True
+        if chunked:
+            body = await self._chunks()
+        elif length is None:
+            body, self.closed = await self.reader.read(), True
+        else:
+            body = await self.reader.readexactly(length)
+        if self.closed:
+            await self.close()
+        return status, body
+
+    async def _chunks(self) -> bytes:
+        parts = []
+        while size := int((await self.reader.readline()).split(b";")[0], 16):
+            parts.append(await self.reader.readexactly(size))
+            await self.reader.readline()
+        await self.reader.readline()  # the blank line after the last chunk (no trailers are sent to us)
+        return b"".join(parts)
+
+    async def close(self) -> None:
+        self.closed = True
+        self.writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self.writer.wait_closed()
+
+
 @dataclass
-class LoadResult:
-    seconds: float
+class Tally:
+    """What one `Clients.run` saw: the latency of every successful call, and the failures."""
+
+    seconds: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
     errors: int = 0
-    first_error: str | None = None
+    error_samples: list[str] = field(default_factory=list)
+
+    def failed(self, problem: str) -> None:
+        self.errors += 1
+        if len(self.error_samples) < ERROR_SAMPLES:
+            self.error_samples.append(problem)
 
 
-async def run_load(port: int, calls: Sequence[McpCall], clients: int, seconds: float) -> LoadResult:
-    """`clients` connections, each sending its next call as soon as the previous answer arrived, for `seconds`."""
-    result = LoadResult(seconds)
-    connections = [Connection(port) for _ in range(clients)]
-    counter = iter(range(1, 1 << 62))
+class Clients:
+    """`count` closed-loop clients, client i sending requests i, i + count, i + 2·count, … (modulo their number)."""
 
-    async def one(connection: Connection, call: McpCall) -> None:
+    def __init__(self, port: int, requests: Sequence[bytes], count: int) -> None:
+        self.port = port
+        self.requests = list(requests)
+        self.connections: list[Connection | None] = [None] * count
+        self.next_request = list(range(count))
+
+    async def run(self, seconds: float) -> Tally:
+        """Every client calls in a loop until `seconds` have passed (the calls in flight then are finished)."""
+        tally = Tally()
         started = time.perf_counter()
-        try:
-            status, payload = await connection.request("POST", "/mcp", call.headers, call.body(next(counter)))
-            problem = check_answer(status, payload)
-        except HttpError as exc:
-            problem = str(exc)
-        if problem is None:
-            result.latencies_ms.append((time.perf_counter() - started) * 1000)
-        else:
-            result.errors += 1
-            result.first_error = result.first_error or problem
+        deadline = started + seconds
+        await asyncio.gather(*(self._client(index, deadline, tally) for index in range(len(self.connections))))
+        tally.seconds = time.perf_counter() - started
+        return tally
 
-    # One untimed call per connection: connects, and warms every worker the kernel hands connections to.
-    await asyncio.gather(*(one(c, calls[i % len(calls)]) for i, c in enumerate(connections)))
-    result.latencies_ms.clear()
-    result.errors, result.first_error = 0, None
-    deadline = time.perf_counter() + seconds
-
-    async def client(index: int, connection: Connection) -> None:
-        n = index
+    async def _client(self, index: int, deadline: float, tally: Tally) -> None:
+        count = len(self.connections)
         while time.perf_counter() < deadline:
-            await one(connection, calls[n % len(calls)])
-            n += clients
+            data = self.requests[self.next_request[index] % len(self.requests)]
+            self.next_request[index] += count
+            started = time.perf_counter()
+            try:
+                connection = self.connections[index]
+                if connection is None or connection.closed:
+                    connection = self.connections[index] = await Connection.open(self.port)
+                status, body = await asyncio.wait_for(connection.request(data), CALL_TIMEOUT)
+                problem = check_answer(status, body)
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+                await self._drop(index)
+            if problem is None:
+                tally.latencies_ms.append((time.perf_counter() - started) * 1000)
+            else:
+                tally.failed(problem)
 
-    started = time.perf_counter()
-    await asyncio.gather(*(client(i, c) for i, c in enumerate(connections)))
-    result.seconds = time.perf_counter() - started
-    for connection in connections:
-        await connection.close()
-    return result
-
-
-async def wait_healthy(port: int, limit_seconds: float, alive: Callable[[], bool]) -> None:
-    """Poll GET /healthz until 200; `alive()` false means the server process died."""
-    deadline = time.perf_counter() + limit_seconds
-    while time.perf_counter() < deadline:
-        if not alive():
-            raise RuntimeError("the server exited during start-up")
-        connection = Connection(port)
-        try:
-            status, _ = await connection.request("GET", "/healthz", {})
-            if status == 200:
-                return
-        except (OSError, HttpError):
-            pass
-        finally:
+    async def _drop(self, index: int) -> None:
+        connection, self.connections[index] = self.connections[index], None
+        if connection is not None:
             await connection.close()
-        await asyncio.sleep(0.1)
-    raise RuntimeError(f"no healthy answer on port {port} within {limit_seconds:.0f} s")
+
+    async def close(self) -> None:
+        for index in range(len(self.connections)):
+            await self._drop(index)
+
+
+async def healthy(port: int) -> bool:
+    """Whether GET /healthz answers 200 now."""
+    try:
+        connection = await Connection.open(port)
+    except OSError:
+        return False
+    try:
+        status, _ = await asyncio.wait_for(connection.request(healthz_request(port)), CALL_TIMEOUT)
+    except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError):
+        return False
+    finally:
+        await connection.close()
+    return status == 200
+
+
+async def call_once(port: int, request: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """One request on a new connection: the structured result, or what went wrong."""
+    connection = await Connection.open(port)
+    try:
+        status, body = await asyncio.wait_for(connection.request(request), CALL_TIMEOUT)
+    finally:
+        await connection.close()
+    problem = check_answer(status, body)
+    if problem is not None:
+        return None, problem
+    content: dict[str, Any] = orjson.loads(body)["result"]["structuredContent"]
+    return content, None

@@ -360,11 +360,16 @@ def write(path: Path, objects: int, seed: int = DEFAULT_SEED) -> tuple[int, int]
     return lines, searchable
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("path", type=Path, help="the JSON Lines file to write (replaced if it exists)")
     parser.add_argument("--objects", type=int, default=100_000, help="searchable objects (default 100,000)")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.objects < 1_000:
         parser.error("--objects must be at least 1,000")

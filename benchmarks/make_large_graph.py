@@ -721,7 +721,7 @@ def _fill(conn: sqlite3.Connection, objects: int, result_count: int, seed: int, 
     conn.execute("COMMIT")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("path", type=Path, help="database file to create (must not exist unless --force)")
     parser.add_argument("--objects", type=int, default=DEFAULT_OBJECTS, help="searchable objects (default 1,000,000)")
@@ -734,6 +734,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="size of the planted big source (default 10,000,000)",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing file")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.objects < 1_000:
         parser.error("--objects must be at least 1,000")

@@ -30,8 +30,8 @@ from bench_common import (
     BENCH_DIR,
     CONTEXT,
     SEARCH,
+    add_graph_options,
     call_structured,
-    default_cache_dir,
     ensure_demo,
     ensure_graph,
     markdown_table,
@@ -172,14 +172,18 @@ def report(scored: list[Scored], verbose: bool) -> list[str]:
     return lines
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--set", type=Path, default=SET_FILE, help="the relevance set (JSON)")
     parser.add_argument("--graphs", default="demo,generated", help="which graphs of the set to score")
     parser.add_argument("--objects", type=int, default=10_000, help="size of the generated graph")
-    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(), help="where built graphs are kept")
-    parser.add_argument("--source-code-points", type=int, help="big source size of the generated graph")
+    add_graph_options(parser)
     parser.add_argument("--verbose", action="store_true", help="print page 1 of every query that misses a need")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     graphs, queries = load_set(args.set)
     wanted = args.graphs.split(",")

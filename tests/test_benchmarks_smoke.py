@@ -2,12 +2,16 @@
 
 Nothing here is timed: speed is what the scripts print, never an assertion (docs/performance.md). What is
 asserted is what a reader of their output relies on: every case answered, zero HTTP errors, every object the
-relevance set names exists, and a generated graph is the same for the same seed.
+relevance set names exists, a generated graph is the same for the same seed, and every benchmark command the docs
+quote names a script that exists and options it accepts.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
+import re
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -19,6 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "benchmarks"
 OBJECTS = "2000"
 SOURCE = "20000"
+SCRIPTS = sorted(path.name for path in BENCH.glob("*.py") if 'if __name__ == "__main__"' in path.read_text())
+"""Every runnable script (the others are modules the scripts import)."""
 
 pytestmark = pytest.mark.slow
 
@@ -58,19 +64,12 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bench-cache")
 
 
+def graph_options(cache: Path) -> list[str]:
+    return ["--source-code-points", SOURCE, "--cache-dir", str(cache)]
+
+
 def test_bench_tools_times_every_case_beside_the_floor(cache: Path) -> None:
-    out = run(
-        "bench_tools.py",
-        "--sizes",
-        OBJECTS,
-        "--runs",
-        "2",
-        "--source-code-points",
-        SOURCE,
-        "--cache-dir",
-        str(cache),
-        "--per-query",
-    )
+    out = run("bench_tools.py", "--sizes", OBJECTS, "--runs", "2", "--per-query", *graph_options(cache))
     assert "start-up to the first tools/list" in out
     assert "FAILED" not in out
     mixed = table_rows(out, "all searches above (mixed workload)")
@@ -81,48 +80,123 @@ def test_bench_tools_times_every_case_beside_the_floor(cache: Path) -> None:
 
 
 def test_relevance_scores_every_query_of_the_set(cache: Path) -> None:
-    out = run("relevance.py", "--objects", OBJECTS, "--source-code-points", SOURCE, "--cache-dir", str(cache))
+    out = run("relevance.py", "--objects", OBJECTS, *graph_options(cache))
     assert "recall@10 overall (mean of" in out
     assert "must-pass queries" in out
     for query_id in ("demo-story-en", "demo-story-zh", "demo-story-tech", "gen-queue-topic"):
         assert table_rows(out, query_id), query_id
 
 
-def test_bench_http_runs_both_servers_without_errors(cache: Path) -> None:
-    out = run(
-        "bench_http.py",
-        "--sizes",
-        OBJECTS,
-        "--seconds",
-        "2",
-        "--workers",
-        "1",
-        "--clients",
-        "1,4",
-        "--source-code-points",
-        SOURCE,
-        "--cache-dir",
-        str(cache),
-    )
+def http_rows(out: str) -> list[list[str]]:
     rows = table_rows(out, "ours") + table_rows(out, "floor")
-    assert len(rows) == 4, out
     for row in rows:
-        assert int(row[3].replace(",", "")) > 0, row  # calls/s
+        assert float(row[3].replace(",", "")) > 0, row  # calls/s
         assert row[6] == "0", row  # errors
+        assert row[7] != "—", row  # server CPU per call, from /proc
+    return rows
 
 
-def test_bench_import_imports_a_generated_file(cache: Path) -> None:
-    out = run("bench_import.py", "--sizes", OBJECTS, "--cache-dir", str(cache))
+def test_bench_http_serves_ours_and_the_floor_with_serve_workers(cache: Path) -> None:
+    common = ["--sizes", OBJECTS, "--seconds", "1", "--warmup", "0.5", *graph_options(cache)]
+    out = run("bench_http.py", *common, "--workers", "1,2", "--clients", "1,4")
+    assert "launcher: story-graph-mcp serve" in out and "protocol modern" in out
+    assert len(http_rows(out)) == 8, out  # 2 servers × 2 worker counts × 2 client counts
+    assert re.search(r"query 'xylophone': \d+ returned of \d+", out), out
+    assert "load average before" in out
+
+
+def test_bench_http_under_uvicorn_workers_repeats_and_writes_json(cache: Path, tmp_path: Path) -> None:
+    dump = tmp_path / "http.json"
+    common = ["--sizes", OBJECTS, "--seconds", "1", "--warmup", "0", *graph_options(cache)]
+    args = ["--launcher", "uvicorn", "--protocol", "legacy", "--workers", "2", "--clients", "2", "--repeat", "2"]
+    out = run("bench_http.py", *common, *args, "--queries", "xylophone,Kafka", "--json", str(dump))
+    assert "launcher: uvicorn --factory" in out and "protocol legacy" in out
+    assert "medians of 2 repeats" in out
+    assert len(http_rows(out)) == 6, out  # 2 servers, each twice and once as the median
+    assert dump.read_bytes().count(b'"server":"floor"') == 3
+
+
+def test_bench_import_times_the_cli_on_a_generated_file(cache: Path) -> None:
+    out = run("bench_import.py", "--sizes", OBJECTS, "--cache-dir", str(cache), "--repeat", "2")
     assert "importer said: imported" in out
-    assert table_rows(out, "2k"), out
+    (row,) = table_rows(out, "2k")
+    assert int(row[1].replace(",", "")) >= 2000, row  # objects
+    assert "load average before" in out
 
 
 def test_bench_import_breakdown_names_every_part(tmp_path: Path) -> None:
     graph = tmp_path / "graph.jsonl"
     run("make_jsonl.py", str(graph), "--objects", OBJECTS)
-    plain = run("bench_import_breakdown.py", str(graph))
-    out = run("bench_import_breakdown.py", str(graph), "--breakdown", "--drop-triggers", "revision")
-    assert "lines per CPU-second" in plain and "peak RSS" in plain
-    for part in ("read and stage", "merge: insert", "index: stage items (SQL)", "index: grams (Python)", "commit"):
-        assert part in out, part
-    assert "index: apply: INSERT INTO search_fts" in out and "total" in out
+    out = run("bench_import.py", str(graph), "--breakdown", "--drop-triggers", "revision", "--work", str(tmp_path))
+    assert "without the triggers: revision" in out
+    parts = ("read and stage", "· read, parse, validate", "merge", "· merge: insert", "index: grams (Python)", "commit")
+    for part in (*parts, "index: stage items (SQL)", "index: apply: INSERT INTO search_fts", "total"):
+        assert table_rows(out, part), part
+    assert "lines per CPU-second" in out
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["graph.jsonl"]  # its database is gone
+
+
+def test_bench_search_times_client_and_reader_and_breaks_a_call_down(cache: Path) -> None:
+    cases = ["--cases", "rare,zh2_p20,small_scope", "--runs", "2"]
+    out = run("bench_search.py", "--objects", OBJECTS, *graph_options(cache), *cases)
+    assert len(table_rows(out, "rare")) == 4, out  # client and reader, as they come and in the table
+    assert "error" not in out and "timeout" not in out, out
+    out = run("bench_search.py", "--objects", OBJECTS, *graph_options(cache), "--cases", "rare", "--breakdown")
+    assert "reader.search total" in out and "items: object_rows" in out, out
+
+
+def test_bench_context_times_first_and_last_pages(cache: Path) -> None:
+    out = run("bench_context.py", "--objects", OBJECTS, *graph_options(cache), "--runs", "1", "--page-size", "50")
+    rows = [line for line in out.splitlines() if " | first " in line or " | last " in line]
+    assert len(rows) == 16, out  # 4 objects × 2 modes × first and last page
+    assert all(int(row.split()[-1].replace(",", "")) > 0 for row in rows), out  # SQLite VM steps were counted
+
+
+def test_bench_read_source_reads_the_last_page(tmp_path: Path) -> None:
+    out = run("bench_read_source.py", "--code-points", SOURCE, "--runs", "2")
+    assert re.search(r"big source, page 5 \(last\) .* \[16,000, 20,000\)", out), out
+    steps = re.findall(r"SQLite VM steps +([\d,]+) +thread hops +(\d+)", out)
+    assert len(steps) == 3 and all(int(s.replace(",", "")) > 0 and int(h) >= 1 for s, h in steps), out
+
+
+def test_bench_import_goodbuddy_imports_then_reimports() -> None:
+    out = run("bench_import_goodbuddy.py", "--results", "20")
+    assert "first import" in out and "re-import, nothing changed" in out and "(nothing new)" in out
+    assert "re-import, 1 % changed" in out
+
+
+def test_every_script_is_run_here() -> None:
+    ran = set(re.findall(r'run\(\s*"(\w+\.py)"', Path(__file__).read_text()))
+    # floor_server.py is run by bench_tools.py (stdio) and bench_http.py (HTTP, under both launchers) above.
+    assert set(SCRIPTS) - ran == {"floor_server.py"}
+
+
+def quoted_commands() -> list[tuple[str, str, list[str]]]:
+    """(where, script, arguments) of every `python benchmarks/<script>.py ...` in the docs and the scripts."""
+    texts = [
+        REPO / "README.md",
+        *sorted((REPO / "docs").glob("*.md")),
+        BENCH / "README.md",
+        *sorted(BENCH.glob("*.py")),
+    ]
+    found = []
+    for path in texts:
+        text = path.read_text(encoding="utf-8").replace("\\\n", " ")
+        for match in re.finditer(r"python (?:benchmarks/)?(\w+\.py)((?: [^#\n`]*)?)", text):
+            script, rest = match.group(1), match.group(2)
+            found.append((f"{path.relative_to(REPO)}: {match.group(0).strip()}", script, shlex.split(rest)))
+    return found
+
+
+@pytest.mark.parametrize(
+    ("where", "script", "args"), [pytest.param(*command, id=command[0]) for command in quoted_commands()]
+)
+def test_the_benchmark_commands_the_docs_quote_are_accepted(where: str, script: str, args: list[str]) -> None:
+    assert script in SCRIPTS, f"{where}: no script benchmarks/{script}"
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    module = importlib.import_module(script.removesuffix(".py"))
+    try:
+        module.build_parser().parse_args(args)
+    except SystemExit as exc:
+        pytest.fail(f"{where}: {script} does not accept {args} (exit {exc.code})")
