@@ -244,6 +244,7 @@ async def _run_reader(db: Path, case: Case, runs: int) -> Measurement:
 def _instrument(breakdown: dict[str, float]) -> None:
     """Wrap the coroutines a search call goes through so one call reports where its time went."""
     import server.reader.search as reader_search
+    import server.reader.search_items as reader_items
     import server.tools.search as tool_search
 
     def wrap(module: Any, name: str, label: str) -> None:
@@ -261,11 +262,13 @@ def _instrument(breakdown: dict[str, float]) -> None:
 
         setattr(module, name, timed)
 
-    wrap(reader_search, "_match_expression", "match: short-needle trigram lists")
     wrap(reader_search, "search", "reader.search total (match, rank, count, page in SQL)")
+    wrap(reader_search, "_whole_items", "reader: whole-query set (multi-word)")
+    wrap(reader_search, "_page", "reader: the page's rank classes")
+    wrap(reader_search, "_total", "reader: total")
     wrap(tool_search, "object_rows", "items: object_rows")
-    wrap(reader_search, "field_matches", "items: field_matches")
-    wrap(reader_search, "evolution_refs", "items: evolution_refs")
+    wrap(reader_items, "item_texts", "items: item_texts")
+    wrap(reader_items, "evolution_refs", "items: evolution_refs")
     wrap(tool_search, "source_reference_ids", "items: source_reference_ids")
     wrap(tool_search, "read_coverage", "frame: read_coverage")
     wrap(tool_search, "resolve_page_scope", "frame: resolve_page_scope")

@@ -9,6 +9,7 @@ from server.contracts.common import INTERPRETATION, Page
 from server.contracts.errors import invalid_cursor
 from server.contracts.search import MatchPosition, SearchArgs, SearchItem, SearchResponse
 from server.reader import search as reader
+from server.reader import search_items
 from server.reader.coverage import read_coverage
 from server.reader.cursor import request_digest
 from server.reader.fold import Folder
@@ -121,14 +122,14 @@ def _position(position: dict[str, Any] | None) -> tuple[int, int] | None:
 
 async def _items(call: Call, conn: Any, scope_key: str, page: reader.SearchPage) -> list[SearchItem]:
     """Shape the page: texts, rows, evidence and evolution refs in a few queries for the whole page."""
-    texts = await reader.item_texts(conn, [hit.item_id for hit in page.hits])
+    texts = await search_items.item_texts(conn, [hit.item_id for hit in page.hits])
     keys = [texts[hit.item_id].key for hit in page.hits]
     rows = await object_rows(conn, scope_key, keys)
     evidence: dict[str, dict[str, list[str]]] = {}
     for object_type in {key[0] for key in keys}:
         ids = [key[1] for key in keys if key[0] == object_type]
         evidence[object_type] = await source_reference_ids(conn, scope_key, object_type, ids)
-    evolution = await reader.evolution_refs(conn, scope_key, [(key[0], key[1]) for key in keys])
+    evolution = await search_items.evolution_refs(conn, scope_key, [(key[0], key[1]) for key in keys])
     scope = scope_from_key(scope_key)
     items = []
     for hit, key in zip(page.hits, keys, strict=True):
@@ -169,7 +170,7 @@ def _weight(hit: reader.Hit, matched: list[_Field]) -> int | None:
 class _Field:
     """One searchable field of an item and what of the query it holds."""
 
-    def __init__(self, field: reader.FieldText, folded: str, needle: str, terms: list[str]) -> None:
+    def __init__(self, field: search_items.FieldText, folded: str, needle: str, terms: list[str]) -> None:
         self.field = field.field
         self.weight = field.weight
         self.text = field.text
@@ -178,7 +179,7 @@ class _Field:
         self.terms = [t for t in terms if t in folded]
 
 
-def _matches(folder: Folder, fields: list[reader.FieldText], needle: str, terms: list[str]) -> list[_Field]:
+def _matches(folder: Folder, fields: list[search_items.FieldText], needle: str, terms: list[str]) -> list[_Field]:
     return [_Field(f, folder.fold(f.text), needle, terms) for f in fields]
 
 
