@@ -19,7 +19,8 @@ first. A cursor names a class and the last item returned, so page 20 costs what 
 
 Totals are exact up to TOTAL_CAP matching items; above it the total is unknown and TOTAL_CAP is the
 lower bound. Whole-query matches of a query of several terms are found once and remembered for the
-scope's data revision (a long phrase is the costliest expression), as is the total.
+scope's data revision (a long phrase is the costliest expression), as are the total and the count of
+matches a time range leaves out for their unknown time.
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ SELECT count(*) FROM (SELECT 1 FROM search_fts AS f{join}
 """
 NOT_IDS: Final = "\n   AND f.rowid NOT IN (SELECT value FROM json_each(:ids))"
 JOIN_ITEMS: Final = " CROSS JOIN search_items AS i ON i.item_id = f.rowid"
+# Only the item's times (a time filter without texts): read from their narrow index (migrations/0007).
+JOIN_TIMES: Final = " CROSS JOIN search_items AS i INDEXED BY search_items_times ON i.item_id = f.rowid"
 # The item's time on each basis: in the range (intervals intersect), and unknown.
 IN_RANGE: Final[dict[str, str]] = {
     "event_time": "\n   AND i.event_time_start <= :to AND i.event_time_end >= :from",
@@ -256,12 +259,15 @@ async def search(
     q = Query(conn, folder, query_plan, filters, ids, listed)
     hits, position_after, reason = await _page(q, page_size, position)
     total = memo.get(("total", *remembered, query)) or memo.put(("total", *remembered, query), await _total(q))
+    unknown_time = memo.get(("unknown_time", *remembered, query)) if time_range is not None else None
+    if unknown_time is None and time_range is not None:
+        unknown_time = memo.put(("unknown_time", *remembered, query), await _unknown_time_excluded(q))
     return SearchPage(
         needle=whole_text,
         terms=term_texts,
         hits=hits,
         total=total,
-        unknown_time_excluded=await _unknown_time_excluded(q),
+        unknown_time_excluded=unknown_time,
         next_position=position_after,
         limit_reason=reason,
     )
@@ -404,7 +410,10 @@ def _sql(template: str, filters: Filters, leave_out: list[int], *, time: str | N
     if time is None:
         time = IN_RANGE[filters.time_basis] if filters.time_range is not None else ""
     return template.format(
-        text=text, join=JOIN_ITEMS if time or text else "", time=time, not_ids=NOT_IDS if leave_out else ""
+        text=text,
+        join=JOIN_ITEMS if text else JOIN_TIMES if time else "",
+        time=time,
+        not_ids=NOT_IDS if leave_out else "",
     )
 
 
