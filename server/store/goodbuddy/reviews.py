@@ -24,7 +24,7 @@ from server.store.goodbuddy.rows import (
     scope_key_of,
     source_key,
 )
-from server.store.goodbuddy.state import Leaf, Result, Seen
+from server.store.goodbuddy.state import Leaf, Result, Seen, slim_snapshot
 from server.store.importer import ImportItem
 
 SCOPE: Final[TypeAdapter[Scope]] = TypeAdapter(Scope)
@@ -89,7 +89,7 @@ def read_scopes_results_and_story_lines(conn: sqlite3.Connection, seen: Seen) ->
         created = instant(where, "created_at", row["created_at"])
         seen.results[row["id"]] = Result(row["id"], key, created, where)
         snapshot = json_column(where, "graph_snapshot_json", row["graph_snapshot_json"])
-        seen.snapshots[row["id"]] = snapshot if isinstance(snapshot, dict) else {}
+        seen.snapshots[row["id"]] = slim_snapshot(snapshot)
         results.extend(result_lines(conn, seen, row, where, scope, created))
     for key, (where, scope) in sorted(scopes.items()):
         seen.scopes.add(key)

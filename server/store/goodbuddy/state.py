@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from server.store.errors import Where
 from server.store.importer import ImportItem
@@ -64,3 +64,26 @@ class Seen:
             len(ids) - len(kept) - len(gone),
         )
         return kept
+
+
+SNAPSHOT_ENTITY_FIELDS: Final = ("id", "canonical_label", "description", "confirmation_state")
+
+
+def slim_snapshot(snapshot: object) -> dict[str, Any]:
+    """The part of a result's graph snapshot the import reads (facts.py): its entities' id, label, description
+    and confirmation state, and its relations' ids. Every result's snapshot is kept until its lines are made,
+    so only this much of each stays in memory. List positions are kept: lines are located by them."""
+    if not isinstance(snapshot, dict):
+        return {}
+    entities, relations = snapshot.get("entities"), snapshot.get("relations")
+    return {
+        "entities": [
+            {key: entity[key] for key in SNAPSHOT_ENTITY_FIELDS if key in entity} if isinstance(entity, dict) else None
+            for entity in entities
+        ]
+        if isinstance(entities, list)
+        else None,
+        "relations": [{"id": relation.get("id")} if isinstance(relation, dict) else None for relation in relations]
+        if isinstance(relations, list)
+        else None,
+    }
