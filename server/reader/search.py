@@ -251,10 +251,12 @@ async def search(
     remembered = (scope_key, scope_revision, whole_text, filters.key())
     listed: list[tuple[int, bool]] | None = None
     if query_plan.terms:
-        # Remembered as a one-element tuple: None inside means "too many to list".
-        cached = memo.get(("whole", *remembered))
+        # Remembered as a one-element tuple: None inside means "too many to list". The set leaves out the
+        # identifier matches, which depend on the exact query (ids are case-sensitive), so the key holds it.
+        cached = memo.get(("whole", *remembered, query))
         if cached is None:
-            cached = memo.put(("whole", *remembered), (await _whole_items(conn, folder, query_plan, filters, ids),))
+            whole_items = await _whole_items(conn, folder, query_plan, filters, ids)
+            cached = memo.put(("whole", *remembered, query), (whole_items,))
         listed = cached[0]
     q = Query(conn, folder, query_plan, filters, ids, listed)
     hits, position_after, reason = await _page(q, page_size, position)

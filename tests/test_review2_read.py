@@ -1,0 +1,66 @@
+"""Read-side review findings: each test reproduces a bug a user would hit (real SQLite, real MCP client)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonl_graph import write_jsonl
+from support import client_for, ok
+
+from server.store.importer import import_file
+from server.store.migrate import migrate
+
+pytestmark = pytest.mark.anyio
+
+SEARCH = "story_graph_search"
+ATLAS = {"kind": "projects", "projectIds": ["atlas"]}
+T0 = "2026-04-01T10:00:00Z"
+
+
+def _graph(extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "storage", "recorded_at": T0},
+        *extra,
+    ]
+
+
+def _db(tmp_path: Path, lines: list[dict[str, Any]]) -> Path:
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    return db
+
+
+async def _walk(client: Any, args: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        page = await ok(client, SEARCH, args | ({"cursor": cursor} if cursor else {}))
+        items += page["items"]
+        cursor = page["page"]["next_cursor"]
+        if cursor is None:
+            return items, page
+
+
+async def test_an_identifier_query_lists_its_object_once_whatever_was_searched_before(tmp_path: Path) -> None:
+    # The whole-query set is remembered per folded query, but it leaves out the identifier matches of the
+    # exact (case-sensitive) query that computed it: another spelling must not reuse it.
+    entity = {
+        "kind": "entity",
+        "id": "Session-Cache",
+        "story_line_id": "sl",
+        "canonical_label": "Session-Cache",
+        "description": "where sessions live",
+        "updated_at": T0,
+    }
+    db = _db(tmp_path, _graph([entity]))
+    async with client_for(db) as client:
+        await ok(client, SEARCH, {"query": "session-cache"})
+        items, last = await _walk(client, {"query": "Session-Cache", "page_size": 1})
+    refs = [(i["object_ref"]["id"], i["result_id"], i["match_kind"]) for i in items]
+    assert refs == [("Session-Cache", None, "identifier")]
+    assert last["page"]["total_count"] == 1
