@@ -64,3 +64,21 @@ async def test_an_identifier_query_lists_its_object_once_whatever_was_searched_b
     refs = [(i["object_ref"]["id"], i["result_id"], i["match_kind"]) for i in items]
     assert refs == [("Session-Cache", None, "identifier")]
     assert last["page"]["total_count"] == 1
+
+
+@pytest.mark.parametrize("query", ["\U0010ffff", "a\U0010ffff", "\ud7ff", "a\ud7ff"])
+async def test_a_short_query_at_the_edge_of_unicode_is_just_text(tmp_path: Path, query: str) -> None:
+    # A one- or two-character needle is looked up through the trigrams it begins, bounded above by the
+    # "next" string: U+10FFFF has no next code point, and the one after U+D7FF is a surrogate SQLite refuses.
+    entity = {
+        "kind": "entity",
+        "id": "en-edge",
+        "story_line_id": "sl",
+        "canonical_label": f"edge {query}x marks",
+        "updated_at": T0,
+    }
+    db = _db(tmp_path, _graph([entity]))
+    async with client_for(db) as client:
+        page = await ok(client, SEARCH, {"query": query})
+    assert [i["object_ref"]["id"] for i in page["items"]] == ["en-edge"]
+    assert page["page"]["total_count"] == 1

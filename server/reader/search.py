@@ -63,6 +63,7 @@ TYPE_CODES: Final[dict[str, int]] = {  # as in search_types (migrations/0003): h
 SCOPE_NUMBER: Final = "SELECT num FROM search_scopes WHERE scope_key = :scope_key"
 GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
 TRIGRAMS_BEGINNING: Final = "SELECT term FROM search_terms WHERE term >= :low AND term < :high"
+TRIGRAMS_FROM: Final = "SELECT term FROM search_terms WHERE term >= :low"
 # The items a query names by id: the object's own id (an entity change's '<entity>#<key>' included), and
 # for source references their original source id and the message or task id in their locator.
 IDENTIFIER_ITEMS: Final = """
@@ -287,10 +288,23 @@ async def _needle(conn: aiosqlite.Connection, memo: Memo, text: str) -> Needle:
     key = ("trigrams", await scalar(conn, GRAPH_REVISION), text)
     trigrams = memo.get(key)
     if trigrams is None:
-        high = text[:-1] + chr(ord(text[-1]) + 1)
-        rows = await conn.execute_fetchall(TRIGRAMS_BEGINNING, {"low": text, "high": high})
+        high = _above_prefix(text)
+        sql = TRIGRAMS_FROM if high is None else TRIGRAMS_BEGINNING
+        rows = await conn.execute_fetchall(sql, {"low": text, "high": high})
         trigrams = memo.put(key, [str(row[0]) for row in rows])
     return needle(text, trigrams)
+
+
+def _above_prefix(text: str) -> str | None:
+    """The least string above every string that begins with `text` (None: no string is). The next code point
+    skips the surrogates, which SQLite text cannot hold; U+10FFFF has no next one, so the prefix before it is
+    raised instead."""
+    while text:
+        last = ord(text[-1])
+        if last < 0x10FFFF:
+            return text[:-1] + chr(0xE000 if last + 1 == 0xD800 else last + 1)
+        text = text[:-1]
+    return None
 
 
 async def _identifier_items(conn: aiosqlite.Connection, filters: Filters, query: str, scope_key: str) -> list[int]:
