@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
-from jsonl_graph import write_jsonl
+from jsonl_graph import PAIR, story_graph, write_jsonl
 from support import client_for, ok
 
 from server.store.importer import import_file
@@ -82,3 +84,33 @@ async def test_a_short_query_at_the_edge_of_unicode_is_just_text(tmp_path: Path,
         page = await ok(client, SEARCH, {"query": query})
     assert [i["object_ref"]["id"] for i in page["items"]] == ["en-edge"]
     assert page["page"]["total_count"] == 1
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs migration 0008: no trigger bumps the scopes of experiences listing an event when that event's "
+    "primary story is renamed or its primary link changes (only event/event_entities/object_sources writes do)",
+)
+async def test_renaming_the_primary_story_of_an_event_an_experience_lists_reaches_the_experience(
+    tmp_path: Path,
+) -> None:
+    # ex-pair ({alpha, beta}) lists ev-1 (alpha) with its primary story's id and name (st-thread, alpha). The
+    # rename is a write to alpha only; the pair scope reads it too, so its revision must change (else the
+    # remembered get_context selection, and any cursor, keep the old name).
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_file(db, write_jsonl(tmp_path / "graph.jsonl", story_graph()))
+    args = {"object_ref": {"type": "experience", "id": "ex-pair"}, "scope": PAIR, "page_size": 50}
+
+    def story_names(page: dict[str, Any]) -> set[str]:
+        target = next(i for i in page["items"] if i["object_ref"]["id"] == "ex-pair")
+        return {e["storyName"] for e in orjson.loads(target["content"])["events"] if e["storyId"] == "st-thread"}
+
+    async with client_for(db) as client:
+        before = await ok(client, "story_graph_get_context", args)
+        assert story_names(before) == {"SQLite 迁移"}
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE stories SET name = 'Renamed thread' WHERE id = 'st-thread'")
+        after = await ok(client, "story_graph_get_context", args)
+    assert story_names(after) == {"Renamed thread"}
+    assert after["data_revision"] != before["data_revision"]
