@@ -11,6 +11,7 @@ import pytest
 from jsonl_graph import PAIR, story_graph, write_jsonl
 from support import client_for, ok
 
+from server.contracts.common import Grant
 from server.store.importer import import_file
 from server.store.migrate import migrate
 
@@ -35,6 +36,14 @@ def _db(tmp_path: Path, lines: list[dict[str, Any]]) -> Path:
     migrate(db)
     import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
     return db
+
+
+def _db_lines(tmp_path: Path, lines: list[dict[str, Any]]) -> Path:
+    return _db(tmp_path, lines)
+
+
+def _any() -> Grant:
+    return Grant(default_project=None)
 
 
 async def _walk(client: Any, args: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -114,3 +123,18 @@ async def test_renaming_the_primary_story_of_an_event_an_experience_lists_reache
         after = await ok(client, "story_graph_get_context", args)
     assert story_names(after) == {"Renamed thread"}
     assert after["data_revision"] != before["data_revision"]
+
+
+async def test_an_identifier_match_left_out_for_its_unknown_time_is_counted(tmp_path: Path) -> None:
+    # ref-1 is found by its message id (m-7), which is in no searchable field. A reference has no event time,
+    # so an event_time range leaves it out: the response must say one match was excluded, not 0.
+    from jsonl_graph import ALPHA, small_graph
+
+    db = _db_lines(tmp_path, small_graph())
+    window = {"from": "2026-01-01T00:00:00Z", "to": "2026-12-31T00:00:00Z"}
+    async with client_for(db, grant=_any()) as client:
+        unfiltered = await ok(client, SEARCH, {"query": "m-7", "scope": ALPHA})
+        filtered = await ok(client, SEARCH, {"query": "m-7", "scope": ALPHA, "time_range": window})
+    assert [i["object_ref"]["id"] for i in unfiltered["items"]] == ["ref-1"]
+    assert filtered["items"] == []
+    assert filtered["unknown_time_excluded_count"] == 1

@@ -264,7 +264,8 @@ async def search(
     total = memo.get(("total", *remembered, query)) or memo.put(("total", *remembered, query), await _total(q))
     unknown_time = memo.get(("unknown_time", *remembered, query)) if time_range is not None else None
     if unknown_time is None and time_range is not None:
-        unknown_time = memo.put(("unknown_time", *remembered, query), await _unknown_time_excluded(q))
+        unknown_ids = await _identifier_items(conn, filters, query, scope_key, time=UNKNOWN_TIME[time_basis])
+        unknown_time = memo.put(("unknown_time", *remembered, query), await _unknown_time_excluded(q, unknown_ids))
     return SearchPage(
         needle=whole_text,
         terms=term_texts,
@@ -307,13 +308,15 @@ def _above_prefix(text: str) -> str | None:
     return None
 
 
-async def _identifier_items(conn: aiosqlite.Connection, filters: Filters, query: str, scope_key: str) -> list[int]:
-    """Items the query names by id, in item id order (own rows first, then by type, newest first)."""
+async def _identifier_items(
+    conn: aiosqlite.Connection, filters: Filters, query: str, scope_key: str, *, time: str | None = None
+) -> list[int]:
+    """Items the query names by id, in item id order (own rows first, then by type, newest first). `time`: the
+    time clause (default: in range, if there is a range)."""
     params = {"query": query, "scope_key": scope_key} | _filter_params(filters)
-    sql = IDENTIFIER_ITEMS.format(
-        types=IDENTIFIER_TYPES if filters.type_codes is not None else "",
-        time=IN_RANGE[filters.time_basis] if filters.time_range else "",
-    )
+    if time is None:
+        time = IN_RANGE[filters.time_basis] if filters.time_range else ""
+    sql = IDENTIFIER_ITEMS.format(types=IDENTIFIER_TYPES if filters.type_codes is not None else "", time=time)
     return sorted((int(row[0]) for row in await conn.execute_fetchall(sql, params)), reverse=True)
 
 
@@ -538,13 +541,15 @@ async def _total(q: Query) -> Total:
     return Total(count, count < TOTAL_CAP and stopped_at is None)
 
 
-async def _unknown_time_excluded(q: Query) -> Total | None:
-    """Matches the time range left out because their time on the basis is unknown (for a query of very many
-    terms only its whole-query matches are counted, so the number is a lower bound)."""
+async def _unknown_time_excluded(q: Query, unknown_ids: list[int]) -> Total | None:
+    """Matches the time range left out because their time on the basis is unknown: identifier matches
+    (`unknown_ids`) and text matches (for a query of very many terms only its whole-query matches are counted,
+    so the number is a lower bound)."""
     if q.filters.time_range is None:
         return None
     expression = q.plan.whole.anywhere if q.plan.checked or not q.plan.terms else q.plan.accept
-    if expression is None:
-        return Total(0, not q.plan.checked)
-    count = await _count(q, expression, [], time=UNKNOWN_TIME[q.filters.time_basis])
-    return Total(count, count < TOTAL_CAP and not q.plan.checked)
+    found = (
+        0 if expression is None else await _count(q, expression, unknown_ids, time=UNKNOWN_TIME[q.filters.time_basis])
+    )
+    count = len(unknown_ids) + found
+    return Total(count, found < TOTAL_CAP and not q.plan.checked)
