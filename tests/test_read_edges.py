@@ -1,4 +1,5 @@
-"""Read-side review findings: each test reproduces a bug a user would hit (real SQLite, real MCP client)."""
+"""Read-side edges: ids that differ by case, queries at the edge of Unicode, identifier matches with unknown time,
+and an experience that shows a story of a narrower scope (real SQLite, real MCP client)."""
 
 from __future__ import annotations
 
@@ -95,11 +96,6 @@ async def test_a_short_query_at_the_edge_of_unicode_is_just_text(tmp_path: Path,
     assert page["page"]["total_count"] == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs migration 0008: no trigger bumps the scopes of experiences listing an event when that event's "
-    "primary story is renamed or its primary link changes (only event/event_entities/object_sources writes do)",
-)
 async def test_renaming_the_primary_story_of_an_event_an_experience_lists_reaches_the_experience(
     tmp_path: Path,
 ) -> None:
@@ -121,8 +117,13 @@ async def test_renaming_the_primary_story_of_an_event_an_experience_lists_reache
         with sqlite3.connect(db) as conn:
             conn.execute("UPDATE stories SET name = 'Renamed thread' WHERE id = 'st-thread'")
         after = await ok(client, "story_graph_get_context", args)
+        with sqlite3.connect(db) as conn:  # ev-1 loses its primary story: the experience reads that too
+            conn.execute("UPDATE story_events SET is_primary = 0 WHERE story_id = 'st-thread' AND is_primary = 1")
+        unlinked = await ok(client, "story_graph_get_context", args)
     assert story_names(after) == {"Renamed thread"}
     assert after["data_revision"] != before["data_revision"]
+    assert story_names(unlinked) == set()
+    assert unlinked["data_revision"] != after["data_revision"]
 
 
 async def test_an_identifier_match_left_out_for_its_unknown_time_is_counted(tmp_path: Path) -> None:
