@@ -37,7 +37,7 @@ from server.app import StoryGraphServer, build_server
 from server.logs import configure_logging
 from server.policy import FixedPolicy, HttpPolicyAccess, PolicyFile, PolicySource, PolicyTokenVerifier, one_run_policy
 from server.reader.cursor import CursorCodec
-from server.settings import HttpSettings, ServeSettings, check_startup
+from server.settings import HttpSettings, ServeSettings, check_startup, settle_heap
 from server.store.errors import StoreError
 
 log = logging.getLogger("story_graph_mcp.http")
@@ -232,6 +232,7 @@ def serve_http(settings: ServeSettings) -> int:
         )
     _warn_if_not_loopback(http.host)
     app = build_http_app(settings, policy)
+    settle_heap()
     # log_config=None: uvicorn's lines go through the root handler (server.logs), in one format on stderr;
     # access_log=False: AccessLog writes one line per request, with the client id.
     config = uvicorn.Config(app, host=http.host, port=http.port, log_config=None, access_log=False, server_header=False)
@@ -265,7 +266,9 @@ def create_app() -> ASGIApp:
         settings = ServeSettings.from_env()
         check_startup(settings)
         assert settings.policy is not None
-        return build_http_app(settings, PolicyFile(settings.policy))
+        app = build_http_app(settings, PolicyFile(settings.policy))
+        settle_heap()
+        return app
     except StoreError as exc:
         print(f"story-graph-mcp: {exc}", file=sys.stderr, flush=True)
         sys.exit(STARTUP_FAILURE)

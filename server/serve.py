@@ -18,7 +18,7 @@ from server.app import Access, StaticAccess, build_server
 from server.contracts.common import Grant
 from server.logs import configure_logging
 from server.reader.cursor import CursorCodec
-from server.settings import ServeSettings, check_startup
+from server.settings import ServeSettings, check_startup, settle_heap
 from server.stdio import serve_stdio
 
 DEMO_DEFAULT_PROJECT = "atlas"
@@ -46,6 +46,7 @@ def serve(args: argparse.Namespace) -> int:
         server = build_server(
             settings.db, access, CursorCodec(settings.cursor_secret), busy_timeout=settings.busy_timeout
         )
+        settle_heap()
         anyio.run(serve_stdio, server)
         return 0
 
