@@ -44,6 +44,7 @@ from typing import Any, Final
 import anyio
 import orjson
 from bench_common import machine_header, machine_report, machine_state, p95, vm_step_counter
+from graph_plants import big_text
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -67,22 +68,6 @@ T: Final = "2026-07-01T10:00:00Z"
 BIG_PROJECT: Final = "big"
 """The project of make_large_graph.py that holds 90 % of its data (used with --graph)."""
 CODEC: Final = CursorCodec(b"bench-secret-0123456789")
-SECTION: Final = (
-    "Section {n}: the session cache on edge box {n} keeps writes below 3,000 per second. 会话缓存第{n}节 🚀𠀂 "
-)
-
-
-def big_text(code_points: int) -> str:
-    """Deterministic, varied text of exactly `code_points` code points (every page differs)."""
-    parts: list[str] = []
-    size = 0
-    n = 0
-    while size < code_points:
-        part = SECTION.format(n=n)
-        parts.append(part)
-        size += len(part)
-        n += 1
-    return "".join(parts)[:code_points]
 
 
 def build(path: Path, code_points: int, project: str) -> None:

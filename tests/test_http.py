@@ -75,6 +75,21 @@ async def listed(client: Client) -> set[str]:
     return {t.name for t in (await client.list_tools()).tools} & STORY_TOOLS
 
 
+async def assert_pages_across_connections(url: str, query: dict[str, Any]) -> None:
+    """Walk every page of a search with a new client (a new connection) per page, as behind a load balancer:
+    the pages may land on different worker processes, and each accepts the others' cursors."""
+    pages: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        async with http_client(url, TOKENS["alpha"]) as client:
+            page = await ok(client, "story_graph_search", {**query, **({"cursor": cursor} if cursor else {})})
+        pages.append(page)
+        cursor = page["page"]["next_cursor"]
+        if cursor is None:
+            break
+    assert len(pages) > 2 and all(p["resolved_scope"] == ATLAS for p in pages)
+
+
 def assert_no_secrets_logged(server: HttpServer, *secrets: str) -> None:
     output = server.output()
     for secret in secrets:
@@ -248,17 +263,7 @@ async def test_several_workers_from_the_factory(tmp_path: Path) -> None:
     command += ["--port", "{port}", "--workers", "2", "--log-level", "warning"]
     query: dict[str, Any] = {"query": "cache", "page_size": 5}
     async with http_server([], tmp_path, command=command, env=env) as server:
-        pages: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            # a new client (a new connection) per page, as behind a load balancer
-            async with http_client(server.url, TOKENS["alpha"]) as client:
-                page = await ok(client, "story_graph_search", {**query, **({"cursor": cursor} if cursor else {})})
-            pages.append(page)
-            cursor = page["page"]["next_cursor"]
-            if cursor is None:
-                break
-        assert len(pages) > 2 and all(p["resolved_scope"] == ATLAS for p in pages)
+        await assert_pages_across_connections(server.url, query)
         async with httpx2.AsyncClient() as http:
             assert (await http.post(server.url, json=LIST, headers=JSON_HEADERS)).status_code == 401
 
@@ -268,16 +273,7 @@ async def test_serve_with_workers_pages_across_processes_and_names_its_own_port(
     db, policy, secret = setup(tmp_path)
     query: dict[str, Any] = {"query": "cache", "page_size": 5}
     async with http_server(serve_args(db, policy, secret, "--workers", "2"), tmp_path) as server:
-        pages: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            async with http_client(server.url, TOKENS["alpha"]) as client:  # a new connection per page
-                page = await ok(client, "story_graph_search", {**query, **({"cursor": cursor} if cursor else {})})
-            pages.append(page)
-            cursor = page["page"]["next_cursor"]
-            if cursor is None:
-                break
-        assert len(pages) > 2 and all(p["resolved_scope"] == ATLAS for p in pages)
+        await assert_pages_across_connections(server.url, query)
         async with httpx2.AsyncClient() as http:
             refused = await http.post(server.url, json=LIST, headers=JSON_HEADERS)
             metadata_url = f"{server.base}/.well-known/oauth-protected-resource/mcp"
