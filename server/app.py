@@ -4,12 +4,15 @@ Every call goes: switches and grant (`Access`) -> `as_of` refusal -> input valid
 tool's contract -> the database file still the one opened -> the tool -> switches re-checked -> size
 check -> structured result. Errors the caller can act on come back as `isError` results with no
 structuredContent, whose text starts with the code and ends with the JSON payload; a database that
-cannot be read right now (locked, corrupt, gone) is `read_failed`, never a bare SQLite message.
+cannot be read right now (locked, corrupt, gone) is `read_failed`, never a bare SQLite message; a fault of
+the server itself is `internal_error` with an incident id (the traceback goes to the log), never the bare
+exception text.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 import sqlite3
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -30,7 +33,7 @@ from pydantic import ValidationError
 from server import package_version
 from server.contracts.base import Contract, format_utc
 from server.contracts.common import Grant
-from server.contracts.errors import StoryGraphError, story_graph_unavailable, unsupported_mode
+from server.contracts.errors import StoryGraphError, internal_error, story_graph_unavailable, unsupported_mode
 from server.contracts.json_schema import output_schema
 from server.health import FileIdentity, ReadFailure, classify, file_changed, identity, probe, same_file_state
 from server.reader.cursor import CursorCodec
@@ -214,9 +217,11 @@ class StoryGraphServer(MCPServer[Any]):
                 exc = await self._with_readable_scopes(exc, grant)
             if exc.code != "read_failed":  # read failures are logged as errors, with their detail, where they happen
                 log.info("%s refused for %s: %s", name, grant.client_id if grant else "-", exc.code)
-            # No structuredContent: it would not match the outputSchema, and TypeScript SDK clients validate it
-            # even on errors and then drop the error. The payload travels as JSON in the text instead.
-            return CallToolResult(content=[TextContent(type="text", text=exc.text())], is_error=True)
+            return _error_result(exc)
+        except Exception:  # a fault of ours: the caller gets a code and an incident id, the log the traceback
+            incident = secrets.token_hex(4)
+            log.exception("%s failed for %s (incident %s)", name, grant.client_id if grant else "-", incident)
+            return _error_result(internal_error(incident))
 
     async def _with_readable_scopes(self, exc: StoryGraphError, grant: Grant) -> StoryGraphError:
         """Name the scopes this caller's grant can read, so it can choose one (never scopes outside the grant)."""
@@ -229,6 +234,12 @@ class StoryGraphServer(MCPServer[Any]):
             return exc  # the refusal stands on its own; a read failure here must not replace it
         listed = [scope.model_dump(mode="json", by_alias=True) for scope in scopes]
         return exc.with_readable_scopes(listed, total)
+
+
+def _error_result(exc: StoryGraphError) -> CallToolResult:
+    # No structuredContent: it would not match the outputSchema, and TypeScript SDK clients validate it even on
+    # errors and then drop the error. The payload travels as JSON in the text instead.
+    return CallToolResult(content=[TextContent(type="text", text=exc.text())], is_error=True)
 
 
 def validate_arguments(model: type[Contract], arguments: dict[str, Any]) -> Any:

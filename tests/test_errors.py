@@ -4,6 +4,7 @@ named, and the scopes a caller may read named in its next step (from its grant o
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,35 @@ async def test_the_readable_scope_list_is_capped_with_its_total(tmp_path: Path) 
         refused = await error(client, SEARCH, {"query": "cache"})
     assert len(refused["readable_scopes"]) == 20 and refused["readable_scope_count"] == 42
     assert "(and 22 more)" in refused["next_step"]
+
+
+# Where each tool first calls into the reader: a fault planted there stands for any bug of ours.
+FIRST_READ = {
+    SEARCH: ("server.reader.search", "search"),
+    CONTEXT: ("server.tools.context", "locate_target"),
+    SOURCE: ("server.reader.source", "read"),
+}
+
+
+@pytest.mark.parametrize("tool", [SEARCH, CONTEXT, SOURCE])
+async def test_a_fault_in_the_server_is_internal_error_with_an_incident_id_and_serving_goes_on(
+    demo: Path, tool: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug of ours reaches the caller as `internal_error` with an incident id and what to do, not as the bare
+    exception text with internals in it; the log has the traceback under the same id; the next call is served."""
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError(f"internal detail {demo}")
+
+    async with client_for(demo) as client:
+        with monkeypatch.context() as patched:
+            module, name = FIRST_READ[tool]
+            patched.setattr(importlib.import_module(module), name, broken)
+            payload = await error(client, tool, VALID[tool])
+        await ok(client, tool, VALID[tool])
+    assert payload["error"] == "internal_error" and payload["error"] in ERROR_CODES
+    assert "incident" in payload["message"] and "nothing was changed" in payload["message"]
+    assert "internal detail" not in str(payload) and str(demo) not in str(payload)
+    incident = payload["message"].split("incident ", 1)[1].split(")", 1)[0]
+    logged = [record for record in caplog.records if incident in record.getMessage()]
+    assert logged and logged[0].exc_info is not None and "internal detail" in str(logged[0].exc_info[1])

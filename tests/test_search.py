@@ -17,6 +17,7 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # t
 from support import client_for, error, ok
 
 from server.contracts.common import Grant
+from server.contracts.search import SearchResponse
 from server.store.importer import import_file
 from server.store.migrate import migrate
 
@@ -310,6 +311,58 @@ async def test_listed_output_schemas_are_self_contained_and_as_strict_as_the_mod
             target = target[key]
         target[path[-1]] = bad
         assert list(validator.iter_errors(broken)), path
+
+
+async def test_listed_output_schema_accepts_exactly_what_the_model_schema_accepts(graph_db: Path) -> None:
+    """The reshaping (nullable objects and enums as type lists, inlined references) changes the cost of
+    validating, never the verdict: each variation of a real page gets the same answer from both schemas."""
+    async with client_for(graph_db) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        window = {"from": "2026-01-01T00:00:00Z", "to": "2026-12-31T00:00:00Z"}
+        page = await ok(client, SEARCH, {"query": "cache", "time_range": window})
+    listed = Draft202012Validator(tools[SEARCH].output_schema)
+    model = Draft202012Validator(SearchResponse.model_json_schema(by_alias=True, mode="serialization"))
+    interval = {"start": "2026-05-01T00:00:00.000Z", "end": None, "precision": "day", "basis": "message_time"}
+    position = {"field": "title", "start": 0, "end": 5, "unit": "unicode_code_point"}
+    variations: list[tuple[tuple[Any, ...], Any]] = [
+        (("items", 0, "event_interval"), None),
+        (("items", 0, "event_interval"), interval),
+        (("items", 0, "event_interval"), {**interval, "end": 5}),
+        (("items", 0, "event_interval"), {**interval, "extra": 1}),
+        (("items", 0, "event_interval"), {"start": "x"}),
+        (("items", 0, "event_interval"), "2026-05-01"),
+        (("items", 0, "match_position"), None),
+        (("items", 0, "match_position"), position),
+        (("items", 0, "match_position"), {**position, "unit": "byte"}),
+        (("items", 0, "match_position"), []),
+        (("items", 0, "field_weight"), None),
+        (("items", 0, "field_weight"), 1),
+        (("items", 0, "field_weight"), 2),
+        (("items", 0, "field_weight"), "3"),
+        (("items", 0, "scope"), {"kind": "global"}),
+        (("items", 0, "scope"), {"kind": "projects", "projectIds": ["a"]}),
+        (("items", 0, "scope"), {"kind": "projects"}),
+        (("items", 0, "scope"), {"kind": "global", "projectIds": ["a"]}),
+        (("items", 0, "scope"), None),
+        (("time_range",), None),
+        (("time_range",), {"from": "a", "to": "b"}),
+        (("time_range",), {"from": "a"}),
+        (("page", "total_count"), "unknown"),
+        (("page", "total_count"), "many"),
+        (("page", "total_count_at_least"), None),
+        (("page", "total_count_at_least"), 10001),
+    ]
+    verdicts = []
+    for path, value in variations:
+        varied = copy.deepcopy(page)
+        target: Any = varied
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        accepted = not list(model.iter_errors(varied))
+        assert accepted == (not list(listed.iter_errors(varied))), (path, value)
+        verdicts.append(accepted)
+    assert 0 < sum(verdicts) < len(verdicts)  # both answers occur
 
 
 _WORDS = ["cache", "方案", "session", "回顾", "调度", "review", "1", "存", "tuning 方案", "SQLite WAL"]

@@ -150,7 +150,9 @@ class ItemBase(Contract):
     object_revision: str | Unknown
     result_id: str | None
     """The result this row belongs to; null for a current projection or a story line."""
-    scope: GlobalScope | ProjectsScope
+    # Projects first: most items are stored in a project, and a client validating this anyOf stops at the first
+    # alternative that matches (a failed one costs it an error object per item).
+    scope: ProjectsScope | GlobalScope
     """The scope the object is stored in: the resolved scope (results are never mixed), except for an event a
     story or experience lists, which may be stored in a narrower scope within it; read its sources with
     story_graph_read_source in this scope."""

@@ -21,6 +21,10 @@ Codes (every one is raised as a `StoryGraphError`, a `ToolError`, so its message
       response_too_large      the response would exceed 100,000 bytes
       story_graph_unavailable switched off for this server or this client
       read_failed             the database could not be read now (locked, corrupt, gone); nothing changed
+      internal_error          a fault in this server (a bug), not in the call: logged with an incident id
+
+`internal_error` is ours, not upstream's: the one code for what no other code describes, so that every error
+text still starts with a code and says what to do (the SDK's own fallback is the bare exception text).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ ErrorCode = Literal[
     "response_too_large",
     "story_graph_unavailable",
     "read_failed",
+    "internal_error",
 ]
 ERROR_CODES: tuple[str, ...] = get_args(ErrorCode)
 
@@ -167,4 +172,15 @@ def read_failed(reason: str) -> StoryGraphError:
         "read_failed",
         f"the story graph database could not be read: {reason}. Nothing was changed.",
         next_step="Retrying later is safe; if it keeps failing, tell the operator (the server log has the detail).",
+    )
+
+
+def internal_error(incident: str) -> StoryGraphError:
+    """A fault in the server itself; the log holds the traceback under `incident`. Nothing internal is sent."""
+    return StoryGraphError(
+        "internal_error",
+        f"the server failed on this call (incident {incident}); it is a fault in the server, not in the arguments, "
+        "and nothing was changed.",
+        next_step="Other calls still work; this one will likely fail again the same way. Tell the operator the "
+        "incident id (the server log has the detail).",
     )

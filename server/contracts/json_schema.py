@@ -2,10 +2,12 @@
 
 Clients validate every structured result against the tool's output schema (the MCP Python client with
 `jsonschema`, per call). Two shapes of pydantic's schema make that validation slow without saying more:
-`$ref` into `$defs` (each reference is a lookup) and optional fields as `anyOf: [{"type": T}, {"type":
-"null"}]` (each alternative is validated on its own). Inlining the references and writing such a union as
-`"type": [T, "null"]` accepts exactly the same documents and cut the Python client's validation of a search
-page by about 28 % (3.8 to 2.7 ms for ten results). Titles and descriptions stay.
+`$ref` into `$defs` (each reference is a lookup) and optional fields as `anyOf: [X, {"type": "null"}]` (each
+alternative is validated on its own, and a null first fails X). Inlining the references and writing such a
+union as X with `"type": [T, "null"]` accepts exactly the same documents: X's other keywords either apply
+only to instances of its type T (`properties` ignores a null) or are an `enum`/`const`, which gain the null.
+That cut the Python client's validation of a ten-result search page from 3.8 to 2.5 ms. Titles and
+descriptions stay.
 """
 
 from __future__ import annotations
@@ -15,6 +17,16 @@ from typing import Any
 from pydantic import BaseModel
 
 NULL: dict[str, Any] = {"type": "null"}
+ANNOTATIONS = frozenset({"title", "description", "default", "examples"})
+TYPE_BOUND = frozenset(
+    {
+        # Keywords that constrain only instances of one type: a null passes them whatever their value.
+        *("properties", "required", "additionalProperties", "patternProperties", "propertyNames"),
+        *("minProperties", "maxProperties", "items", "prefixItems", "minItems", "maxItems", "uniqueItems"),
+        *("contains", "minLength", "maxLength", "pattern", "format", "minimum", "maximum"),
+        *("exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+    }
+)
 
 
 def output_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -48,7 +60,24 @@ def _reshape(node: Any, defs: dict[str, Any], inlining: tuple[str, ...]) -> Any:
     alternatives = out.get("anyOf")
     if isinstance(alternatives, list) and len(alternatives) == 2 and NULL in alternatives:
         (other,) = [alternative for alternative in alternatives if alternative != NULL]
-        if set(other) == {"type"} and isinstance(other["type"], str):
+        nullable = _or_null(other)
+        if nullable is not None:
             del out["anyOf"]
-            out["type"] = [other["type"], "null"]
+            # The field's own title and description win over the alternative's (a model's title and docstring).
+            out = {**nullable, **out}
     return out
+
+
+def _or_null(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """`schema` widened to accept null as well, when it can be said in one schema (else None)."""
+    keywords = set(schema) - ANNOTATIONS
+    if not isinstance(schema.get("type"), str) or not keywords <= {"type", "enum", "const", *TYPE_BOUND}:
+        return None
+    if {"enum", "const"} <= keywords:
+        return None
+    widened = {**schema, "type": [schema["type"], "null"]}
+    if "const" in widened:
+        widened["enum"] = [widened.pop("const"), None]
+    elif "enum" in widened:
+        widened["enum"] = [*widened["enum"], None]
+    return widened
