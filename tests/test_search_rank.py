@@ -450,3 +450,105 @@ async def test_queries_that_look_like_fts_syntax_or_hold_nul_are_just_text(tmp_p
     assert answers["* OR *"]["items"][0]["object_ref"]["id"] == "sl"
     assert answers["ca\x00che"]["query_terms"] == ["cache"]  # NUL ends an FTS5 string: it is dropped
     assert answers["\x02\x02"]["items"] == [] and answers["\x02\x02"]["page"]["total_count"] == 0
+
+
+# Times around every edge of the month tokens (migrations/0009): month and year boundaries, the first and last
+# months with a token of their own (1970-01, 2269-12) and beyond them, and intervals up to and over 24 months.
+INSTANTS = [
+    "1965-06-15T00:00:00Z",
+    "1969-12-31T23:59:59Z",
+    "1970-01-01T00:00:00Z",
+    "2024-12-31T23:59:59Z",
+    "2025-01-01T00:00:00Z",
+    "2025-01-31T23:59:59Z",
+    "2025-02-01T00:00:00Z",
+    "2025-03-15T12:00:00+08:00",
+    "2269-12-31T23:59:59Z",
+    "2270-01-01T00:00:00Z",
+    "2400-05-05T00:00:00Z",
+]
+TIME_RANGES = [
+    ("2025-01-01T00:00:00Z", "2025-01-31T23:59:59Z"),  # one month, to its last second
+    ("2025-01-31T23:59:59Z", "2025-02-01T00:00:00Z"),  # two seconds across a month boundary
+    ("2024-12-15T00:00:00Z", "2025-01-15T00:00:00Z"),  # across a year boundary
+    ("2026-06-01T00:00:00Z", "2026-06-30T00:00:00Z"),  # inside long intervals only
+    ("1969-01-01T00:00:00Z", "1970-01-31T00:00:00Z"),  # before the first month with a token, and into it
+    ("2269-12-01T00:00:00Z", "2270-12-31T00:00:00Z"),  # across the last month with a token
+    ("1960-01-01T00:00:00Z", "1966-01-01T00:00:00Z"),  # only before
+    ("2000-01-01T00:00:00Z", "2030-01-01T00:00:00Z"),  # wider than the tokens are used for
+]
+IN_RANGE_SQL = {
+    "event_time": "event_time_start <= :to AND event_time_end >= :from",
+    "review_generated_at": "review_generated_at BETWEEN :from AND :to",
+    "recorded_at": "recorded_at BETWEEN :from AND :to",
+}
+
+
+def _interval_end(rng: random.Random, start: str) -> str | None:
+    """None (an instant), or an end 0-40 months later (the importer keeps the year under 10000)."""
+    if rng.random() < 0.5:
+        return None
+    months = rng.choice([0, 1, 2, 11, 12, 23, 24, 25, 40])
+    if months == 0:
+        return start
+    year, month = int(start[:4]), int(start[5:7]) - 1 + months
+    return f"{year + month // 12:04d}-{month % 12 + 1:02d}-01T00:00:00Z"
+
+
+async def test_a_time_range_keeps_exactly_the_items_whose_stored_time_is_in_it(tmp_path: Path) -> None:
+    """The month tokens only let the index skip: every basis and range gives exactly the matches the documented
+    test on the stored times keeps (intersecting intervals, inclusive bounds), with exact totals and unknown-time
+    counts, also for times a raw SQL writer stored in another form."""
+    rng = random.Random(9)
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+    ]
+    lines += [
+        {"kind": "result", "id": f"r{i}", "scope": ATLAS, "review_generated_at": t, "recorded_at": INSTANTS[-1 - i]}
+        for i, t in enumerate(INSTANTS)
+    ]
+    for i in range(120):
+        start = rng.choice(INSTANTS)
+        event_time = None if i % 10 == 0 else {"start": start, "end": _interval_end(rng, start)}
+        lines.append(
+            {
+                "kind": "event",
+                "id": f"ev{i}",
+                "result_id": f"r{i % len(INSTANTS)}",
+                "event_type": "decision",
+                "title": f"cache decision {i}",
+                "event_time": event_time,
+                "recorded_at": rng.choice(INSTANTS),
+            }
+        )
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    with sqlite3.connect(db) as conn:  # a raw SQL writer's times, not in the importer's form
+        conn.execute("UPDATE events SET event_time_start = '2025-1-9', event_time_end = '2025-1-9' WHERE id = 'ev1'")
+        conn.execute("UPDATE events SET recorded_at = '2025-01' WHERE id = 'ev2'")
+        conn.execute("INSERT INTO search_fts (search_fts) VALUES ('integrity-check')")  # old tokens went out
+    async with client_for(db) as client:
+        for basis, test in IN_RANGE_SQL.items():
+            time_column = test.split()[0]
+            with sqlite3.connect(db) as conn:
+                unknown = conn.execute(
+                    f"SELECT count(*) FROM search_items WHERE object_type = 'event' AND {time_column} IS NULL"
+                ).fetchone()[0]
+            for low, high in TIME_RANGES:
+                args = {"query": "cache", "time_basis": basis, "time_range": {"from": low, "to": high}, "page_size": 50}
+                page = await ok(client, SEARCH, args)
+                found = sorted(item["object_ref"]["id"] for item in await walk(client, args))
+                with sqlite3.connect(db) as conn:
+                    bounds = {"from": page["time_range"]["from"], "to": page["time_range"]["to"]}
+                    sql = f"SELECT object_id FROM search_items WHERE object_type = 'event' AND {test}"
+                    expected = sorted(row[0] for row in conn.execute(sql, bounds))
+                assert found == expected, (basis, low, high)
+                assert page["page"]["total_count"] == len(expected)
+                assert page["unknown_time_excluded_count"] == unknown
+        # The edges were really exercised: something was found in the range inside long intervals only, and
+        # before 1970.
+        for low, high in (TIME_RANGES[3], TIME_RANGES[6]):
+            args = {"query": "cache", "time_range": {"from": low, "to": high}}
+            assert (await ok(client, SEARCH, args))["page"]["total_count"] > 0, (low, high)

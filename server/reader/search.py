@@ -36,7 +36,17 @@ from server.reader.db import fetchall_on_thread, scalar
 from server.reader.fold import Folder
 from server.reader.memo import Memo
 from server.reader.search_query import MARKERS as INDEX_MARKERS
-from server.reader.search_query import Needle, Plan, both, but_not, needle, needs_trigram_list, plan, query_terms
+from server.reader.search_query import (
+    Needle,
+    Plan,
+    both,
+    but_not,
+    needle,
+    needs_trigram_list,
+    plan,
+    query_terms,
+    time_match,
+)
 
 TOTAL_CAP: Final = 10_001
 """Totals are counted up to this many items; a total that reaches it is reported as unknown."""
@@ -127,6 +137,8 @@ class Filters:
     """None: every type; else the requested type codes, highest first."""
     time_basis: str
     time_range: tuple[str, str] | None
+    time_months: str | None = None
+    """The range's month tokens (search_query.time_match): ANDed to every expression the range filters."""
 
     def ranges(self, own: bool | None = None) -> list[tuple[int, int]]:
         """The item id ranges to read, highest first: the whole scope (or its own or other rows), one
@@ -245,7 +257,8 @@ async def search(
     excluded_none = Total(0, True) if time_range is not None else None
     if number is None or not codes or not whole_text:
         return SearchPage(whole_text, term_texts, [], Total(0, True), excluded_none, None, None)
-    filters = Filters(number, None if len(codes) == len(TYPE_CODES) else codes, time_basis, time_range)
+    months = time_match(time_basis, time_range) if time_range is not None else None
+    filters = Filters(number, None if len(codes) == len(TYPE_CODES) else codes, time_basis, time_range, months)
     whole = await _needle(conn, memo, whole_text)
     query_plan = plan(whole, [await _needle(conn, memo, t) for t in term_texts])
     ids = await _identifier_items(conn, filters, query, scope_key)
@@ -292,7 +305,8 @@ async def _needle(conn: aiosqlite.Connection, memo: Memo, text: str) -> Needle:
         high = _above_prefix(text)
         sql = TRIGRAMS_FROM if high is None else TRIGRAMS_BEGINNING
         rows = await conn.execute_fetchall(sql, {"low": text, "high": high})
-        trigrams = memo.put(key, [str(row[0]) for row in rows])
+        # Not the month tokens' trigrams (they hold U+0003): no text holds them.
+        trigrams = memo.put(key, [str(row[0]) for row in rows if "\x03" not in str(row[0])])
     return needle(text, trigrams)
 
 
@@ -436,7 +450,12 @@ def _sql(template: str, filters: Filters, leave_out: list[int], *, time: str | N
     )
 
 
-def _params(filters: Filters, leave_out: list[int], expression: str, bounds: tuple[int, int]) -> dict[str, Any]:
+def _params(
+    filters: Filters, leave_out: list[int], expression: str, bounds: tuple[int, int], *, in_range: bool = True
+) -> dict[str, Any]:
+    """`in_range`: the statement keeps items in the time range (if any), so the index may skip other months."""
+    if in_range and filters.time_months is not None:
+        expression = f"({expression}) AND ({filters.time_months})"
     params = {"expression": expression, "low": bounds[0], "high": bounds[1]} | _filter_params(filters)
     if leave_out:
         params["ids"] = orjson.dumps(leave_out).decode()
@@ -514,7 +533,7 @@ async def _count(q: Query, expression: str, leave_out: list[int], *, time: str |
     sql = _sql(CAPPED_COUNT, q.filters, leave_out, time=time)
     count = 0
     for bounds in q.filters.ranges():
-        params = _params(q.filters, leave_out, expression, bounds) | {"cap": TOTAL_CAP - count}
+        params = _params(q.filters, leave_out, expression, bounds, in_range=time is None) | {"cap": TOTAL_CAP - count}
         count += int(await scalar(q.conn, sql, params))
         if count >= TOTAL_CAP:
             break

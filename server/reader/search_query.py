@@ -19,10 +19,22 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Final
 
-from server.store.search_index import BIGRAM_PAD, CJK_RUN, UNIGRAM_PAD
+from server.store.search_index import (
+    BIGRAM_PAD,
+    CJK_RUN,
+    LONG_MONTH,
+    MONTHS,
+    OUTSIDE_MONTH,
+    UNIGRAM_PAD,
+    month_number,
+    time_gram,
+)
 
-# The index's own separators, and NUL (which ends an FTS5 query string): never part of a needle.
-MARKERS: Final = str.maketrans("", "", "\x00\x01\x02")
+# The index's own separators (U+0003 wraps the month tokens), and NUL (which ends an FTS5 query string): never part
+# of a needle.
+MARKERS: Final = str.maketrans("", "", "\x00\x01\x02\x03")
+MAX_RANGE_MONTHS: Final = 120
+"""A time range of at most this many months is also matched by its month tokens in the index (migrations/0009)."""
 MAX_EXACT_TERMS: Final = 8
 """Up to this many distinct terms the at-least-half rule is one FTS5 expression (125 phrases for 8 terms; it
 doubles with every term). With more, candidates holding one of the first terms are checked against the text."""
@@ -166,3 +178,15 @@ def both(first: str | None, second: str | None) -> str | None:
     if first is None or second is None:
         return None
     return f"({first}) AND ({second})"
+
+
+def time_match(basis: str, time_range: tuple[str, str]) -> str | None:
+    """An FTS5 expression for the items with a time on `basis` in a month of `time_range` (UTC, 'YYYY-MM-...'),
+    or outside the months that have tokens, or (event time) in a long interval: a superset of the items in the
+    range, for the index to skip the others. None when the range spans more than MAX_RANGE_MONTHS months."""
+    first, last = (month_number(time) for time in time_range)
+    months = range(max(first, 0), min(last, MONTHS - 1) + 1)
+    if len(months) > MAX_RANGE_MONTHS:
+        return None
+    tokens = [time_gram(basis, month) for month in (*months, OUTSIDE_MONTH, LONG_MONTH)]
+    return "{time_grams} : (" + " OR ".join(phrase(token) for token in tokens) + ")"

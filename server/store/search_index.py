@@ -42,6 +42,16 @@ FTS_HASH_BYTES: Final = 1_048_576
 """FTS5's default: pending index entries kept in memory before they are written as a segment."""
 REBUILD_FTS_HASH_BYTES: Final = 64 * 1_048_576
 """During a rebuild: fewer, larger segments, so less merging (it halves the FTS insert time)."""
+# Month tokens of an item's times (migrations/0009): U+0003, the character for (basis, month), U+0003.
+TIME_GRAM_BASE: Final = 0xF0000
+TIME_BASES: Final = ("event_time", "review_generated_at", "recorded_at")
+"""The bases in the order of their blocks of 4,096 characters."""
+MONTHS: Final = 3600
+"""Months with a token of their own: 1970-01 (0) to 2269-12 (3599)."""
+OUTSIDE_MONTH: Final = 4094
+"""The token of a time outside those months, or not written 'YYYY-MM-...' (a raw SQL writer's)."""
+LONG_MONTH: Final = 4095
+"""The token of an event interval of more than 24 months."""
 REBUILD_CACHE_SIZE: Final = -32_768
 """During a rebuild: a 32 MiB page cache (negative: KiB), which also bounds each sort's memory (SQLite
 sizes its sorters by the cache): the rebuild's big sorts spill to temporary files instead of growing RSS."""
@@ -61,6 +71,16 @@ def grams(text: str) -> str:
         found.update(run)
         found.update(map(operator.add, run, run[1:]))
     return "".join([gram + (BIGRAM_PAD if len(gram) == 2 else UNIGRAM_PAD) for gram in sorted(found)])
+
+
+def month_number(time: str) -> int:
+    """Months since 1970-01 of a 'YYYY-MM-...' time (may be outside 0..MONTHS-1)."""
+    return (int(time[:4]) - 1970) * 12 + int(time[5:7]) - 1
+
+
+def time_gram(basis: str, month: int) -> str:
+    """The token of `month` (or OUTSIDE_MONTH, LONG_MONTH) on `basis`, as migrations/0009 writes it."""
+    return "\x03" + chr(TIME_GRAM_BASE + TIME_BASES.index(basis) * 4096 + month) + "\x03"
 
 
 @contextmanager
