@@ -16,9 +16,10 @@
 --   review, record  the month of the instant;
 --   any basis       a time outside 1970-2269, or one not written 'YYYY-MM-...' with a month 01-12 (a raw SQL
 --                   writer's), gets the basis's OUTSIDE token (month 4094). No token: the time is unknown.
--- A search of a range of at most 120 months asks for those months plus LONG and OUTSIDE (server/reader/search.py),
--- so no item the exact test keeps is ever left out: for times of the 'YYYY-MM-' form, string order (what the
--- exact test compares) and month order agree. Wider ranges skip the tokens (they select little).
+-- A search of a range of at most 120 months asks for those months plus LONG and OUTSIDE
+-- (server/reader/search_query.py), so no item the exact test keeps is ever left out: for times of the
+-- 'YYYY-MM-' form, string order (what the exact test compares) and month order agree. Wider ranges skip the
+-- tokens: an OR of that many months costs more than it saves.
 --
 -- The tokens are computed, not stored: the FTS table's external content becomes the view search_index_rows,
 -- search_items plus the tokens of its four times. The FTS index is rebuilt (about 5 s per 100,000 objects).
@@ -29,7 +30,9 @@ DROP TRIGGER search_apply_now;
 
 -- The months after an interval's first one that can get a token of their own (an interval spans at most 24).
 CREATE TABLE search_month_steps (k INTEGER PRIMARY KEY) STRICT;
-INSERT INTO search_month_steps (k) VALUES (0), (1), (2), (3), (4), (5), (6), (7), (8), (9), (10), (11), (12), (13), (14), (15), (16), (17), (18), (19), (20), (21), (22), (23);
+INSERT INTO search_month_steps (k) VALUES
+  (0), (1), (2), (3), (4), (5), (6), (7), (8), (9), (10), (11),
+  (12), (13), (14), (15), (16), (17), (18), (19), (20), (21), (22), (23);
 
 -- The tokens are written out per basis (no shared subquery): this runs once per item an import writes.
 CREATE VIEW search_index_rows (item_id, hi, lo, hi_grams, lo_grams, time_grams) AS

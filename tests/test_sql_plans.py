@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server.reader import context, context_rows, context_stories, search
+from server.reader import context, context_rows, context_stories, search_sql
 from server.reader.context_arms import ARMS, Arm, BoundArm, Candidate, Mode, sort_key
 from server.reader.objects import LEAF_ROWS, OBJECT_ROWS
 
@@ -66,13 +66,14 @@ def test_every_keyset_page_reads_its_section_in_index_order(migrated_db: Path, a
                 assert not [step for step in plan if "TEMP B-TREE" in step or step.startswith("SCAN")], (sql, plan)
 
 
-@pytest.mark.parametrize("basis", sorted(search.IN_RANGE))
+@pytest.mark.parametrize("basis", sorted(search_sql.IN_RANGE))
 def test_a_time_filtered_search_reads_item_times_from_their_narrow_index(migrated_db: Path, basis: str) -> None:
     """A time filter looks each candidate's times up in search_items_times, never in the wide item rows."""
-    filters = search.Filters(1, None, basis, ("2025-03-01T00:00:00.000Z", "2025-03-31T23:59:59.999Z"))
-    params = {"expression": '"cache"', "low": 0, "high": 1, "limit": 11, "cap": 10_001} | search._filter_params(filters)
+    filters = search_sql.Filters(1, None, basis, ("2025-03-01T00:00:00.000Z", "2025-03-31T23:59:59.999Z"))
+    bounds = {"expression": '"cache"', "low": 0, "high": 1, "limit": 11, "cap": 10_001}
+    params = bounds | search_sql.filter_parameters(filters)
     with sqlite3.connect(migrated_db) as conn:
-        for template in (search.RANGE_PAGE, search.CAPPED_COUNT):
-            sql = search._sql(template, filters, [])
+        for template in (search_sql.RANGE_PAGE, search_sql.CAPPED_COUNT):
+            sql = search_sql.statement(template, filters, [])
             plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
             assert any("COVERING INDEX search_items_times" in step for step in plan), plan

@@ -27,10 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import aiosqlite
-import orjson
 
 from server.reader.db import fetchall_on_thread, scalar
 from server.reader.fold import Folder
@@ -47,6 +46,25 @@ from server.reader.search_query import (
     query_terms,
     time_match,
 )
+from server.reader.search_sql import (
+    CAPPED_COUNT,
+    GRAPH_REVISION,
+    IDENTIFIER_ITEMS,
+    IDENTIFIER_TYPES,
+    IN_RANGE,
+    OWN_BIT,
+    RANGE_PAGE,
+    SCOPE_NUMBER,
+    TRIGRAMS_BEGINNING,
+    TRIGRAMS_FROM,
+    TYPE_CODES,
+    UNKNOWN_TIME,
+    WHOLE_SET,
+    Filters,
+    filter_parameters,
+    parameters,
+    statement,
+)
 
 TOTAL_CAP: Final = 10_001
 """Totals are counted up to this many items; a total that reaches it is reported as unknown."""
@@ -55,110 +73,6 @@ WHOLE_SET_CAP: Final = 2_000
 CHECK_BATCH: Final = 500
 CHECK_BUDGET: Final = 20_000
 """Candidates one call may check against their text (only for queries of more than MAX_EXACT_TERMS terms)."""
-SCOPE_SHIFT: Final = 43
-OWN_BIT: Final = 42
-TYPE_SHIFT: Final = 38
-TYPE_CODES: Final[dict[str, int]] = {  # as in search_types (migrations/0003): higher codes rank first
-    "story": 9,
-    "experience": 8,
-    "entity": 7,
-    "event": 6,
-    "relation": 5,
-    "entity_change": 4,
-    "story_line": 3,
-    "summary": 2,
-    "source_reference": 1,
-}
-
-SCOPE_NUMBER: Final = "SELECT num FROM search_scopes WHERE scope_key = :scope_key"
-GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
-TRIGRAMS_BEGINNING: Final = "SELECT term FROM search_terms WHERE term >= :low AND term < :high"
-TRIGRAMS_FROM: Final = "SELECT term FROM search_terms WHERE term >= :low"
-# The items a query names by id: the object's own id (an entity change's '<entity>#<key>' included), and
-# for source references their original source id and the message or task id in their locator.
-IDENTIFIER_ITEMS: Final = """
-SELECT i.item_id FROM search_items AS i
- WHERE i.item_id IN (SELECT item_id FROM search_items WHERE object_id = :query AND scope_key = :scope_key
-                     UNION
-                     SELECT s.item_id FROM source_references AS r CROSS JOIN search_items AS s
-                         ON s.object_type = 'source_reference' AND s.object_id = r.id AND s.result_key = r.result_id
-                      WHERE r.original_source_id = :query AND r.scope_key = :scope_key
-                     UNION
-                     SELECT s.item_id FROM source_references AS r CROSS JOIN search_items AS s
-                         ON s.object_type = 'source_reference' AND s.object_id = r.id AND s.result_key = r.result_id
-                      WHERE json_extract(r.locator_json, '$.message_id') = :query AND r.scope_key = :scope_key
-                     UNION
-                     SELECT s.item_id FROM source_references AS r CROSS JOIN search_items AS s
-                         ON s.object_type = 'source_reference' AND s.object_id = r.id AND s.result_key = r.result_id
-                      WHERE json_extract(r.locator_json, '$.task_id') = :query AND r.scope_key = :scope_key)
-{types}{time}
-"""
-IDENTIFIER_TYPES: Final = "   AND (i.item_id >> 38) & 15 IN (SELECT value FROM json_each(:codes))"
-# One index range, highest ids first: {text} adds the item's texts, {time} the time filter, {not_ids} leaves
-# out items already listed (identifier and whole-query matches).
-RANGE_PAGE: Final = """
-SELECT f.rowid{text} FROM search_fts AS f{join}
- WHERE f.search_fts MATCH :expression AND f.rowid BETWEEN :low AND :high{time}{not_ids}
- ORDER BY f.rowid DESC LIMIT :limit
-"""
-# Every whole-query match, up to a limit, in the index's own order (ascending): a phrase of many trigrams read
-# newest first cost about 40 % more (measured at 1M: 106 against 65 ms); the set is sorted afterwards.
-WHOLE_SET: Final = """
-SELECT f.rowid{text} FROM search_fts AS f{join}
- WHERE f.search_fts MATCH :expression AND f.rowid BETWEEN :low AND :high{time}{not_ids}
- LIMIT :limit
-"""
-CAPPED_COUNT: Final = """
-SELECT count(*) FROM (SELECT 1 FROM search_fts AS f{join}
-                       WHERE f.search_fts MATCH :expression AND f.rowid BETWEEN :low AND :high{time}{not_ids}
-                       LIMIT :cap)
-"""
-NOT_IDS: Final = "\n   AND f.rowid NOT IN (SELECT value FROM json_each(:ids))"
-JOIN_ITEMS: Final = " CROSS JOIN search_items AS i ON i.item_id = f.rowid"
-# Only the item's times (a time filter without texts): read from their narrow index (migrations/0007).
-JOIN_TIMES: Final = " CROSS JOIN search_items AS i INDEXED BY search_items_times ON i.item_id = f.rowid"
-# The item's time on each basis: in the range (intervals intersect), and unknown.
-IN_RANGE: Final[dict[str, str]] = {
-    "event_time": "\n   AND i.event_time_start <= :to AND i.event_time_end >= :from",
-    "review_generated_at": "\n   AND i.review_generated_at BETWEEN :from AND :to",
-    "recorded_at": "\n   AND i.recorded_at BETWEEN :from AND :to",
-}
-UNKNOWN_TIME: Final[dict[str, str]] = {
-    "event_time": "\n   AND i.event_time_start IS NULL",
-    "review_generated_at": "\n   AND i.review_generated_at IS NULL",
-    "recorded_at": "\n   AND i.recorded_at IS NULL",
-}
-
-
-@dataclass(frozen=True)
-class Filters:
-    scope_number: int
-    type_codes: list[int] | None
-    """None: every type; else the requested type codes, highest first."""
-    time_basis: str
-    time_range: tuple[str, str] | None
-    time_months: str | None = None
-    """The range's month tokens (search_query.time_match): ANDed to every expression the range filters."""
-
-    def ranges(self, own: bool | None = None) -> list[tuple[int, int]]:
-        """The item id ranges to read, highest first: the whole scope (or its own or other rows), one
-        range per requested type when the types are filtered."""
-        low = self.scope_number << SCOPE_SHIFT
-        span = 1 << SCOPE_SHIFT
-        if own is not None:
-            low |= int(own) << OWN_BIT
-            span = 1 << OWN_BIT
-        if self.type_codes is None:
-            return [(low, low + span - 1)]
-        flags = [low] if own is not None else [low | (1 << OWN_BIT), low]
-        return [
-            (base | (code << TYPE_SHIFT), base | (code << TYPE_SHIFT) | ((1 << TYPE_SHIFT) - 1))
-            for base in flags
-            for code in self.type_codes
-        ]
-
-    def key(self) -> tuple[Any, ...]:
-        return (self.scope_number, tuple(self.type_codes or ()), self.time_basis, self.time_range)
 
 
 @dataclass(frozen=True)
@@ -327,20 +241,11 @@ async def _identifier_items(
 ) -> list[int]:
     """Items the query names by id, in item id order (own rows first, then by type, newest first). `time`: the
     time clause (default: in range, if there is a range)."""
-    params = {"query": query, "scope_key": scope_key} | _filter_params(filters)
+    params = {"query": query, "scope_key": scope_key} | filter_parameters(filters)
     if time is None:
         time = IN_RANGE[filters.time_basis] if filters.time_range else ""
     sql = IDENTIFIER_ITEMS.format(types=IDENTIFIER_TYPES if filters.type_codes is not None else "", time=time)
     return sorted((int(row[0]) for row in await conn.execute_fetchall(sql, params)), reverse=True)
-
-
-def _filter_params(filters: Filters) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    if filters.type_codes is not None:
-        params["codes"] = orjson.dumps(filters.type_codes).decode()
-    if filters.time_range is not None:
-        params["from"], params["to"] = filters.time_range
-    return params
 
 
 async def _whole_items(
@@ -351,11 +256,11 @@ async def _whole_items(
     expression = query_plan.whole.anywhere
     if expression is None:
         return []
-    sql = _sql(WHOLE_SET, filters, ids, text=", i.hi")
+    sql = statement(WHOLE_SET, filters, ids, text=", i.hi")
     found: list[tuple[int, bool]] = []
     needle_text = query_plan.whole.text
     for bounds in filters.ranges():
-        params = _params(filters, ids, expression, bounds) | {"limit": WHOLE_SET_CAP + 1 - len(found)}
+        params = parameters(filters, ids, expression, bounds) | {"limit": WHOLE_SET_CAP + 1 - len(found)}
         rows = await fetchall_on_thread(conn, sql, params)
         found.extend((int(item_id), needle_text in folder.fold(hi)) for item_id, hi in rows)
         if len(found) > WHOLE_SET_CAP:
@@ -438,39 +343,15 @@ def _after(ranges: list[tuple[int, int]], resume: int | None) -> list[tuple[int,
     return [(low, min(high, resume - 1)) for low, high in ranges if low < resume]
 
 
-def _sql(template: str, filters: Filters, leave_out: list[int], *, time: str | None = None, text: str = "") -> str:
-    """A range or count query; `time` is the time clause (default: the time range filter, if any)."""
-    if time is None:
-        time = IN_RANGE[filters.time_basis] if filters.time_range is not None else ""
-    return template.format(
-        text=text,
-        join=JOIN_ITEMS if text else JOIN_TIMES if time else "",
-        time=time,
-        not_ids=NOT_IDS if leave_out else "",
-    )
-
-
-def _params(
-    filters: Filters, leave_out: list[int], expression: str, bounds: tuple[int, int], *, in_range: bool = True
-) -> dict[str, Any]:
-    """`in_range`: the statement keeps items in the time range (if any), so the index may skip other months."""
-    if in_range and filters.time_months is not None:
-        expression = f"({expression}) AND ({filters.time_months})"
-    params = {"expression": expression, "low": bounds[0], "high": bounds[1]} | _filter_params(filters)
-    if leave_out:
-        params["ids"] = orjson.dumps(leave_out).decode()
-    return params
-
-
 async def _range_hits(
     q: Query, expression: str | None, ranges: list[tuple[int, int]], leave_out: list[int], limit: int
 ) -> list[int]:
     found: list[int] = []
     if expression is None:
         return found
-    sql = _sql(RANGE_PAGE, q.filters, leave_out)
+    sql = statement(RANGE_PAGE, q.filters, leave_out)
     for bounds in ranges:
-        params = _params(q.filters, leave_out, expression, bounds) | {"limit": limit - len(found)}
+        params = parameters(q.filters, leave_out, expression, bounds) | {"limit": limit - len(found)}
         found.extend(int(row[0]) for row in await q.conn.execute_fetchall(sql, params))
         if len(found) == limit:
             break
@@ -494,13 +375,13 @@ async def _walk(
     if expression is None:
         return found, None, budget
     leave_out = q.listed
-    sql = _sql(RANGE_PAGE, q.filters, leave_out, text=", i.hi, i.lo")
+    sql = statement(RANGE_PAGE, q.filters, leave_out, text=", i.hi, i.lo")
     for low, high in ranges:
         while True:
             if budget <= 0:
                 return found, high + 1, budget
             batch = min(CHECK_BATCH, budget)
-            params = _params(q.filters, leave_out, expression, (low, high)) | {"limit": batch}
+            params = parameters(q.filters, leave_out, expression, (low, high)) | {"limit": batch}
             rows = list(await q.conn.execute_fetchall(sql, params))
             budget -= len(rows)
             for item_id, hi, lo in rows:
@@ -530,10 +411,11 @@ def _accepts(q: Query, hi: str, lo: str, heavy: bool | None) -> bool:
 
 async def _count(q: Query, expression: str, leave_out: list[int], *, time: str | None = None) -> int:
     """Items of the scope matching `expression`, up to TOTAL_CAP. `time`: the time clause (default: in range)."""
-    sql = _sql(CAPPED_COUNT, q.filters, leave_out, time=time)
+    sql = statement(CAPPED_COUNT, q.filters, leave_out, time=time)
     count = 0
     for bounds in q.filters.ranges():
-        params = _params(q.filters, leave_out, expression, bounds, in_range=time is None) | {"cap": TOTAL_CAP - count}
+        in_range = time is None  # the unknown-time count keeps items the month tokens would skip
+        params = parameters(q.filters, leave_out, expression, bounds, in_range=in_range) | {"cap": TOTAL_CAP - count}
         count += int(await scalar(q.conn, sql, params))
         if count >= TOTAL_CAP:
             break
