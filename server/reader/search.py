@@ -414,8 +414,7 @@ async def _count(q: Query, expression: str, leave_out: list[int], *, time: str |
     sql = statement(CAPPED_COUNT, q.filters, leave_out, time=time)
     count = 0
     for bounds in q.filters.ranges():
-        in_range = time is None  # the unknown-time count keeps items the month tokens would skip
-        params = parameters(q.filters, leave_out, expression, bounds, in_range=in_range) | {"cap": TOTAL_CAP - count}
+        params = parameters(q.filters, leave_out, expression, bounds, time=time) | {"cap": TOTAL_CAP - count}
         count += int(await scalar(q.conn, sql, params))
         if count >= TOTAL_CAP:
             break

@@ -142,10 +142,11 @@ def statement(template: str, filters: Filters, leave_out: list[int], *, time: st
 
 
 def parameters(
-    filters: Filters, leave_out: list[int], expression: str, bounds: tuple[int, int], *, in_range: bool = True
+    filters: Filters, leave_out: list[int], expression: str, bounds: tuple[int, int], *, time: str | None = None
 ) -> dict[str, Any]:
-    """`in_range`: the statement keeps items in the time range (if any), so the index may skip other months."""
-    if in_range and filters.time_months is not None:
+    """The parameters of a `statement` built with the same `time`. With the range's own clause (the default) the
+    statement keeps items in the range, so the index may skip the other months (not when it counts unknown times)."""
+    if time is None and filters.time_months is not None:
         expression = f"({expression}) AND ({filters.time_months})"
     params = {"expression": expression, "low": bounds[0], "high": bounds[1]} | filter_parameters(filters)
     if leave_out:
