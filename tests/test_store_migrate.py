@@ -4,6 +4,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from support import client_for, ok
 
 from server.store.errors import DatabaseUnusable
 from server.store.importer import import_file
@@ -164,3 +165,40 @@ def test_another_applications_database_is_not_migrated(tmp_path: Path) -> None:
 def test_a_database_in_a_missing_folder_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DatabaseUnusable, match="cannot open or create"):
         migrate(tmp_path / "no" / "such" / "folder.db")
+
+
+@pytest.mark.anyio
+async def test_upgrading_a_version_8_database_puts_its_times_in_the_index(tmp_path: Path) -> None:
+    """Migration 0009 rebuilds the text index with the items' month tokens: after the upgrade a time-filtered
+    search finds exactly the event of the month asked for, and a raw SQL write moves it to another month."""
+    path = tmp_path / "v8.db"
+    with sqlite3.connect(path) as conn:
+        for number, file in migration_files():
+            if number <= 8:
+                conn.executescript(file.read_text(encoding="utf-8"))
+        conn.executescript(SEARCHABLE_V1_ROWS)
+        conn.execute("UPDATE events SET event_time_start = '2026-03-05T10:00:00.000Z', event_time_end = NULL")
+    assert _version(path) == 8
+
+    assert migrate(path) == (8, SCHEMA_VERSION)
+
+    def month(start: str, end: str) -> dict[str, object]:
+        return {
+            "query": "snapshots",
+            "scope": {"kind": "projects", "projectIds": ["alpha"]},
+            "time_range": {"from": start, "to": end},
+        }
+
+    march, april = (
+        month("2026-03-01T00:00:00Z", "2026-03-31T23:59:59Z"),
+        month("2026-04-01T00:00:00Z", "2026-04-30T23:59:59Z"),
+    )
+    async with client_for(path) as client:
+        assert [i["object_ref"]["id"] for i in (await ok(client, "story_graph_search", march))["items"]] == ["ev-1"]
+        assert (await ok(client, "story_graph_search", april))["items"] == []
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE events SET event_time_start = '2026-04-02T10:00:00.000Z' WHERE id = 'ev-1'")
+        conn.execute("INSERT INTO search_fts (search_fts) VALUES ('integrity-check')")
+    async with client_for(path) as client:
+        assert (await ok(client, "story_graph_search", march))["items"] == []
+        assert [i["object_ref"]["id"] for i in (await ok(client, "story_graph_search", april))["items"]] == ["ev-1"]
