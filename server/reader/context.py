@@ -228,13 +228,15 @@ async def select(
     time_range: tuple[str, str] | None,
     time_basis: str,
 ) -> Selection:
-    load = RowLoader(conn, scope_key)
+    # The neighbourhood's events are read without their content: the selection reads none (its target's content
+    # is read, for the header and its items), and pages read the content of their own objects by key.
+    load = RowLoader(conn, scope_key, event_content=False)
     chosen = _Selected()
     object_type, object_id = target
     params = {"id": object_id, "object_type": object_type, "scope_key": scope_key}
 
     # The target: every row of it, none hiding another.
-    primary = (await load.primary([target]))[target]
+    primary = load.primary_cache[target] = (await RowLoader(conn, scope_key).primary([target]))[target]
     target_units = [primary] if primary is not None else []
     if object_type == "entity":
         target_units.extend(await load.entity_revisions(object_id))
@@ -259,12 +261,12 @@ async def select(
         linked = await load.column(ENTITY_IDS_OF_EVENTS, ids=[object_id])
         chosen.add((await load.primary([("entity", i) for i in linked])).values(), "related")
     elif object_type == "entity_change" and primary is not None:
-        owner = primary.data["entity_id"]
+        owner = primary.content["entity_id"]
         chosen.add((await load.primary([("entity", owner)])).values(), "related")
-        if primary.data["event_id"] is not None:
-            event_ids.append(primary.data["event_id"])
+        if primary.content["event_id"] is not None:
+            event_ids.append(primary.content["event_id"])
     elif object_type == "summary" and primary is not None:
-        refs = [(f["type"], f["id"]) for f in primary.data["fact_refs"]]
+        refs = [(f["type"], f["id"]) for f in primary.content["fact_refs"]]
         chosen.add((await load.primary(refs)).values(), "related")
     elif object_type == "source_reference":
         backed = await load.rows(OBJECTS_BACKED_BY, source_reference_id=object_id, scope_key=scope_key)
@@ -305,7 +307,9 @@ async def select(
     if object_type == "event":
         chosen.add(await load.changes_of_events([object_id]), "evolution")
     event_ids.extend(
-        u.data["event_id"] for u in chosen.units.values() if u.row.object_type == "entity_change" and u.data["event_id"]
+        u.content["event_id"]
+        for u in chosen.units.values()
+        if u.row.object_type == "entity_change" and u.content["event_id"]
     )
     chosen.add((await load.primary([("event", i) for i in sorted(set(event_ids))])).values(), "evolution")
 
@@ -333,7 +337,8 @@ async def select(
     units, excluded = in_time_range(chosen.units.values(), lambda u: u.row, time_range, time_basis)
     background = await memories(conn, project_ids)
     usable = [] if time_range is not None else chosen.usable_arms()
-    served = {key for key, numbers in chosen.served.items() if numbers & set(usable)}
+    usable_set = set(usable)
+    served = {key for key, numbers in chosen.served.items() if not numbers.isdisjoint(usable_set)}
     gathered = [_candidate(u) for u in units if u.key not in served]
     gathered += [Candidate("background", 0, "memory_item", m.memory_id, "", None, scope_key) for m in background]
     return Selection(

@@ -6,6 +6,7 @@ infers a state, a replacement or a completion.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from typing import Final
 
@@ -64,9 +65,9 @@ def _label(unit: Unit | None) -> str | None:
 
 def _description(unit: Unit) -> str | None:
     if unit.row.object_type == "source_reference":
-        return str(unit.data["fragment"]["text"])
+        return str(unit.content["fragment"]["text"])
     name = _DESCRIPTION_FIELD.get(unit.row.object_type)
-    value = unit.data.get(name) if name else None
+    value = unit.content.get(name) if name else None
     return value if isinstance(value, str) else None
 
 
@@ -78,19 +79,20 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
     """The compact view of `current`: stored states passed through, unknown where nothing is stored."""
     primary = next((u for u in sel.target_units if u.row.row_kind != "leaf" and u.row.result_key == ""), None)
     primary = primary or next((u for u in sel.target_units if u.row.row_kind != "leaf"), None)
-    data = primary.data if primary is not None else {}
+    data = primary.content if primary is not None else {}
     is_entity = sel.target[0] == "entity" and primary is not None
     description, cut = _excerpt(_description(primary) if primary else None, DESCRIPTION_LIMIT)
     work_status = data.get("work_status") if is_entity else None
 
+    # The header shows the first HEADER_LIMIT of each list and counts the rest: only those are built.
     touching = [u for u in sel.units if u.ends is not None and sel.target in u.ends]
     touching.sort(key=lambda u: u.row.object_id)
-    relations = [_stored_relation(sel, u) for u in touching]
-    conflicts = [
-        _conflict(sel, u)
-        for u in sorted(sel.units, key=lambda u: u.row.object_id)
-        if u.ends is not None and u.relation_type in CONFLICT_TYPES and all(u.ends_in_scope)
+    relations = [_stored_relation(sel, u) for u in touching[:HEADER_LIMIT]]
+    conflicting = [
+        u for u in sel.units if u.ends is not None and u.relation_type in CONFLICT_TYPES and all(u.ends_in_scope)
     ]
+    conflicting.sort(key=lambda u: u.row.object_id)
+    conflicts = [_conflict(sel, u) for u in conflicting[:HEADER_LIMIT]]
     summaries = sorted(
         (u for u in sel.units if u.row.object_type == "summary" and u.role in ("summary", "target")),
         key=lambda u: (u.row.review_generated_at or "", u.row.object_id),
@@ -98,27 +100,32 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
     open_items = [
         OpenItem(summary_id=u.row.object_id, result_id=u.row.result_key, text=text)
         for u in summaries
-        if isinstance(u.data["open_items"], list)
-        for text in u.data["open_items"]
+        if isinstance(u.content["open_items"], list)
+        for text in u.content["open_items"]
         if isinstance(text, str)
     ]
-    evolution = sorted((u for u in sel.units if u.role == "evolution"), key=_time_order)
+    evolution = [u for u in sel.units if u.role == "evolution"]
+    first_evolution = heapq.nsmallest(HEADER_LIMIT, evolution, key=_time_order)
     evidence = [u for u in sel.units if u.row.object_type == "source_reference"]
     results = sorted(
         {(u.row.review_generated_at or "", u.row.result_key) for u in sel.target_units if u.row.result_key}
     )
+    task_ends = [
+        (u, other)
+        for u in touching
+        if (other := sel.present.get(_other_end(sel, u))) is not None
+        and other.row.object_type == "entity"
+        and other.content.get("entity_type") == "task"
+    ]
     tasks = [
         TaskEvidence(
             ref=object_ref(other.ref),
             label=_label(other),
-            work_status=other.data.get("work_status") or "unknown",
+            work_status=other.content.get("work_status") or "unknown",
             via_relation=u.row.object_id,
             relation_type=u.relation_type or "",
         )
-        for u in touching
-        if (other := sel.present.get(_other_end(sel, u))) is not None
-        and other.row.object_type == "entity"
-        and other.data.get("entity_type") == "task"
+        for u, other in task_ends[:HEADER_LIMIT]
     ]
     return Header(
         object_ref=object_ref(sel.target),
@@ -130,20 +137,20 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         completion=Completion(
             work_status=work_status or "unknown",
             basis="stored_work_status" if work_status else "none",
-            task_records=tasks[:HEADER_LIMIT],
-            task_source_reference_ids=sorted(u.row.object_id for u in evidence if u.data.get("source_type") == "task")[
-                :HEADER_LIMIT
-            ],
+            task_records=tasks,
+            task_source_reference_ids=sorted(
+                u.row.object_id for u in evidence if u.content.get("source_type") == "task"
+            )[:HEADER_LIMIT],
         ),
         confirmation_state=(primary.row.confirmation_state if primary else None) or "unknown",
         time_note=TIME_FILTER_NOTE if time_range_used else None,
         open_items=open_items[:HEADER_LIMIT],
         open_item_count=len(open_items),
-        relations=relations[:HEADER_LIMIT],
-        relation_count=len(relations),
-        conflicts=conflicts[:HEADER_LIMIT],
-        conflict_count=len(conflicts),
-        evolution_refs=[object_ref(u.ref) for u in evolution[:HEADER_LIMIT]],
+        relations=relations,
+        relation_count=len(touching),
+        conflicts=conflicts,
+        conflict_count=len(conflicting),
+        evolution_refs=[object_ref(u.ref) for u in first_evolution],
         evolution_ref_count=len(evolution),
         evidence_ref_count=len(evidence),
         result_ids=[result_id for _, result_id in results],
@@ -154,7 +161,7 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
 
 
 def _story(sel: Selection, primary: Unit) -> StoryView:
-    data = primary.data
+    data = primary.content
     state_event_id = data["stateEventId"]
     state_unit = next(
         (u for u in sel.units if u.row.object_type == "event" and u.row.object_id == state_event_id), None
@@ -176,7 +183,7 @@ def _story(sel: Selection, primary: Unit) -> StoryView:
 
 
 def _experience(primary: Unit) -> ExperienceView:
-    data = primary.data
+    data = primary.content
     roles = [link["role"] for link in data["events"]]
     return ExperienceView(
         statement=_excerpt(data["statement"], DESCRIPTION_LIMIT)[0] or "",
@@ -199,7 +206,7 @@ def _stored_relation(sel: Selection, unit: Unit) -> StoredRelation:
     outgoing = unit.ends[0] == sel.target
     other_ref = _other_end(sel, unit)
     other = sel.present.get(other_ref)
-    reason, cut = _excerpt(str(unit.data["reason"]), REASON_LIMIT)
+    reason, cut = _excerpt(str(unit.content["reason"]), REASON_LIMIT)
     return StoredRelation(
         relation_ref=object_ref(unit.ref),
         result_id=unit.row.result_key,
@@ -226,7 +233,7 @@ def _conflict(sel: Selection, unit: Unit) -> Conflict:
                 confirmation_state=(other.row.confirmation_state if other else None) or "unknown",
             )
         )
-    reason, cut = _excerpt(str(unit.data["reason"]), REASON_LIMIT)
+    reason, cut = _excerpt(str(unit.content["reason"]), REASON_LIMIT)
     return Conflict(
         relation_ref=object_ref(unit.ref),
         result_id=unit.row.result_key,
@@ -253,13 +260,12 @@ def known_gaps(sel: Selection, coverage_status: str) -> list[Gap]:
             )  # fmt: skip
 
     undated = [
-        u.ref
-        for u in sorted(sel.units, key=lambda u: (u.row.object_type, u.row.object_id))
-        if u.row.object_type in ("event", "entity_change") and u.row.event_time_start is None
+        u for u in sel.units if u.row.object_type in ("event", "entity_change") and u.row.event_time_start is None
     ]
+    undated.sort(key=lambda u: (u.row.object_type, u.row.object_id))
     add(
         "unknown_event_time",
-        undated,
+        [u.ref for u in undated],
         "Events and entity changes whose event time is unknown: their order relative to dated ones is not known "
         "(timeline lists them apart; no time is filled in).",
     )
@@ -296,7 +302,11 @@ def known_gaps(sel: Selection, coverage_status: str) -> list[Gap]:
     )
     add(
         "source_not_available",
-        [u.ref for u in sel.units if u.row.object_type == "source_reference" and u.data["availability"] != "available"],
+        [
+            u.ref
+            for u in sel.units
+            if u.row.object_type == "source_reference" and u.content["availability"] != "available"
+        ],
         "Saved source references whose original is no longer available; the saved fragment is still readable.",
     )
     if sel.target[0] == "entity" and not any(u.row.result_key for u in sel.target_units):

@@ -3,6 +3,10 @@
 A unit pairs the content (what the fragments are cut from) with the object's uniform row from
 objects.object_rows, the same row every tool reports; content without a uniform row is not read. A
 successful leaf's independent description is its own unit, id 'leaf:<leaf_id>:<object_id>'.
+
+A selection reads the events around its target without their content (RowLoader(event_content=False)): it
+needs only their rows and evidence ids, there may be thousands, and a page reads the content of its own
+objects by key.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import orjson
 from server.contracts.base import scope_from_key
 from server.reader.context_stories import experience_data, story_data
 from server.reader.db import IDS, json_ids
-from server.reader.objects import Key, ObjectRow, object_rows, source_reference_ids, split_change_id
+from server.reader.objects import Key, ObjectRow, object_rows, rows_by_id, source_reference_ids, split_change_id
 
 STORY_LINES_BY_ID: Final = f"""
 SELECT id, scope_key, topic, recorded_at, revision FROM story_lines WHERE id IN {IDS} AND scope_key = :scope_key
@@ -91,7 +95,8 @@ class Unit:
     """One stored graph object row: its uniform row, content data and how it relates to the target."""
 
     row: ObjectRow
-    data: dict[str, Any]
+    data: dict[str, Any] | None
+    """Its stored content; None when it was read without (an event around a selection's target)."""
     source_ids: list[str]
     role: str = "target"
     describes: Ref | None = None
@@ -113,6 +118,12 @@ class Unit:
     def label(self) -> str | None:
         return self.row.title
 
+    @property
+    def content(self) -> dict[str, Any]:
+        if self.data is None:
+            raise RuntimeError(f"get_context: the content of {self.key} was not read")
+        return self.data
+
 
 @dataclass(frozen=True)
 class Memory:
@@ -125,11 +136,13 @@ class Memory:
 
 
 class RowLoader:
-    """Unit loaders bound to one connection and one scope; primary rows are cached by ref."""
+    """Unit loaders bound to one connection and one scope; primary rows are cached by ref. With event_content
+    False, events are read without their content (module docstring)."""
 
-    def __init__(self, conn: aiosqlite.Connection, scope_key: str) -> None:
+    def __init__(self, conn: aiosqlite.Connection, scope_key: str, *, event_content: bool = True) -> None:
         self.conn = conn
         self.scope_key = scope_key
+        self.event_content = event_content
         self.primary_cache: dict[Ref, Unit | None] = {}
 
     async def rows(self, sql: str, **params: Any) -> list[aiosqlite.Row]:
@@ -249,6 +262,11 @@ class RowLoader:
         return units
 
     async def events(self, ids: list[str]) -> list[Unit]:
+        if not self.event_content:
+            # The units below without their content: an event has one only with its uniform row, which this reads.
+            rows = await rows_by_id(self.conn, self.scope_key, "event", ids)
+            sources = await self._sources("event", list(rows))
+            return [Unit(row, None, sources.get(event_id, [])) for event_id, row in rows.items()]
         found = await self.rows(EVENTS_BY_ID, ids=ids, scope_key=self.scope_key)
         event_ids = [r["id"] for r in found]
         entity_ids: dict[str, list[str]] = {}

@@ -95,7 +95,7 @@ def _summary(sel: Selection, time_range_used: bool, coverage_status: str) -> Sum
         memories={m.memory_id: m for m in sel.memories},
         arms=sel.arms,
         gathered=sel.gathered,
-        target_units={u.key: (u, compact(u.data)) for u in sel.units if u.role == "target"},
+        target_units={u.key: (u, compact(u.content)) for u in sel.units if u.role == "target"},
     )
 
 
@@ -148,10 +148,10 @@ async def load_pieces(
         found.role = c.role
         if found.ends is not None:
             relations.append(found)
-        pieces.append(Piece(key, compact(found.data), found))
+        pieces.append(Piece(key, compact(found.content), found))
     if relations:
         ends = sorted({end for u in relations if u.ends is not None for end in u.ends})
-        present = await RowLoader(conn, scope_key).primary(ends)
+        present = await RowLoader(conn, scope_key, event_content=False).primary(ends)  # only whether stored
         for u in relations:
             assert u.ends is not None
             u.ends_in_scope = (present[u.ends[0]] is not None, present[u.ends[1]] is not None)

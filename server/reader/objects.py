@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Final, TypeVar
 
 import aiosqlite
@@ -110,8 +111,9 @@ class ObjectRow:
     confirmation_state: str | None = None
     revision: str | None = None
 
-    @property
+    @cached_property
     def key(self) -> Key:
+        # Cached: a selection looks rows up by key many times (tens of thousands for a large neighbourhood).
         return (self.object_type, self.object_id, self.result_key)
 
     @property
@@ -181,6 +183,18 @@ async def object_rows(conn: aiosqlite.Connection, scope_key: str, keys: Iterable
                 if item.key in type_keys and item.key not in found:
                     found[item.key] = item
     return found
+
+
+async def rows_by_id(
+    conn: aiosqlite.Connection, scope_key: str, object_type: str, ids: Iterable[str]
+) -> dict[str, ObjectRow]:
+    """The row of each id stored in this scope (ids not found are absent), for a type with one row per id: what
+    object_rows gives for their keys, without knowing their result keys first."""
+    if object_type in ("entity", "entity_change"):  # revisions share an entity's id; a change is read by owner
+        raise ValueError(f"rows_by_id: a {object_type} id may have several rows")
+    params = {"ids": json_ids(ids), "scope_key": scope_key}
+    rows = await conn.execute_fetchall(OBJECT_ROWS[object_type], params)  # one hop to the connection's thread
+    return {item.object_id: item for item in (ObjectRow(object_type, *row) for row in rows)}
 
 
 async def source_reference_ids(
