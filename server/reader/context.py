@@ -188,18 +188,19 @@ class _Selected:
         for unit in units:
             if unit is None:
                 continue
-            held = self.units.get(unit.key)
+            key = unit.key
+            held = self.units.get(key)
             if held is not None:
-                if arm is not None and (held.role != role or not self.served.get(unit.key)):
+                if arm is not None and (held.role != role or not self.served.get(key)):
                     self.unusable.add(number)
                 elif arm is not None:
-                    self.served[unit.key].add(number)
+                    self.served[key].add(number)
                 continue
             unit.role = role
-            self.units[unit.key] = unit
+            self.units[key] = unit
             added.append(unit)
             if arm is not None:
-                self.served.setdefault(unit.key, set()).add(number)
+                self.served.setdefault(key, set()).add(number)
         return added
 
     def usable_arms(self) -> list[int]:

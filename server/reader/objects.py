@@ -8,8 +8,7 @@ projection or a story line. A successful leaf's independent description of an ob
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
 import aiosqlite
@@ -111,10 +110,11 @@ class ObjectRow:
     confirmation_state: str | None = None
     revision: str | None = None
 
-    @cached_property
-    def key(self) -> Key:
-        # Cached: a selection looks rows up by key many times (tens of thousands for a large neighbourhood).
-        return (self.object_type, self.object_id, self.result_key)
+    key: Key = field(init=False, repr=False, compare=False)
+    """(object_type, object_id, result_key): built once, as a selection looks its rows up by key many times."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.object_type, self.object_id, self.result_key))
 
     @property
     def event_interval(self) -> dict[str, str | None] | None:
