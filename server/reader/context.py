@@ -210,13 +210,14 @@ class _Selected:
 async def _events_in_their_scopes(
     conn: aiosqlite.Connection, rows: Iterable[tuple[str, str, str | None, str]]
 ) -> list[Unit]:
-    """Events a story or experience lists, each read in its own scope."""
+    """Events a story or experience lists, each read in its own scope as its row alone (pages read its content
+    and evidence by key)."""
     by_scope: dict[str, set[str]] = {}
     for event_id, _, _, event_scope in rows:
         by_scope.setdefault(event_scope, set()).add(event_id)
     units: list[Unit] = []
     for event_scope, ids in sorted(by_scope.items()):
-        units.extend(await RowLoader(conn, event_scope).events(sorted(ids)))
+        units.extend(await RowLoader(conn, event_scope).listed_events(sorted(ids)))
     return units
 
 
@@ -229,9 +230,9 @@ async def select(
     time_range: tuple[str, str] | None,
     time_basis: str,
 ) -> Selection:
-    # The neighbourhood's events are read without their content: the selection reads none (its target's content
-    # is read, for the header and its items), and pages read the content of their own objects by key.
-    load = RowLoader(conn, scope_key, event_content=False)
+    # The neighbourhood's events, entities and source references are read without their content (context_rows):
+    # the selection reads its target's (for the header and its items); pages read their own objects' by key.
+    load = RowLoader(conn, scope_key, content=False)
     chosen = _Selected()
     object_type, object_id = target
     params = {"id": object_id, "object_type": object_type, "scope_key": scope_key}

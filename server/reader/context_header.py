@@ -115,13 +115,13 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         for u in touching
         if (other := sel.present.get(_other_end(sel, u))) is not None
         and other.row.object_type == "entity"
-        and other.content.get("entity_type") == "task"
+        and other.value("entity_type") == "task"
     ]
     tasks = [
         TaskEvidence(
             ref=object_ref(other.ref),
             label=_label(other),
-            work_status=other.content.get("work_status") or "unknown",
+            work_status=other.value("work_status") or "unknown",
             via_relation=u.row.object_id,
             relation_type=u.relation_type or "",
         )
@@ -138,9 +138,9 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
             work_status=work_status or "unknown",
             basis="stored_work_status" if work_status else "none",
             task_records=tasks,
-            task_source_reference_ids=sorted(
-                u.row.object_id for u in evidence if u.content.get("source_type") == "task"
-            )[:HEADER_LIMIT],
+            task_source_reference_ids=sorted(u.row.object_id for u in evidence if u.value("source_type") == "task")[
+                :HEADER_LIMIT
+            ],
         ),
         confirmation_state=(primary.row.confirmation_state if primary else None) or "unknown",
         time_note=TIME_FILTER_NOTE if time_range_used else None,
@@ -305,7 +305,7 @@ def known_gaps(sel: Selection, coverage_status: str) -> list[Gap]:
         [
             u.ref
             for u in sel.units
-            if u.row.object_type == "source_reference" and u.content["availability"] != "available"
+            if u.row.object_type == "source_reference" and u.value("availability") != "available"
         ],
         "Saved source references whose original is no longer available; the saved fragment is still readable.",
     )

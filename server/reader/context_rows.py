@@ -4,9 +4,10 @@ A unit pairs the content (what the fragments are cut from) with the object's uni
 objects.object_rows, the same row every tool reports; content without a uniform row is not read. A
 successful leaf's independent description is its own unit, id 'leaf:<leaf_id>:<object_id>'.
 
-A selection reads the events around its target without their content (RowLoader(event_content=False)): it
-needs only their rows and evidence ids, there may be thousands, and a page reads the content of its own
-objects by key.
+A selection reads the events, entities and source references around its target without their content
+(RowLoader(content=False)): there may be thousands, it needs only their rows, evidence ids and the few stored
+fields its header and gaps read (Unit.value; SELECTION_FIELDS), and a page reads the content of its own objects
+by key. The events a story or experience lists are read as rows alone (RowLoader.listed_events).
 """
 
 from __future__ import annotations
@@ -76,6 +77,13 @@ SUMMARY_FACT_REFS: Final = f"""
 SELECT owner_id, object_type, object_id FROM fact_links
  WHERE owner_type = 'summary' AND owner_id IN {IDS} ORDER BY owner_id, object_type, object_id
 """
+# Read instead of the content of objects read without it: what the header and the known gaps show.
+ENTITY_FIELDS: Final = f"""
+SELECT id, entity_type, work_status FROM entities WHERE id IN {IDS} AND scope_key = :scope_key
+"""
+SOURCE_REFERENCE_FIELDS: Final = f"""
+SELECT id, source_type, availability FROM source_references WHERE id IN {IDS} AND scope_key = :scope_key
+"""
 SOURCE_REFERENCES_BY_ID: Final = f"""
 SELECT id, result_id, source_type, original_source_id, source_version, title, locator_json, fragment,
        fragment_start, fragment_end, source_length, availability, source_record_time, recorded_at
@@ -96,8 +104,9 @@ class Unit:
 
     row: ObjectRow
     data: dict[str, Any] | None
-    """Its stored content; None when it was read without (an event around a selection's target)."""
-    source_ids: list[str]
+    """Its stored content; None when it was read without (an object around a selection's target)."""
+    sources: list[str] | None
+    """Its evidence ids; None when not read (an event a story or experience lists: read on its own item)."""
     role: str = "target"
     describes: Ref | None = None
     leaf_id: str | None = None
@@ -105,6 +114,8 @@ class Unit:
     """For a relation: (from, to)."""
     relation_type: str | None = None
     ends_in_scope: tuple[bool, bool] = (True, True)
+    fields: dict[str, Any] | None = None
+    """Read without its content: the few stored fields a selection reads instead (module docstring)."""
 
     @property
     def ref(self) -> Ref:
@@ -124,6 +135,19 @@ class Unit:
             raise RuntimeError(f"get_context: the content of {self.key} was not read")
         return self.data
 
+    @property
+    def source_ids(self) -> list[str]:
+        if self.sources is None:
+            raise RuntimeError(f"get_context: the evidence of {self.key} was not read")
+        return self.sources
+
+    def value(self, name: str) -> Any:
+        """One stored field: from the content, or from the fields read instead of it."""
+        found = self.data if self.data is not None else self.fields
+        if found is None or name not in found:
+            raise RuntimeError(f"get_context: {name} of {self.key} was not read")
+        return found[name]
+
 
 @dataclass(frozen=True)
 class Memory:
@@ -136,13 +160,13 @@ class Memory:
 
 
 class RowLoader:
-    """Unit loaders bound to one connection and one scope; primary rows are cached by ref. With event_content
-    False, events are read without their content (module docstring)."""
+    """Unit loaders bound to one connection and one scope; primary rows are cached by ref. With content False,
+    events, entities and source references are read without their content (module docstring)."""
 
-    def __init__(self, conn: aiosqlite.Connection, scope_key: str, *, event_content: bool = True) -> None:
+    def __init__(self, conn: aiosqlite.Connection, scope_key: str, *, content: bool = True) -> None:
         self.conn = conn
         self.scope_key = scope_key
-        self.event_content = event_content
+        self.content = content
         self.primary_cache: dict[Ref, Unit | None] = {}
 
     async def rows(self, sql: str, **params: Any) -> list[aiosqlite.Row]:
@@ -220,7 +244,21 @@ class RowLoader:
             units.append(Unit(row, data, []))
         return units
 
+    async def _fields(self, sql: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The fields read instead of the content (ENTITY_FIELDS, ...), by id: the first column."""
+        found = await self.rows(sql, ids=ids, scope_key=self.scope_key)
+        return {r[0]: dict(zip(r.keys()[1:], tuple(r)[1:], strict=True)) for r in found}
+
     async def entities(self, ids: list[str]) -> list[Unit]:
+        if not self.content:
+            instead = await self._fields(ENTITY_FIELDS, ids)
+            sources = await self._sources("entity", list(instead))
+            uniform = await object_rows(self.conn, self.scope_key, [("entity", i, "") for i in instead])
+            return [
+                Unit(uniform[key], None, sources.get(i, []), fields=found)
+                for i, found in instead.items()
+                if (key := ("entity", i, "")) in uniform
+            ]
         found = await self.rows(ENTITIES_BY_ID, ids=ids, scope_key=self.scope_key)
         sources = await self._sources("entity", [r["id"] for r in found])
         units = []
@@ -262,7 +300,7 @@ class RowLoader:
         return units
 
     async def events(self, ids: list[str]) -> list[Unit]:
-        if not self.event_content:
+        if not self.content:
             # The units below without their content: an event has one only with its uniform row, which this reads.
             rows = await rows_by_id(self.conn, self.scope_key, "event", ids)
             sources = await self._sources("event", list(rows))
@@ -285,6 +323,11 @@ class RowLoader:
             data["source_reference_ids"] = sources.get(r["id"], [])
             units.append(Unit(row, data, data["source_reference_ids"]))
         return units
+
+    async def listed_events(self, ids: list[str]) -> list[Unit]:
+        """Events a story or experience lists, as rows alone: each carries its evidence on its own item."""
+        rows = await rows_by_id(self.conn, self.scope_key, "event", ids)
+        return [Unit(row, None, None) for row in rows.values()]
 
     async def changes_of_entities(self, entity_ids: list[str]) -> list[Unit]:
         return await self._changes(CHANGES_OF_ENTITIES, entity_ids)
@@ -355,6 +398,10 @@ class RowLoader:
         return units
 
     async def source_references(self, ids: list[str]) -> list[Unit]:
+        if not self.content:
+            rows = await rows_by_id(self.conn, self.scope_key, "source_reference", ids)
+            instead = await self._fields(SOURCE_REFERENCE_FIELDS, list(rows))
+            return [Unit(row, None, [i], fields=instead[i]) for i, row in rows.items()]
         found = await self.rows(SOURCE_REFERENCES_BY_ID, ids=ids, scope_key=self.scope_key)
         units = []
         for r, row in await self._paired(found, [("source_reference", r["id"], r["result_id"]) for r in found]):

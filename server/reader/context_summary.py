@@ -151,7 +151,7 @@ async def load_pieces(
         pieces.append(Piece(key, compact(found.content), found))
     if relations:
         ends = sorted({end for u in relations if u.ends is not None for end in u.ends})
-        present = await RowLoader(conn, scope_key, event_content=False).primary(ends)  # only whether stored
+        present = await RowLoader(conn, scope_key, content=False).primary(ends)  # only whether stored
         for u in relations:
             assert u.ends is not None
             u.ends_in_scope = (present[u.ends[0]] is not None, present[u.ends[1]] is not None)
