@@ -39,7 +39,7 @@ from server.reader.context_arms import (
     Candidate,
 )
 from server.reader.context_rows import Memory, Ref, RowLoader, Unit, memories
-from server.reader.context_stories import experience_event_rows, related_story_ids, state_event, story_events
+from server.reader.context_stories import experience_event_rows, related_story_ids, state_event, story_event_scopes
 from server.reader.db import IDS
 from server.reader.objects import Key, in_time_range, split_change_id
 from server.reader.scope import is_readable
@@ -207,13 +207,11 @@ class _Selected:
         return [n for n in range(len(self.arms)) if n not in self.unusable]
 
 
-async def _events_in_their_scopes(
-    conn: aiosqlite.Connection, rows: Iterable[tuple[str, str, str | None, str]]
-) -> list[Unit]:
+async def _events_in_their_scopes(conn: aiosqlite.Connection, events: Iterable[tuple[str, str]]) -> list[Unit]:
     """Events a story or experience lists, each read in its own scope as its row alone (pages read its content
     and evidence by key)."""
     by_scope: dict[str, set[str]] = {}
-    for event_id, _, _, event_scope in rows:
+    for event_id, event_scope in events:
         by_scope.setdefault(event_scope, set()).add(event_id)
     units: list[Unit] = []
     for event_scope, ids in sorted(by_scope.items()):
@@ -276,12 +274,14 @@ async def select(
     elif object_type == "story":
         stories = await related_story_ids(conn, scope_key, object_id)
         chosen.add((await load.primary([("story", i) for i in stories])).values(), "related")
-        listed = (await story_events(conn, scope_key, [object_id]))[object_id]
+        listed = await story_event_scopes(conn, scope_key, object_id)
         state = await state_event(conn, scope_key, object_id)
-        chosen.add(await _events_in_their_scopes(conn, [*listed, *([state] if state else [])]), "evolution")
-    elif object_type == "experience":
-        listed = await experience_event_rows(conn, scope_key, object_id)
+        if state is not None:
+            listed.append((state[0], state[3]))
         chosen.add(await _events_in_their_scopes(conn, listed), "evolution")
+    elif object_type == "experience":
+        links = await experience_event_rows(conn, scope_key, object_id)
+        chosen.add(await _events_in_their_scopes(conn, [(row[0], row[3]) for row in links]), "evolution")
 
     # Relations touching the anchors (and a target relation's own ends). Those of the target itself come through
     # keyset arms, unless an earlier role may hold relations.

@@ -99,6 +99,15 @@ async def story_events(conn: aiosqlite.Connection, scope_key: str, story_ids: li
     return found
 
 
+async def story_event_scopes(conn: aiosqlite.Connection, scope_key: str, story_id: str) -> list[tuple[str, str]]:
+    """(event id, event scope) of each link to an event the story lists, in no order: for reading the events by id
+    (the links alone, without story_events' event times; an event not stored in its scope is not found then)."""
+    return [
+        (row[1], row[2])
+        for row in await _rows(conn, STORY_EVENT_LINKS, {"ids": json_ids([story_id]), "scope_key": scope_key})
+    ]
+
+
 async def state_event(conn: aiosqlite.Connection, scope_key: str, story_id: str) -> EventRow | None:
     rows = await _rows(conn, STATE_EVENT, {"id": story_id, "scope_key": scope_key})
     return (rows[0][0], rows[0][1], rows[0][2], rows[0][3]) if rows else None
