@@ -6,8 +6,9 @@ successful leaf's independent description is its own unit, id 'leaf:<leaf_id>:<o
 
 A selection reads the events, entities and source references around its target without their content
 (RowLoader(content=False)): there may be thousands, it needs only their rows, evidence ids and the few stored
-fields its header and gaps read (Unit.value; SELECTION_FIELDS), and a page reads the content of its own objects
-by key. The events a story or experience lists are read as rows alone (RowLoader.listed_events).
+fields its header and gaps read (Unit.value; ENTITY_FIELDS, SOURCE_REFERENCE_FIELDS), and a page reads the
+content of its own objects by key. The events a story or experience lists are read as rows alone
+(RowLoader.listed_events).
 """
 
 from __future__ import annotations
