@@ -67,6 +67,25 @@ async def ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, 
     return content
 
 
+async def all_pages(client: Client, tool: str, arguments: dict[str, Any], limit: int = 5000) -> list[dict[str, Any]]:
+    """Every page of one query, following next_cursor (checked consistent with has_more and complete)."""
+    pages: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(limit):
+        page = await ok(client, tool, arguments | ({"cursor": cursor} if cursor else {}))
+        pages.append(page)
+        cursor = page["page"]["next_cursor"]
+        assert page["page"]["has_more"] == (cursor is not None) == (not page["page"]["complete"])
+        if cursor is None:
+            return pages
+    raise AssertionError("paging did not end")
+
+
+async def all_items(client: Client, tool: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    """The items of every page of one query, in page order."""
+    return [item for page in await all_pages(client, tool, arguments) for item in page["items"]]
+
+
 async def error(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     """Call and assert an isError result; return its payload (code in 'error'), parsed from the text."""
     return error_payload(await client.call_tool(tool, arguments))

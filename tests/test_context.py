@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 from mcp import Client
-from support import client_for, demo_db, error, ok
+from support import all_pages, client_for, demo_db, error, ok
 
 from server.contracts.common import Grant
 from server.contracts.context import TIME_FILTER_NOTE, TIMELINE_NOTE
@@ -34,21 +34,10 @@ def demo(tmp_path: Path) -> Path:
 
 async def read_all(client: Client, args: dict[str, Any]) -> dict[str, Any]:
     """Every page of one get_context query; lists concatenated in page order, header/frame from the first page."""
-    first: dict[str, Any] | None = None
-    merged: dict[str, list[dict[str, Any]]] = {"items": [], "background": []}
-    cursor = None
-    for _ in range(500):
-        page = await ok(client, CONTEXT, args | ({"cursor": cursor} if cursor else {}))
-        first = first or page
+    pages = await all_pages(client, CONTEXT, args, limit=500)
+    for page in pages:
         assert page["page"]["returned_count"] == len(page["items"])  # as upstream: items on this page
-        for name, values in merged.items():
-            values.extend(page[name])
-        cursor = page["page"]["next_cursor"]
-        assert page["page"]["has_more"] == (cursor is not None) == (not page["page"]["complete"])
-        if cursor is None:
-            assert first is not None
-            return first | merged
-    raise AssertionError("paging did not end")
+    return pages[0] | {name: [value for page in pages for value in page[name]] for name in ("items", "background")}
 
 
 def objects(page: dict[str, Any], *lists: str) -> dict[tuple[str, str, str | None], dict[str, Any]]:

@@ -10,8 +10,7 @@ from typing import Any
 import orjson
 import pytest
 from jsonl_graph import write_jsonl
-from mcp import Client
-from support import client_for, demo_db, error, ok
+from support import all_pages, client_for, demo_db, error, ok
 
 from server.store.importer import import_file
 from server.store.lines import load_line
@@ -152,27 +151,15 @@ def graph_db(tmp_path: Path) -> Path:
     return db
 
 
-async def pages(client: Client, args: dict[str, Any], limit: int = 5000) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    cursor = None
-    for _ in range(limit):
-        page = await ok(client, CONTEXT, args | ({"cursor": cursor} if cursor else {}))
-        found.append(page)
-        cursor = page["page"]["next_cursor"]
-        if cursor is None:
-            return found
-    raise AssertionError("paging did not end")
-
-
 def _key(item: dict[str, Any]) -> Key:
     return (item["object_ref"]["type"], item["object_ref"]["id"], item["result_id"])
 
 
-def reassemble(all_pages: list[dict[str, Any]]) -> dict[Key, str]:
+def reassemble(every_page: list[dict[str, Any]]) -> dict[Key, str]:
     """Join fragments per (type, id, result_id) — memory per memory_id — checking offsets are contiguous."""
     texts: dict[Key, str] = {}
     lengths: dict[Key, int] = {}
-    for page in all_pages:
+    for page in every_page:
         fragments = [*page["items"], *page["background"]]
         assert page["page"]["returned_count"] == len(page["items"])
         for item in fragments:
@@ -220,11 +207,11 @@ def stored(db: Path, key: Key, leaf_id: str | None = None) -> dict[str, Any]:
         conn.close()
 
 
-def check_exact(db: Path, all_pages: list[dict[str, Any]]) -> dict[Key, str]:
-    texts = reassemble(all_pages)
+def check_exact(db: Path, every_page: list[dict[str, Any]]) -> dict[Key, str]:
+    texts = reassemble(every_page)
     leaf_ids = {
         (i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"]): i["leaf_id"]
-        for page in all_pages
+        for page in every_page
         for i in page["items"]
     }
     for key, text in texts.items():
@@ -246,8 +233,8 @@ async def test_every_page_and_fragment_reassembles_the_stored_objects_exactly(
         "content_page_size": content_page_size,
     }
     async with client_for(graph_db) as client:
-        whole = await pages(client, args | {"page_size": 50, "content_page_size": 8000})
-        paged = await pages(client, args)
+        whole = await all_pages(client, CONTEXT, args | {"page_size": 50, "content_page_size": 8000})
+        paged = await all_pages(client, CONTEXT, args)
     assert len(whole) == 1
     texts = check_exact(graph_db, paged)
     assert texts == reassemble(whole)
@@ -267,7 +254,7 @@ async def test_every_page_and_fragment_reassembles_the_stored_objects_exactly(
 async def test_splits_right_before_and_after_astral_characters(graph_db: Path) -> None:
     target = {"object_ref": {"type": "entity", "id": "ent-x"}}
     async with client_for(graph_db) as client:
-        whole = await pages(client, target | {"page_size": 50})
+        whole = await all_pages(client, CONTEXT, target | {"page_size": 50})
         text = reassemble(whole)[("entity", "ent-x", None)]
         astral = [i for i, ch in enumerate(text) if ord(ch) > 0xFFFF]
         sizes = sorted({astral[0], astral[0] + 1, astral[1] - astral[0], 2})
@@ -292,17 +279,17 @@ async def test_the_demo_story_line_reassembles_exactly_in_both_modes(tmp_path: P
     async with client_for(db) as client:
         for mode in ("current", "timeline"):
             args = {"object_ref": {"type": "story_line", "id": "sl-atlas-cache"}, "mode": mode, "page_size": 50}
-            texts = check_exact(db, await pages(client, args | {"content_page_size": 1999}))
+            texts = check_exact(db, await all_pages(client, CONTEXT, args | {"content_page_size": 1999}))
             assert ("source_reference", "ref-long-doc", "res-atlas-2026-03") in texts
 
 
 async def test_page_sizes_may_change_between_pages_and_the_cursor_resumes_at_its_position(graph_db: Path) -> None:
     target = {"object_ref": {"type": "story_line", "id": "sl"}}
     async with client_for(graph_db) as client:
-        whole = await pages(client, target | {"page_size": 50})
+        whole = await all_pages(client, CONTEXT, target | {"page_size": 50})
         first = await ok(client, CONTEXT, target | {"page_size": 2, "content_page_size": 11})
         cursor = first["page"]["next_cursor"]
-        rest = await pages(client, target | {"page_size": 50, "content_page_size": 50, "cursor": cursor})
+        rest = await all_pages(client, CONTEXT, target | {"page_size": 50, "content_page_size": 50, "cursor": cursor})
     assert reassemble([first, *rest]) == reassemble(whole)
 
 
@@ -356,18 +343,18 @@ async def test_a_page_stops_before_the_response_limit_and_continues_without_loss
     import_file(db, write_jsonl(tmp_path / "big.jsonl", _graph(fragments=12, fragment_text=wide)))
     args = {"object_ref": {"type": "entity", "id": "ent-x"}, "page_size": 50, "content_page_size": 8000}
     async with client_for(db) as client:
-        all_pages = await pages(client, args)
-    assert any(p["page"]["limit_reason"] == "response_budget" for p in all_pages)
-    for page in all_pages:
+        every_page = await all_pages(client, CONTEXT, args)
+    assert any(p["page"]["limit_reason"] == "response_budget" for p in every_page)
+    for page in every_page:
         assert len(orjson.dumps(page)) <= 100_000
-    texts = check_exact(db, all_pages)
+    texts = check_exact(db, every_page)
     assert sum(1 for key in texts if key[0] == "source_reference") == 12
 
 
 async def test_memory_background_pages_like_any_object_and_only_for_this_scope(graph_db: Path) -> None:
     async with client_for(graph_db) as client:
-        paged = await pages(
-            client, {"object_ref": {"type": "entity", "id": "ent-x"}, "page_size": 1, "content_page_size": 40}
+        paged = await all_pages(
+            client, CONTEXT, {"object_ref": {"type": "entity", "id": "ent-x"}, "page_size": 1, "content_page_size": 40}
         )
     texts = reassemble(paged)
     memories = {key[1]: orjson.loads(text) for key, text in texts.items() if key[0] == "memory_item"}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import client_for, demo_db, ok
+from support import all_pages, client_for, demo_db, ok
 
 from server.contracts.errors import ERROR_CODES
 from server.http import INSPECTOR
@@ -113,15 +113,10 @@ async def test_the_demo_numbers_quoted_in_the_docs_are_the_demo_graphs(tmp_path:
     tools = (DOCS / "tools.md").read_text(encoding="utf-8")
 
     async def timeline(client: Any, ref: dict[str, str]) -> tuple[int, int]:
-        objects: set[tuple[str, str, str | None]] = set()
-        cursor = None
-        while True:
-            args = {"object_ref": ref, "mode": "timeline", "page_size": 50} | ({"cursor": cursor} if cursor else {})
-            page = await ok(client, "story_graph_get_context", args)
-            objects |= {(i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"]) for i in page["items"]}
-            cursor = page["page"]["next_cursor"]
-            if cursor is None:
-                return page["undated_count"], len(objects)
+        args = {"object_ref": ref, "mode": "timeline", "page_size": 50}
+        pages = await all_pages(client, "story_graph_get_context", args)
+        objects = {(i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"]) for p in pages for i in p["items"]}
+        return pages[-1]["undated_count"], len(objects)
 
     async with client_for(demo_db(tmp_path)) as client:
         found = await ok(client, "story_graph_search", {"query": "会话缓存", "page_size": 50})

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 from jsonl_graph import PAIR, story_graph, write_jsonl
-from support import client_for, ok
+from support import all_pages, client_for, ok
 
 from server.contracts.common import Grant
 from server.store.importer import import_file
@@ -47,17 +47,6 @@ def _any() -> Grant:
     return Grant(default_project=None)
 
 
-async def _walk(client: Any, args: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        page = await ok(client, SEARCH, args | ({"cursor": cursor} if cursor else {}))
-        items += page["items"]
-        cursor = page["page"]["next_cursor"]
-        if cursor is None:
-            return items, page
-
-
 async def test_an_identifier_query_lists_its_object_once_whatever_was_searched_before(tmp_path: Path) -> None:
     # The whole-query set is remembered per folded query, but it leaves out the identifier matches of the
     # exact (case-sensitive) query that computed it: another spelling must not reuse it.
@@ -72,7 +61,8 @@ async def test_an_identifier_query_lists_its_object_once_whatever_was_searched_b
     db = _db(tmp_path, _graph([entity]))
     async with client_for(db) as client:
         await ok(client, SEARCH, {"query": "session-cache"})
-        items, last = await _walk(client, {"query": "Session-Cache", "page_size": 1})
+        pages = await all_pages(client, SEARCH, {"query": "Session-Cache", "page_size": 1})
+        items, last = [item for page in pages for item in page["items"]], pages[-1]
     refs = [(i["object_ref"]["id"], i["result_id"], i["match_kind"]) for i in items]
     assert refs == [("Session-Cache", None, "identifier")]
     assert last["page"]["total_count"] == 1

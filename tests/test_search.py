@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonl_graph import write_jsonl
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # the MCP client's validator
-from support import client_for, error, ok
+from support import all_items, client_for, error, ok
 
 from server.contracts.common import Grant
 from server.contracts.search import SearchResponse
@@ -96,19 +96,6 @@ def graph_db(tmp_path: Path) -> Path:
     return db
 
 
-async def _all_pages(client: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    cursor = None
-    for _ in range(200):
-        page = await ok(client, SEARCH, args | ({"cursor": cursor} if cursor else {}))
-        items.extend(page["items"])
-        cursor = page["page"]["next_cursor"]
-        assert page["page"]["has_more"] == (cursor is not None) == (not page["page"]["complete"])
-        if cursor is None:
-            return items
-    raise AssertionError("paging did not end")
-
-
 def _keys(items: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:
     return [(i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"]) for i in items]
 
@@ -138,7 +125,7 @@ async def test_one_character_and_case_insensitive_unicode_queries_match(graph_db
 
 async def test_every_whole_query_match_ranks_above_every_term_only_match(graph_db: Path) -> None:
     async with client_for(graph_db) as client:
-        items = await _all_pages(client, {"query": "session cache 调度", "page_size": 50})
+        items = await all_items(client, SEARCH, {"query": "session cache 调度", "page_size": 50})
     kinds = [i["match_kind"] for i in items]
     assert "terms" in kinds and "whole_query" not in kinds[kinds.index("terms") :]
     assert kinds.count("whole_query") == 0 or kinds[0] == "whole_query"
@@ -148,7 +135,7 @@ async def test_every_whole_query_match_ranks_above_every_term_only_match(graph_d
 async def test_reading_every_page_yields_the_full_match_set_once(graph_db: Path, page_size: int) -> None:
     async with client_for(graph_db) as client:
         everything = await ok(client, SEARCH, {"query": "cache", "page_size": 50})
-        paged = await _all_pages(client, {"query": "cache", "page_size": page_size})
+        paged = await all_items(client, SEARCH, {"query": "cache", "page_size": page_size})
     assert everything["page"]["complete"] is True
     assert _keys(paged) == _keys(everything["items"])
     assert len(set(_keys(paged))) == len(paged) == everything["page"]["total_count"]
@@ -377,7 +364,7 @@ def test_any_page_size_walks_every_match_exactly_once(graph_db: Path, page_size:
 
     async def walk() -> tuple[list[dict[str, Any]], dict[str, Any]]:
         async with client_for(graph_db) as client:
-            return await _all_pages(client, {"query": query, "page_size": page_size}), await ok(
+            return await all_items(client, SEARCH, {"query": query, "page_size": page_size}), await ok(
                 client, SEARCH, {"query": query, "page_size": 50}
             )
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from jsonl_graph import write_jsonl
-from support import client_for, ok
+from support import all_items, client_for, ok
 
 from server.contracts.common import Grant
 from server.reader.fold import Folder
@@ -230,17 +230,6 @@ def reference_classes(
     return ranks
 
 
-async def walk(client: Any, args: dict[str, Any]) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    cursor = None
-    while True:
-        page = await ok(client, SEARCH, args | ({"cursor": cursor} if cursor else {}))
-        items += page["items"]
-        cursor = page["page"]["next_cursor"]
-        if cursor is None:
-            return items
-
-
 def _item_ids(db: Path) -> dict[tuple[str, str, str], int]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT object_type, object_id, result_key, item_id FROM search_items").fetchall()
@@ -272,7 +261,7 @@ async def test_every_page_follows_the_documented_rank_exactly(tmp_path: Path, se
     ids = _item_ids(db)
     async with client_for(db) as client:
         for query in QUERIES:
-            found = await walk(client, {"query": query, "page_size": 7})
+            found = await all_items(client, SEARCH, {"query": query, "page_size": 7})
             keys = [(i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"] or "") for i in found]
             expected = reference_classes(items, query)
             # The same matches, each once ...
@@ -431,7 +420,7 @@ async def test_a_grant_scoped_search_never_counts_other_scopes(tmp_path: Path) -
     import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
     expected = reference_classes(reference_items(random_graph(6)), "cache")
     async with client_for(db, Grant(default_project="atlas", projects=["atlas"])) as client:
-        found = await walk(client, {"query": "cache", "page_size": 50})
+        found = await all_items(client, SEARCH, {"query": "cache", "page_size": 50})
     assert len(found) == len(expected)
 
 
@@ -539,7 +528,7 @@ async def test_a_time_range_keeps_exactly_the_items_whose_stored_time_is_in_it(t
             for low, high in TIME_RANGES:
                 args = {"query": "cache", "time_basis": basis, "time_range": {"from": low, "to": high}, "page_size": 50}
                 page = await ok(client, SEARCH, args)
-                found = sorted(item["object_ref"]["id"] for item in await walk(client, args))
+                found = sorted(item["object_ref"]["id"] for item in await all_items(client, SEARCH, args))
                 with sqlite3.connect(db) as conn:
                     bounds = {"from": page["time_range"]["from"], "to": page["time_range"]["to"]}
                     sql = f"SELECT object_id FROM search_items WHERE object_type = 'event' AND {test}"
