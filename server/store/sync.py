@@ -39,6 +39,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Final
 
+from server.contracts.interchange import KIND_ORDER
 from server.store.errors import ImportRejected
 from server.store.lines import Key
 
@@ -66,28 +67,9 @@ class Retired:
     reason: str
 
 
-# Kinds whose stored object is replaced in place when its content changed upstream.
-REPLACEABLE: Final = frozenset(
-    {
-        "project",
-        "result",
-        "story_line",
-        "source",
-        "source_reference",
-        "entity",
-        "entity_revision",
-        "event",
-        "entity_change",
-        "relation",
-        "summary",
-        "leaf",
-        "story",
-        "story_event",
-        "experience",
-        "experience_event",
-        "memory_item",
-    }
-)
+# Kinds whose stored object is replaced in place when its content changed upstream: every kind but the two whose
+# key is their content (a scope, a source version; docs/interchange.md), where other content is a conflict.
+REPLACEABLE: Final = frozenset(KIND_ORDER) - {"scope", "source_version"}
 
 
 # Kinds that are part of their owner (`Kind.owner`, a story or experience): a sync listing the owner lists
