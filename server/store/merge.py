@@ -34,7 +34,7 @@ import orjson
 
 from server.store import sync
 from server.store.errors import ImportRejected, StoreError
-from server.store.kind_model import TARGETS, Invalid, Kind, Link, RefLink, Staged, differing_fields, field_of
+from server.store.kind_model import TARGETS, Invalid, Kind, Link, RefLink, Staged, differing_fields
 from server.store.kinds import KINDS
 from server.store.kinds_stories import ORPHANED_THREAD, orphaned_thread
 from server.store.lines import load_line
@@ -434,7 +434,7 @@ def _same(kind: Kind, a: str, b: str, *, stored: bool, ignored: frozenset[str] =
 
     Columns of the `ignored` interchange fields are not compared (sync mode).
     """
-    parts = [f"{a}.{column} IS {b}.{column}" for column in kind.columns if field_of(column) not in ignored]
+    parts = [f"{a}.{column} IS {b}.{column}" for column in kind.columns if kind.field_of(column) not in ignored]
     for child in kind.children:
         mine, theirs = child.staged(a), child.stored(b) if stored else child.staged(b)
         parts.append(f"NOT EXISTS ({mine} EXCEPT {theirs}) AND NOT EXISTS ({theirs} EXCEPT {mine})")
