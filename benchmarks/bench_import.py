@@ -59,7 +59,7 @@ from bench_common import (
 from make_jsonl import JSONL_VERSION, SEARCHABLE
 from make_large_graph import DEFAULT_SEED
 
-from server.store import importer, merge, search_index, staging
+from server.store import importer, link_checks, merge, search_index, staging
 from server.store.jsonl import JsonlSource
 from server.store.migrate import migrate, open_store
 from server.store.progress import Progress
@@ -262,14 +262,22 @@ class TimedSource:
         return self.source.fraction_read()
 
 
-MERGE_STEPS: Final = ("_retire", "_index", "_repeats", "_stored", "_links", "_insert", "_after")
+MERGE_STEPS: Final = (
+    (merge, "_retire"),
+    (merge, "_index"),
+    (merge, "_repeats"),
+    (merge, "_stored"),
+    (link_checks, "links"),
+    (merge, "_insert"),
+    (link_checks, "after"),
+)
 
 
 def breakdown_run(work: Workload, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="sg-bench-import-", dir=args.work) as temp:
         db = fresh_database(Path(temp), args.drop_triggers)
         timers = Timers()
-        undo = [timers.wrap(merge, name, f"merge: {name.strip('_')}") for name in MERGE_STEPS]
+        undo = [timers.wrap(module, name, f"merge: {name.strip('_')}") for module, name in MERGE_STEPS]
         try:
             done = import_in_phases(work.path, db, timers)
         finally:

@@ -1,22 +1,30 @@
-"""How the importer describes a kind of line, as data: merge.py turns it into SQL.
+"""How a kind of line is stored, as data: the one description that import, export and compare share.
 
-A line is staged as one row of `temp.stage_<kind>`: the columns of its real table (same names,
-stored form) followed by JSON lists of what goes to child tables (`entity_ids`, evidence, facts,
-text chunks). Each kind says its key, the links to check and how its child rows are written;
-kinds.py and kinds_stories.py hold one `Kind` per line kind.
+A kind lists its line's fields in the order of their columns: a field named alone is stored as it
+is in the column of that name; a `Stored` field says which columns hold it, how a line's value
+becomes them and how a stored row gives it back. A line is staged as one row of `temp.stage_<kind>`:
+those columns (same names, stored form) followed by JSON lists of what goes to child tables
+(`entity_ids`, evidence, facts, text chunks). Each kind also says its key, the links to check and
+how its child rows are written. kinds.py and kinds_stories.py hold one `Kind` per line kind;
+staging.py stages lines with it, merge.py turns it into SQL, and lines.py reads stored rows back
+as lines with it (for export and for the importer's comparison).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from operator import attrgetter
 from typing import Any, Final
 
 import orjson
 
-from server.contracts.base import ObjectRef
+from server.contracts.base import ObjectRef, scope_from_key, scope_key
 
 Staged = tuple[object, ...]
+Row = sqlite3.Row
 
 # Relations, summaries and leaves cannot name these yet: the reader does not follow such links.
 NOT_LINKABLE_YET: Final = ("story", "experience")
@@ -104,7 +112,8 @@ class Children:
 
     The child rows of an object are those whose `owner` columns equal `owner_values` of its row `{a}`;
     `items` are the columns that come from one list item `j`, as `item_values`. With `scoped`, each child
-    row also carries the object's scope in `scope_key`.
+    row also carries the object's scope in `scope_key`. The list is staged from the line's `field`
+    (default: the column's name) by `stage`; lines.py reads the child rows back into that field.
     """
 
     column: str
@@ -113,7 +122,16 @@ class Children:
     owner_values: str
     items: tuple[str, ...]
     item_values: str
+    stage: Callable[[Any], str]
+    """The field's value -> the staged JSON list. Raises Invalid."""
+    field: str = ""
     scoped: bool = True
+    ordered: bool = False
+    """The list's order is part of its content (text chunks): compared in order, not as a set."""
+
+    @property
+    def from_field(self) -> str:
+        return self.field or self.column
 
     def insert(self, scope: str) -> str:
         """INSERT ... SELECT of the children of staged rows `s` joined with their items `j`."""
@@ -137,14 +155,31 @@ class Children:
 
 
 @dataclass(frozen=True)
+class Stored:
+    """A field not stored as it is in one column of its own name: the `columns` that hold it, how a line's
+    value becomes their values (`stage`; raises Invalid) and how a stored row gives the value back (`load`;
+    None when child rows give it back, see lines.py)."""
+
+    field: str
+    columns: tuple[str, ...]
+    stage: Callable[[Any], Staged]
+    load: Callable[[Row], Any] | None
+
+
+SCOPE: Final = Stored(
+    "scope", ("scope_key",), lambda scope: (scope_key(scope),), lambda row: scope_from_key(row["scope_key"])
+)
+"""A line's own scope, stored as its canonical key."""
+
+
+@dataclass(frozen=True)
 class Kind:
     name: str
     table: str
     key: tuple[str, ...]
-    columns: tuple[str, ...]
-    """Real-table columns staged as they are stored (`scope_key` only where the line itself carries it)."""
-    row: Callable[[Any], Staged]
-    """Line -> staged values: `columns`, then each child list as JSON. Raises Invalid."""
+    fields: tuple[str | Stored, ...]
+    """The line's fields in the order of their columns, the key's first (`scope_key` only where the line
+    itself carries a scope); child lists are in `children`."""
     owner: Link | None = None
     """The link whose target's scope is the row's scope; None when the row carries or has no scope."""
     links: tuple[Link, ...] = ()
@@ -164,13 +199,56 @@ class Kind:
     noun: str = ""
     """What errors call the row's owner ("this story's scope"); default: the kind's name."""
 
+    def __post_init__(self) -> None:
+        assert self.columns[: len(self.key)] == self.key, f"{self.name}: the key's columns come first"
+
+    @cached_property
+    def columns(self) -> tuple[str, ...]:
+        """Real-table columns staged as they are stored."""
+        return tuple(column for field in self.fields for column in _columns(field))
+
+    @cached_property
+    def staged_columns(self) -> tuple[str, ...]:
+        return self.columns + tuple(child.column for child in self.children)
+
+    @cached_property
+    def _parts(self) -> tuple[Callable[[Any], Staged], ...]:
+        """Line -> staged values, part by part: each run of plain fields read at once, then each stored field
+        and each child list."""
+        parts: list[Callable[[Any], Staged]] = []
+        run: list[str] = []
+        for field in self.fields:
+            if isinstance(field, str):
+                run.append(field)
+                continue
+            if run:
+                parts.append(_read(*run))
+                run = []
+            parts.append(_staged(field.field, field.stage))
+        if run:
+            parts.append(_read(*run))
+        parts += [_listed(child.from_field, child.stage) for child in self.children]
+        return tuple(parts)
+
+    def row(self, line: Any) -> Staged:
+        """Line -> staged values: `columns`, then each child list as JSON. Raises Invalid."""
+        values: Staged = ()
+        for part in self._parts:
+            values += part(line)
+        return values
+
+    @cached_property
+    def _field_of_column(self) -> dict[str, str]:
+        stored = {column: field.field for field in self.fields if isinstance(field, Stored) for column in field.columns}
+        return stored | {child.column: child.from_field for child in self.children}
+
+    def field_of(self, column: str) -> str:
+        """The interchange field a staged column comes from."""
+        return self._field_of_column.get(column, column)
+
     @property
     def stage(self) -> str:
         return f"stage_{self.name}"
-
-    @property
-    def staged_columns(self) -> tuple[str, ...]:
-        return self.columns + tuple(child.column for child in self.children)
 
     @property
     def scoped(self) -> bool:
@@ -179,6 +257,25 @@ class Kind:
     @property
     def owner_noun(self) -> str:
         return self.noun or self.name
+
+
+def _columns(field: str | Stored) -> tuple[str, ...]:
+    return (field,) if isinstance(field, str) else field.columns
+
+
+def _read(*names: str) -> Callable[[Any], Staged]:
+    """The values of these fields of a line, as a tuple."""
+    if len(names) == 1:
+        return lambda line: (getattr(line, names[0]),)
+    return attrgetter(*names)
+
+
+def _staged(name: str, stage: Callable[[Any], Staged]) -> Callable[[Any], Staged]:
+    return lambda line: stage(getattr(line, name))
+
+
+def _listed(name: str, stage: Callable[[Any], str]) -> Callable[[Any], Staged]:
+    return lambda line: (stage(getattr(line, name)),)
 
 
 def as_json(value: object) -> str:
@@ -221,47 +318,16 @@ def end(field: str, ref: ObjectRef) -> tuple[str, str]:
     return ref.type, ref.id
 
 
-# JSON columns compared by content, not by text, when a line meets a stored object.
-JSON_LISTS: Final = frozenset({"source_reference_ids", "entity_ids", "fact_refs", "facts", "project_ids"})
-# Staged column -> the interchange field it comes from, where the names differ.
-FIELD_OF_COLUMN: Final[dict[str, str]] = {
-    "scope_key": "scope",
-    "kind": "scope",
-    "project_ids": "scope",
-    "coverage_json": "coverage",
-    "locator_json": "locator",
-    "fragment": "fragment",
-    "fragment_start": "fragment",
-    "fragment_end": "fragment",
-    "event_time_start": "event_time",
-    "event_time_end": "event_time",
-    "event_time_precision": "event_time",
-    "event_time_basis": "event_time",
-    "from_type": "from_ref",
-    "from_id": "from_ref",
-    "to_type": "to_ref",
-    "to_id": "to_ref",
-    "interval_from": "interval",
-    "interval_to": "interval",
-    "length": "text",
-    "chunks": "text",
-    "is_primary": "primary",
-}
-
-
-def field_of(column: str) -> str:
-    return FIELD_OF_COLUMN.get(column, column)
-
-
 def differing_fields(kind: Kind, first: Staged, second: Staged) -> list[str]:
     """The interchange fields in which two staged rows of one kind differ (lists compared as sets)."""
+    as_sets = {child.column for child in kind.children if not child.ordered}
     fields: list[str] = []
     for column, a, b in zip(kind.staged_columns, first, second, strict=True):
-        if column in JSON_LISTS:
+        if column in as_sets:
             same = sorted(map(_hashable, orjson.loads(str(a)))) == sorted(map(_hashable, orjson.loads(str(b))))
         else:
             same = a == b
-        field = field_of(column)
+        field = kind.field_of(column)
         if not same and field not in fields:
             fields.append(field)
     return fields

@@ -1,7 +1,9 @@
-"""One `Kind` per line kind of the graph: what is staged, its key, links, child rows and rules.
+"""One `Kind` per line kind of the graph: its fields and the columns that store them, its key, links,
+child rows and rules. The one place a stored field is written down: staging.py stages lines with it,
+merge.py turns it into SQL, lines.py reads stored rows back as lines with it (export and compare).
 
 Stories, experiences and their event links are in kinds_stories.py; kind_model.py says what each
-part of a `Kind` means, and merge.py turns them into SQL.
+part of a `Kind` means.
 """
 
 from __future__ import annotations
@@ -9,30 +11,39 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from server.contracts.base import ProjectsScope, scope_key
-from server.contracts.interchange import (
-    KIND_ORDER,
-    EntityChangeLine,
-    EntityLine,
-    EntityRevisionLine,
-    EventLine,
-    LeafLine,
-    MemoryItemLine,
-    ProjectLine,
-    RelationLine,
-    ResultLine,
-    ScopeLine,
-    SourceLine,
-    SourceReferenceLine,
-    SourceVersionLine,
-    StoryLineLine,
-    SummaryLine,
+import orjson
+from pydantic import TypeAdapter
+
+from server.contracts.base import ObjectRef, ProjectsScope, Scope, scope_key
+from server.contracts.interchange import KIND_ORDER, Coverage, EventTime, LeafFact, Locator
+from server.store.kind_model import (
+    SCOPE,
+    Check,
+    Children,
+    Kind,
+    Link,
+    RefLink,
+    Row,
+    Staged,
+    Stored,
+    as_json,
+    end,
+    ids,
+    refs,
 )
-from server.store.kind_model import Check, Children, Kind, Link, RefLink, Staged, as_json, end, ids, refs
 from server.store.kinds_stories import EXPERIENCE, EXPERIENCE_EVENT, STORY, STORY_EVENT
 
 CHUNK_CODE_POINTS: Final = 4096
 """Source text is stored in chunks of this many code points (see source_chunks in migrations/)."""
+COVERAGE: Final[TypeAdapter[Coverage]] = TypeAdapter(Coverage)
+
+
+def _evidence_ids(values: list[str]) -> str:
+    return ids("source_reference_ids", values)
+
+
+def _entity_ids(values: list[str]) -> str:
+    return ids("entity_ids", values)
 
 
 def _evidence(kind: str, address: str) -> Children:
@@ -44,6 +55,7 @@ def _evidence(kind: str, address: str) -> Children:
         f"'{kind}', {address}",
         ("source_reference_id",),
         "j.value",
+        _evidence_ids,
     )
 
 
@@ -51,177 +63,116 @@ EVIDENCE: Final = Link("source_reference_ids", "source_reference", many=True)
 CHANGE_ADDRESS: Final = "{a}.entity_id || '#' || {a}.association_key"
 
 
-def _project(line: ProjectLine) -> Staged:
-    return (line.id, line.name, line.status)
+# --- fields stored in other columns or another form than one column of their own name ---------------------
+
+SCOPE_WITH_KIND: Final = Stored(
+    "scope", ("scope_key", "kind"), lambda scope: (scope_key(scope), scope.kind), SCOPE.load
+)
+"""A scope line's scope: its key, and its kind beside it."""
 
 
-def _scope(line: ScopeLine) -> Staged:
-    projects = line.scope.projectIds if isinstance(line.scope, ProjectsScope) else []
-    return (scope_key(line.scope), line.scope.kind, as_json(projects))
+def _project_ids(scope: Scope) -> str:
+    return as_json(scope.projectIds if isinstance(scope, ProjectsScope) else [])
 
 
-def _result(line: ResultLine) -> Staged:
-    coverage = None if line.coverage is None else as_json(line.coverage.model_dump(mode="json"))
-    return (
-        line.id,
-        scope_key(line.scope),
-        line.stage,
-        line.status,
-        line.review_generated_at,
-        line.recorded_at,
-        line.revision,
-        coverage,
-    )
+def _load_coverage(row: Row) -> Coverage | None:
+    coverage = row["coverage_json"]
+    return None if coverage is None else COVERAGE.validate_json(coverage)
 
 
-def _story_line(line: StoryLineLine) -> Staged:
-    return (line.id, scope_key(line.scope), line.topic, line.recorded_at, line.revision)
+COVERAGE_JSON: Final = Stored(
+    "coverage",
+    ("coverage_json",),
+    lambda coverage: (None if coverage is None else as_json(coverage.model_dump(mode="json")),),
+    _load_coverage,
+)
 
 
-def _source(line: SourceLine) -> Staged:
-    return (
-        line.id,
-        line.source_type,
-        line.project_id,
-        line.conversation_id,
-        line.title,
-        line.status,
-        line.current_version,
-        line.updated_at,
-    )
+def _chunks(text: str) -> str:
+    return as_json([text[start : start + CHUNK_CODE_POINTS] for start in range(0, len(text), CHUNK_CODE_POINTS)])
 
 
-def _source_version(line: SourceVersionLine) -> Staged:
-    text = line.text
-    chunks = [text[start : start + CHUNK_CODE_POINTS] for start in range(0, len(text), CHUNK_CODE_POINTS)]
-    return (line.source_id, line.version, len(text), line.recorded_at, as_json(chunks))
+TEXT_LENGTH: Final = Stored("text", ("length",), lambda text: (len(text),), None)
+"""A source version's length; its text is stored in chunks (child rows)."""
 
 
-def _source_reference(line: SourceReferenceLine) -> Staged:
-    locator = None if line.locator is None else as_json(line.locator.model_dump(exclude_none=True))
-    return (
-        line.id,
-        line.result_id,
-        line.source_type,
-        line.original_source_id,
-        line.source_version,
-        locator,
-        line.title,
-        line.fragment.text,
-        line.fragment.start,
-        line.fragment.end,
-        line.source_length,
-        line.availability,
-        line.source_record_time,
-        line.recorded_at,
-    )
+def _stage_locator(locator: Locator | None) -> Staged:
+    return (None if locator is None else as_json(locator.model_dump(exclude_none=True)),)
 
 
-def _entity(line: EntityLine) -> Staged:
-    return (
-        line.id,
-        line.story_line_id,
-        line.entity_type,
-        line.canonical_label,
-        line.description,
-        line.confirmation_state,
-        line.decision_status,
-        line.work_status,
-        line.updated_at,
-        line.revision,
-        ids("source_reference_ids", line.source_reference_ids),
-    )
+def _load_locator(row: Row) -> Any:
+    locator = row["locator_json"]
+    return None if locator is None else orjson.loads(locator)
 
 
-def _entity_revision(line: EntityRevisionLine) -> Staged:
-    return (
-        line.entity_id,
-        line.result_id,
-        line.revision,
-        line.canonical_label,
-        line.description,
-        line.confirmation_state,
-        line.recorded_at,
-    )
+LOCATOR_JSON: Final = Stored("locator", ("locator_json",), _stage_locator, _load_locator)
+FRAGMENT: Final = Stored(
+    "fragment",
+    ("fragment", "fragment_start", "fragment_end"),
+    lambda fragment: (fragment.text, fragment.start, fragment.end),
+    lambda row: {"text": row["fragment"], "start": row["fragment_start"], "end": row["fragment_end"]},
+)
 
 
-def _event(line: EventLine) -> Staged:
-    time = line.event_time
-    return (
-        line.id,
-        line.result_id,
-        line.story_line_id,
-        line.event_type,
-        line.title,
-        line.description,
-        None if time is None else time.start,
-        None if time is None else time.end,
-        None if time is None else time.precision,
-        None if time is None else time.basis,
-        line.recorded_at,
-        line.confirmation_state,
-        line.revision,
-        ids("entity_ids", line.entity_ids),
-        ids("source_reference_ids", line.source_reference_ids),
-    )
+def _stage_event_time(time: EventTime | None) -> Staged:
+    return (None, None, None, None) if time is None else (time.start, time.end, time.precision, time.basis)
 
 
-def _entity_change(line: EntityChangeLine) -> Staged:
-    return (
-        line.entity_id,
-        line.association_key,
-        line.result_id,
-        line.event_id,
-        line.change_type,
-        line.description,
-        line.entity_revision,
-        line.applicable_from,
-        line.applicable_to,
-        line.confirmation_state,
-        line.recorded_at,
-        ids("source_reference_ids", line.source_reference_ids),
-    )
+def _load_event_time(row: Row) -> dict[str, Any] | None:
+    if row["event_time_start"] is None:
+        return None
+    return {
+        "start": row["event_time_start"],
+        "end": row["event_time_end"],
+        "precision": row["event_time_precision"],
+        "basis": row["event_time_basis"],
+    }
 
 
-def _relation(line: RelationLine) -> Staged:
-    return (
-        line.id,
-        line.result_id,
-        *end("from_ref", line.from_ref),
-        *end("to_ref", line.to_ref),
-        line.relation_type,
-        line.reason,
-        line.confirmation_state,
-        line.recorded_at,
-        line.revision,
-        ids("source_reference_ids", line.source_reference_ids),
-    )
+EVENT_TIME: Final = Stored(
+    "event_time",
+    ("event_time_start", "event_time_end", "event_time_precision", "event_time_basis"),
+    _stage_event_time,
+    _load_event_time,
+)
 
 
-def _summary(line: SummaryLine) -> Staged:
-    interval = line.interval or {}
-    return (
-        line.id,
-        line.result_id,
-        interval.get("from"),
-        interval.get("to"),
-        line.body,
-        as_json(line.open_items),
-        line.recorded_at,
-        line.revision,
-        as_json(refs("fact_refs", line.fact_refs)),
-        ids("source_reference_ids", line.source_reference_ids),
-    )
+def _end(field: str, prefix: str) -> Stored:
+    """One end of a relation, stored as `<prefix>_type` and `<prefix>_id`."""
+    type_column, id_column = f"{prefix}_type", f"{prefix}_id"
+
+    def stage(ref: ObjectRef) -> Staged:
+        return end(field, ref)
+
+    def load(row: Row) -> dict[str, Any]:
+        return {"type": row[type_column], "id": row[id_column]}
+
+    return Stored(field, (type_column, id_column), stage, load)
 
 
-def _leaf(line: LeafLine) -> Staged:
-    pairs = refs("facts", [fact.object_ref for fact in line.facts], ".object_ref")
-    facts = [[*pair, fact.description] for pair, fact in zip(pairs, line.facts, strict=True)]
-    return (line.id, line.result_id, line.summary, line.recorded_at, as_json(facts))
+def _stage_interval(interval: dict[str, str] | None) -> Staged:
+    bounds = interval or {}
+    return (bounds.get("from"), bounds.get("to"))
 
 
-def _memory_item(line: MemoryItemLine) -> Staged:
-    return (line.id, line.project_id, line.memory_type, line.body, line.confirmation_state, line.updated_at)
+def _load_interval(row: Row) -> dict[str, str] | None:
+    bounds = {"from": row["interval_from"], "to": row["interval_to"]}
+    return {name: value for name, value in bounds.items() if value is not None} or None
+
+
+INTERVAL: Final = Stored("interval", ("interval_from", "interval_to"), _stage_interval, _load_interval)
+OPEN_ITEMS: Final = Stored(
+    "open_items", ("open_items",), lambda items: (as_json(items),), lambda row: orjson.loads(row["open_items"])
+)
+
+
+def _fact_refs(values: Sequence[ObjectRef]) -> str:
+    return as_json(refs("fact_refs", values))
+
+
+def _facts(facts: list[LeafFact]) -> str:
+    pairs = refs("facts", [fact.object_ref for fact in facts], ".object_ref")
+    return as_json([[*pair, fact.description] for pair, fact in zip(pairs, facts, strict=True)])
 
 
 def _missing_version(row: Sequence[Any]) -> str:
@@ -229,13 +180,12 @@ def _missing_version(row: Sequence[Any]) -> str:
 
 
 _KINDS: Final = (
-    Kind("project", "projects", ("id",), ("id", "name", "status"), _project),
+    Kind("project", "projects", ("id",), ("id", "name", "status")),
     Kind(
         "scope",
         "scopes",
         ("scope_key",),
-        ("scope_key", "kind"),
-        _scope,
+        (SCOPE_WITH_KIND,),
         links=(Link("project_ids", "project", field="scope.projectIds", many=True),),
         children=(
             Children(
@@ -245,6 +195,8 @@ _KINDS: Final = (
                 "{a}.scope_key",
                 ("project_id",),
                 "j.value",
+                _project_ids,
+                field="scope",
                 scoped=False,
             ),
         ),
@@ -253,16 +205,14 @@ _KINDS: Final = (
         "result",
         "results",
         ("id",),
-        ("id", "scope_key", "stage", "status", "review_generated_at", "recorded_at", "revision", "coverage_json"),
-        _result,
+        ("id", SCOPE, "stage", "status", "review_generated_at", "recorded_at", "revision", COVERAGE_JSON),
         links=(Link("scope_key", "scope", field="scope"),),
     ),
     Kind(
         "story_line",
         "story_lines",
         ("id",),
-        ("id", "scope_key", "topic", "recorded_at", "revision"),
-        _story_line,
+        ("id", SCOPE, "topic", "recorded_at", "revision"),
         links=(Link("scope_key", "scope", field="scope"),),
     ),
     Kind(
@@ -270,7 +220,6 @@ _KINDS: Final = (
         "sources",
         ("id",),
         ("id", "source_type", "project_id", "conversation_id", "title", "status", "current_version", "updated_at"),
-        _source,
         links=(Link("project_id", "project"),),
         after=(
             Check(
@@ -286,8 +235,7 @@ _KINDS: Final = (
         "source_version",
         "source_versions",
         ("source_id", "version"),
-        ("source_id", "version", "length", "recorded_at"),
-        _source_version,
+        ("source_id", "version", TEXT_LENGTH, "recorded_at"),
         links=(Link("source_id", "source"),),
         children=(
             Children(
@@ -297,7 +245,10 @@ _KINDS: Final = (
                 "{a}.source_id, {a}.version",
                 ("start", "text"),
                 f"j.key * {CHUNK_CODE_POINTS}, j.value",
+                _chunks,
+                field="text",
                 scoped=False,
+                ordered=True,
             ),
         ),
     ),
@@ -311,17 +262,14 @@ _KINDS: Final = (
             "source_type",
             "original_source_id",
             "source_version",
-            "locator_json",
+            LOCATOR_JSON,
             "title",
-            "fragment",
-            "fragment_start",
-            "fragment_end",
+            FRAGMENT,
             "source_length",
             "availability",
             "source_record_time",
             "recorded_at",
         ),
-        _source_reference,
         owner=Link("result_id", "result"),
     ),
     Kind(
@@ -340,7 +288,6 @@ _KINDS: Final = (
             "updated_at",
             "revision",
         ),
-        _entity,
         owner=Link("story_line_id", "story_line"),
         links=(EVIDENCE,),
         children=(_evidence("entity", "{a}.id"),),
@@ -350,7 +297,6 @@ _KINDS: Final = (
         "entity_revisions",
         ("entity_id", "result_id"),
         ("entity_id", "result_id", "revision", "canonical_label", "description", "confirmation_state", "recorded_at"),
-        _entity_revision,
         owner=Link("entity_id", "entity"),
         links=(Link("result_id", "result"),),
     ),
@@ -365,19 +311,15 @@ _KINDS: Final = (
             "event_type",
             "title",
             "description",
-            "event_time_start",
-            "event_time_end",
-            "event_time_precision",
-            "event_time_basis",
+            EVENT_TIME,
             "recorded_at",
             "confirmation_state",
             "revision",
         ),
-        _event,
         owner=Link("result_id", "result"),
         links=(Link("story_line_id", "story_line"), Link("entity_ids", "entity", many=True), EVIDENCE),
         children=(
-            Children("entity_ids", "event_entities", ("event_id",), "{a}.id", ("entity_id",), "j.value"),
+            Children("entity_ids", "event_entities", ("event_id",), "{a}.id", ("entity_id",), "j.value", _entity_ids),
             _evidence("event", "{a}.id"),
         ),
     ),
@@ -398,7 +340,6 @@ _KINDS: Final = (
             "confirmation_state",
             "recorded_at",
         ),
-        _entity_change,
         owner=Link("entity_id", "entity"),
         links=(Link("result_id", "result"), Link("event_id", "event"), EVIDENCE),
         children=(_evidence("entity_change", CHANGE_ADDRESS),),
@@ -410,17 +351,14 @@ _KINDS: Final = (
         (
             "id",
             "result_id",
-            "from_type",
-            "from_id",
-            "to_type",
-            "to_id",
+            _end("from_ref", "from"),
+            _end("to_ref", "to"),
             "relation_type",
             "reason",
             "confirmation_state",
             "recorded_at",
             "revision",
         ),
-        _relation,
         owner=Link("result_id", "result"),
         links=(EVIDENCE,),
         children=(_evidence("relation", "{a}.id"),),
@@ -430,8 +368,7 @@ _KINDS: Final = (
         "summary",
         "summaries",
         ("id",),
-        ("id", "result_id", "interval_from", "interval_to", "body", "open_items", "recorded_at", "revision"),
-        _summary,
+        ("id", "result_id", INTERVAL, "body", OPEN_ITEMS, "recorded_at", "revision"),
         owner=Link("result_id", "result"),
         links=(EVIDENCE,),
         children=(
@@ -442,6 +379,7 @@ _KINDS: Final = (
                 "'summary', {a}.id",
                 ("object_type", "object_id", "description"),
                 "j.value ->> 0, j.value ->> 1, NULL",
+                _fact_refs,
             ),
             _evidence("summary", "{a}.id"),
         ),
@@ -452,7 +390,6 @@ _KINDS: Final = (
         "leaves",
         ("id",),
         ("id", "result_id", "summary", "recorded_at"),
-        _leaf,
         owner=Link("result_id", "result"),
         children=(
             Children(
@@ -462,6 +399,7 @@ _KINDS: Final = (
                 "'leaf', {a}.id",
                 ("object_type", "object_id", "description"),
                 "j.value ->> 0, j.value ->> 1, j.value ->> 2",
+                _facts,
             ),
         ),
         refs=(RefLink("facts", "j.value ->> 0", "j.value ->> 1", many=True, suffix=".object_ref"),),
@@ -475,7 +413,6 @@ _KINDS: Final = (
         "memory_items",
         ("id",),
         ("id", "project_id", "memory_type", "body", "confirmation_state", "updated_at"),
-        _memory_item,
         links=(Link("project_id", "project"),),
     ),
 )

@@ -11,52 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from server.contracts.base import scope_key
-from server.contracts.interchange import ExperienceEventLine, ExperienceLine, StoryEventLine, StoryLine
-from server.store.kind_model import Check, Kind, Link, Staged
+from server.store.kind_model import SCOPE, Check, Kind, Link, Stored
 
 EVENT_SCOPE: Final = ("event_scope_key", "(SELECT e.scope_key FROM events AS e WHERE e.id = s.event_id)")
 """A link row carries the event's own scope beside its owner's."""
-SCOPE: Final = Link("scope_key", "scope", field="scope")
+SCOPE_LINK: Final = Link("scope_key", "scope", field="scope")
 
 
-def _story(line: StoryLine) -> Staged:
-    return (
-        line.id,
-        scope_key(line.scope),
-        line.level,
-        line.parent_story_id,
-        line.name,
-        line.description,
-        line.state,
-        line.state_event_id,
-        line.started_at,
-        line.ended_at,
-        line.confirmation_state,
-        line.recorded_at,
-        line.revision,
-    )
-
-
-def _story_event(line: StoryEventLine) -> Staged:
-    return (line.story_id, line.event_id, int(line.primary), int(line.user_set))
-
-
-def _experience(line: ExperienceLine) -> Staged:
-    return (
-        line.id,
-        scope_key(line.scope),
-        line.statement,
-        line.conditions,
-        line.boundaries,
-        line.confirmation_state,
-        line.recorded_at,
-        line.revision,
-    )
-
-
-def _experience_event(line: ExperienceEventLine) -> Staged:
-    return (line.experience_id, line.event_id, line.role, line.note)
+def _flag(field: str, column: str) -> Stored:
+    """A true/false field, stored as 1/0."""
+    return Stored(field, (column,), lambda value: (int(value),), lambda row: bool(row[column]))
 
 
 # The parent a thread names, as this import leaves it: staged (new or changed) or else stored.
@@ -183,7 +147,7 @@ STORY: Final = Kind(
     ("id",),
     (
         "id",
-        "scope_key",
+        SCOPE,
         "level",
         "parent_story_id",
         "name",
@@ -196,16 +160,14 @@ STORY: Final = Kind(
         "recorded_at",
         "revision",
     ),
-    _story,
-    links=(SCOPE, Link("state_event_id", "event", within=True)),
+    links=(SCOPE_LINK, Link("state_event_id", "event", within=True)),
     checks=(Check(PARENT, "parent_story_id", _bad_parent),),
 )
 STORY_EVENT: Final = Kind(
     "story_event",
     "story_events",
     ("story_id", "event_id"),
-    ("story_id", "event_id", "is_primary", "user_set"),
-    _story_event,
+    ("story_id", "event_id", _flag("primary", "is_primary"), _flag("user_set", "user_set")),
     owner=Link("story_id", "story"),
     links=(Link("event_id", "event", within=True),),
     derived=(EVENT_SCOPE,),
@@ -218,9 +180,8 @@ EXPERIENCE: Final = Kind(
     "experience",
     "experiences",
     ("id",),
-    ("id", "scope_key", "statement", "conditions", "boundaries", "confirmation_state", "recorded_at", "revision"),
-    _experience,
-    links=(SCOPE,),
+    ("id", SCOPE, "statement", "conditions", "boundaries", "confirmation_state", "recorded_at", "revision"),
+    links=(SCOPE_LINK,),
     after=(Check(UNFORMED, "id", _unformed), Check(WIDER_THAN_FORMED, "scope", _wider_than_formed)),
 )
 EXPERIENCE_EVENT: Final = Kind(
@@ -228,7 +189,6 @@ EXPERIENCE_EVENT: Final = Kind(
     "experience_events",
     ("experience_id", "event_id", "role"),
     ("experience_id", "event_id", "role", "note"),
-    _experience_event,
     owner=Link("experience_id", "experience"),
     links=(Link("event_id", "event", within=True),),
     derived=(EVENT_SCOPE,),

@@ -9,7 +9,7 @@ the source lists but that it no longer lists for them. Then, for each kind:
 2. a line whose key is already stored is skipped if its content is the same, refused if not (in
    sync mode, server/store/sync.py, it replaces the stored object instead);
 3. every link of the remaining lines must name a stored object in the row's scope (or, for a
-   story's or experience's events, within it), and the kind's own rules must hold;
+   story's or experience's events, within it), and the kind's own rules must hold (link_checks.py);
 4. the remaining lines are inserted (or, in sync mode, update the stored object), with their child
    rows, in source order and in chunks.
 
@@ -26,18 +26,18 @@ A staged row's `skip` says what happens to it: 0 new (inserted), 1 unchanged (sk
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import orjson
 
-from server.store import sync
+from server.store import link_checks, sync
 from server.store.errors import ImportRejected, StoreError
-from server.store.kind_model import TARGETS, Invalid, Kind, Link, RefLink, Staged, differing_fields, field_of
+from server.store.kind_model import TARGETS, Invalid, Kind, Staged, differing_fields
 from server.store.kinds import KINDS
 from server.store.kinds_stories import ORPHANED_THREAD, orphaned_thread
 from server.store.lines import load_line
+from server.store.link_checks import TO_WRITE, Found, scope_of
 from server.store.progress import Progress
 from server.store.staging import RETIRED
 from server.store.sync import Retired, SyncPolicy
@@ -54,29 +54,10 @@ KEY_FIELD: Final[dict[str, str]] = {
     "story_event": "event_id",
     "experience_event": "event_id",
 }
-# Tables of the object types an object ref can name (an entity change is addressed `<entity>#<key>`).
-REF_TABLES: Final[dict[str, str]] = {
-    "story_line": "story_lines",
-    "event": "events",
-    "entity": "entities",
-    "relation": "relations",
-    "summary": "summaries",
-    "source_reference": "source_references",
-}
 MOVABLE: Final = frozenset({"story", "story_event", "experience", "experience_event"})
 """Kinds a sync may move to another scope."""
 NEW, SAME, CHANGED = 0, 1, 2
 """Values of a staged row's `skip`."""
-TO_WRITE: Final = "s.skip <> 1"
-
-
-@dataclass(frozen=True, order=True)
-class _Found:
-    """One refused line; the first by (source order, check order) is reported."""
-
-    seq: int
-    order: int
-    error: ImportRejected = field(compare=False)
 
 
 @dataclass
@@ -100,7 +81,10 @@ def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, 
         if counts[kind.name]:
             _index(conn, kind)
             _raise_first(
-                _repeats(conn, kind) + _stored(conn, kind, policy) + _moved(conn, kind, policy) + _links(conn, kind)
+                _repeats(conn, kind)
+                + _stored(conn, kind, policy)
+                + _moved(conn, kind, policy)
+                + link_checks.links(conn, kind)
             )
             new, changed = _insert(conn, kind, progress, done, replacing=policy is not None)
             merged.written[kind.name], merged.updated[kind.name] = new, changed
@@ -109,7 +93,7 @@ def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, 
     for kind in KINDS.values():
         # In a sync an unchanged line may have lost links (_drop_owned_links): its kind's checks run too.
         if merged.written.get(kind.name) or merged.updated.get(kind.name) or (policy is not None and counts[kind.name]):
-            _raise_first(_after(conn, kind))
+            _raise_first(link_checks.after(conn, kind))
     if policy is not None:
         _orphaned_threads(conn)
     progress.finish()
@@ -158,7 +142,7 @@ def _orphaned_threads(conn: sqlite3.Connection) -> None:
         raise ImportRejected(row[0], "", orphaned_thread(row))
 
 
-def _raise_first(found: list[_Found]) -> None:
+def _raise_first(found: list[Found]) -> None:
     if found:
         raise min(found).error
 
@@ -170,7 +154,7 @@ def _index(conn: sqlite3.Connection, kind: Kind) -> None:
         conn.execute(f"CREATE INDEX temp.{kind.stage}_{column} ON {kind.stage} ({column})")
 
 
-def _repeats(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
+def _repeats(conn: sqlite3.Connection, kind: Kind) -> list[Found]:
     """Step 1: lines repeating the key of an earlier line (compared in full, also in sync mode)."""
     stage = kind.stage
     earlier = f"{_key_match(kind, 'f', 's')} AND f.seq < s.seq"
@@ -190,13 +174,13 @@ def _repeats(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
         fields = differing_fields(kind, values, _staged(conn, kind, first_seq))
         if fields:
             (where,) = conn.execute(f"SELECT location FROM {stage} WHERE seq = ?", (first_seq,)).fetchone()
-            return [_Found(seq, 0, _differs(kind, location, values, where, fields))]
+            return [Found(seq, 0, _differs(kind, location, values, where, fields))]
         conn.execute(f"UPDATE {stage} SET skip = {SAME} WHERE seq = ?", (seq,))
         after = seq
     return []
 
 
-def _stored(conn: sqlite3.Connection, kind: Kind, policy: SyncPolicy | None) -> list[_Found]:
+def _stored(conn: sqlite3.Connection, kind: Kind, policy: SyncPolicy | None) -> list[Found]:
     """Step 2: lines whose key is already in the database: unchanged, refused, or (sync mode) changed."""
     stage, table = kind.stage, kind.table
     ignored = policy.ignored if policy is not None else frozenset()
@@ -220,19 +204,19 @@ def _stored(conn: sqlite3.Connection, kind: Kind, policy: SyncPolicy | None) -> 
             fields = [bad.field]
         fields = [name for name in fields if name not in ignored]
         if fields and (policy is None or kind.name not in sync.REPLACEABLE):
-            return [_Found(seq, 1, _differs(kind, location, values, "the database", fields))]
+            return [Found(seq, 1, _differs(kind, location, values, "the database", fields))]
         conn.execute(f"UPDATE {stage} SET skip = ? WHERE seq = ?", (CHANGED if fields else SAME, seq))
         after = seq
     return []
 
 
-def _moved(conn: sqlite3.Connection, kind: Kind, policy: SyncPolicy | None) -> list[_Found]:
+def _moved(conn: sqlite3.Connection, kind: Kind, policy: SyncPolicy | None) -> list[Found]:
     """Sync mode: a changed object keeps its scope, unless it is a story or an experience (whose links
     `_drop_owned_links` rewrites in the new scope). Stored objects may link to any other one (a relation to an
     entity, an entity change to an event), and moving it would leave those links across scopes."""
     if policy is None or not kind.scoped or kind.name in MOVABLE:
         return []
-    join, scope = _scope_of(kind)
+    join, scope = scope_of(kind)
     row = conn.execute(
         f"SELECT s.seq, s.location, r.scope_key, {scope} FROM {kind.stage} AS s{join}"
         f" JOIN {kind.table} AS r ON {_key_match(kind, 'r', 's')}"
@@ -246,88 +230,7 @@ def _moved(conn: sqlite3.Connection, kind: Kind, policy: SyncPolicy | None) -> l
         f"this {kind.name} is stored in scope {stored} and this line moves it to scope {moved}; a sync keeps an"
         f" object's scope (stored links to it would cross scopes): import into a new graph to change it"
     )
-    return [_Found(seq, 1, ImportRejected(location, name, message))]
-
-
-def _links(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
-    """Step 3: every link of the lines still to write names a stored object of the row's scope, and the
-    kind's own rules hold.
-
-    One scan finds the first line with any bad link; only that line is then asked link by link
-    what is wrong with it.
-    """
-    found: list[_Found] = []
-    for order, check in enumerate(kind.checks, start=3 + len(kind.links)):
-        row = conn.execute(check.sql).fetchone()
-        if row is not None:
-            found.append(_Found(row[0], order, ImportRejected(row[1], check.field, check.problem(row))))
-    seq = _first_bad_link(conn, kind)
-    if seq is None:
-        return found
-    if kind.owner is not None:
-        target = TARGETS[kind.owner.target]
-        column = kind.owner.column
-        row = conn.execute(
-            f"SELECT s.seq, s.location, s.{column} FROM {kind.stage} AS s"
-            f" LEFT JOIN {target.table} AS x ON x.{target.key} = s.{column}"
-            f" WHERE s.seq = ? AND x.{target.key} IS NULL",
-            (seq,),
-        ).fetchone()
-        if row is not None:
-            found.append(_Found(row[0], 2, _missing(row[1], kind.owner.name, kind.owner.target, row[2])))
-    join, scope = _scope_of(kind)
-    for order, link in enumerate(kind.links, start=3):
-        target = TARGETS[link.target]
-        if link.many:
-            value, index, each = "j.value", "j.key", f" JOIN json_each(s.{link.column}) AS j"
-        else:
-            value, index, each = f"s.{link.column}", "NULL", ""
-        other_scope = target.scoped and kind.scoped
-        wrong = f"NOT {_within('x.scope_key', scope)}" if link.within else f"x.scope_key IS NOT {scope}"
-        row = conn.execute(
-            f"SELECT s.seq, s.location, {value}, {index}, x.{target.key} IS NOT NULL,"
-            f" {'x.scope_key' if other_scope else 'NULL'}, {scope}"
-            f" FROM {kind.stage} AS s{join}{each} LEFT JOIN {target.table} AS x ON x.{target.key} = {value}"
-            f" WHERE s.seq = ? AND {value} IS NOT NULL AND (x.{target.key} IS NULL"
-            f"{f' OR {wrong}' if other_scope else ''})"
-            f"{' ORDER BY j.key' if link.many else ''} LIMIT 1",
-            (seq,),
-        ).fetchone()
-        if row is not None:
-            found.append(_Found(row[0], order, _bad_link(kind, link, row)))
-    return found
-
-
-def _within(inner: str, outer: str) -> str:
-    """SQL: scope `inner` lies within scope `outer` (the rule of the `scope_within` view, migrations/0005)."""
-    return f"EXISTS (SELECT 1 FROM scope_within AS w WHERE w.inner_key = {inner} AND w.outer_key = {outer})"
-
-
-def _first_bad_link(conn: sqlite3.Connection, kind: Kind) -> int | None:
-    """The source position of the first line still to write with a missing or out-of-scope link."""
-    bad: list[str] = []
-    join, scope = "", _scope_of(kind)[1]
-    if kind.owner is not None:
-        target = TARGETS[kind.owner.target]
-        join = f" LEFT JOIN {target.table} AS o ON o.{target.key} = s.{kind.owner.column}"
-        bad.append(f"o.{target.key} IS NULL")
-    for link in kind.links:
-        target = TARGETS[link.target]
-        value = "j.value" if link.many else f"s.{link.column}"
-        in_scope = ""
-        if target.scoped and kind.scoped:
-            in_scope = f" AND {_within('x.scope_key', scope)}" if link.within else f" AND x.scope_key IS {scope}"
-        missing = f"NOT EXISTS (SELECT 1 FROM {target.table} AS x WHERE x.{target.key} = {value}{in_scope})"
-        if link.many:
-            bad.append(f"EXISTS (SELECT 1 FROM json_each(s.{link.column}) AS j WHERE {missing})")
-        else:
-            bad.append(f"({value} IS NOT NULL AND {missing})")
-    if not bad:
-        return None
-    row = conn.execute(
-        f"SELECT s.seq FROM {kind.stage} AS s{join} WHERE {TO_WRITE} AND ({' OR '.join(bad)}) ORDER BY s.seq LIMIT 1"
-    ).fetchone()
-    return None if row is None else int(row[0])
+    return [Found(seq, 1, ImportRejected(location, name, message))]
 
 
 def _insert(conn: sqlite3.Connection, kind: Kind, progress: Progress, done: int, *, replacing: bool) -> tuple[int, int]:
@@ -341,7 +244,7 @@ def _insert(conn: sqlite3.Connection, kind: Kind, progress: Progress, done: int,
     counts = dict(conn.execute(f"SELECT skip, count(*) FROM {stage} GROUP BY skip").fetchall())
     new, changed = counts.get(NEW, 0), counts.get(CHANGED, 0)
     staged = sum(counts.values())
-    join, scope = _scope_of(kind)
+    join, scope = scope_of(kind)
     chunk = "s.seq > :after AND s.seq <= :upto"
     columns = kind.columns + (("scope_key",) if kind.owner is not None else ()) + tuple(c for c, _ in kind.derived)
     values = [f"s.{column}" for column in kind.columns] + ([scope] if kind.owner is not None else [])
@@ -380,51 +283,6 @@ def _insert(conn: sqlite3.Connection, kind: Kind, progress: Progress, done: int,
     return int(new), int(changed)
 
 
-def _after(conn: sqlite3.Connection, kind: Kind) -> list[_Found]:
-    """Checks of links that may point forward: run once every kind is written."""
-    found: list[_Found] = []
-    for order, check in enumerate(kind.after):
-        row = conn.execute(check.sql).fetchone()
-        if row is not None:
-            found.append(_Found(row[0], order, ImportRejected(row[1], check.field, check.problem(row))))
-    join, scope = _scope_of(kind)
-    for order, ref in enumerate(kind.refs, start=len(kind.after)):
-        each, index = (f" JOIN json_each(s.{ref.field}) AS j", "j.key") if ref.many else ("", "NULL")
-        stored_scope = _ref_scope(ref.type_sql, ref.id_sql)
-        row = conn.execute(
-            f"SELECT s.seq, s.location, {ref.type_sql}, {ref.id_sql}, {index}, {stored_scope}, {scope}"
-            f" FROM {kind.stage} AS s{join}{each} WHERE {TO_WRITE} AND ({stored_scope}) IS NOT {scope}"
-            f" ORDER BY s.seq{', j.key' if ref.many else ''} LIMIT 1"
-        ).fetchone()
-        if row is not None:
-            found.append(_Found(row[0], order, _bad_ref(kind, ref, row)))
-    return found
-
-
-def _scope_of(kind: Kind) -> tuple[str, str]:
-    """The join that finds a staged row's scope, and the SQL expression of that scope."""
-    if kind.owner is not None:
-        target = TARGETS[kind.owner.target]
-        return f" JOIN {target.table} AS o ON o.{target.key} = s.{kind.owner.column}", "o.scope_key"
-    if "scope_key" in kind.columns:
-        return "", "s.scope_key"
-    return "", "NULL"
-
-
-def _ref_scope(type_sql: str, id_sql: str) -> str:
-    """SQL: the scope of the stored object a ref names, NULL when there is none."""
-    head = f"rtrim({id_sql}, replace({id_sql}, '#', ''))"  # up to and including the last '#'
-    cases = " ".join(
-        f"WHEN '{name}' THEN (SELECT scope_key FROM {table} WHERE id = {id_sql})" for name, table in REF_TABLES.items()
-    )
-    entity, association = f"substr({head}, 1, length({head}) - 1)", f"substr({id_sql}, length({head}) + 1)"
-    change = (
-        "WHEN 'entity_change' THEN (SELECT scope_key FROM entity_changes"
-        f" WHERE entity_id = {entity} AND association_key = {association})"
-    )
-    return f"CASE {type_sql} {cases} {change} END"
-
-
 def _key_match(kind: Kind, a: str, b: str) -> str:
     return " AND ".join(f"{a}.{column} = {b}.{column}" for column in kind.key)
 
@@ -434,7 +292,7 @@ def _same(kind: Kind, a: str, b: str, *, stored: bool, ignored: frozenset[str] =
 
     Columns of the `ignored` interchange fields are not compared (sync mode).
     """
-    parts = [f"{a}.{column} IS {b}.{column}" for column in kind.columns if field_of(column) not in ignored]
+    parts = [f"{a}.{column} IS {b}.{column}" for column in kind.columns if kind.field_of(column) not in ignored]
     for child in kind.children:
         mine, theirs = child.staged(a), child.stored(b) if stored else child.staged(b)
         parts.append(f"NOT EXISTS ({mine} EXCEPT {theirs}) AND NOT EXISTS ({theirs} EXCEPT {mine})")
@@ -456,42 +314,4 @@ def _differs(kind: Kind, location: str, values: Staged, where: str, fields: list
         KEY_FIELD.get(kind.name, "id"),
         f"{kind.name} {'/'.join(_key(kind, values))!r} is already defined by {where} with different content"
         f" (differs in: {', '.join(fields)})",
-    )
-
-
-def _missing(location: str, name: str, target: str, value: object) -> ImportRejected:
-    if target == "scope":
-        return ImportRejected(location, name, f"scope {value} is not declared: add a scope line for it")
-    return ImportRejected(location, name, f"no {target} {value!r} in the file or the database")
-
-
-def _bad_link(kind: Kind, link: Link, row: Sequence[Any]) -> ImportRejected:
-    _, location, value, index, exists, other, scope = row
-    name = link.name if index is None else f"{link.name}[{index}]"
-    if not exists:
-        return _missing(location, name, link.target, value)
-    if link.within:
-        return ImportRejected(
-            location,
-            name,
-            f"{link.target} {value!r} belongs to scope {other}, which is not within this {kind.owner_noun}'s scope"
-            f" {scope}; links across scopes are not allowed",
-        )
-    return _across(location, name, kind, link.target, value, other, scope)
-
-
-def _bad_ref(kind: Kind, ref: RefLink, row: Sequence[Any]) -> ImportRejected:
-    _, location, ref_type, ref_id, index, other, scope = row
-    name = ref.field if index is None else f"{ref.field}[{index}]{ref.suffix}"
-    if other is None:
-        return _missing(location, name, ref_type, ref_id)
-    return _across(location, name, kind, ref_type, ref_id, other, scope)
-
-
-def _across(location: str, name: str, kind: Kind, target: str, value: object, other: str, scope: str) -> ImportRejected:
-    return ImportRejected(
-        location,
-        name,
-        f"{target} {value!r} belongs to scope {other}, but this {kind.owner_noun} belongs to scope {scope};"
-        " links across scopes are not allowed",
     )
