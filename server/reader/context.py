@@ -228,8 +228,9 @@ async def select(
     time_range: tuple[str, str] | None,
     time_basis: str,
 ) -> Selection:
-    # The neighbourhood's events, entities and source references are read without their content (context_rows):
-    # the selection reads its target's (for the header and its items); pages read their own objects' by key.
+    # The neighbourhood is read without its content (context_rows: rows, evidence ids and the few fields the header,
+    # the gaps and the selection itself read): the selection reads its target's (for the header and its items);
+    # pages read their own objects' by key.
     load = RowLoader(conn, scope_key, content=False)
     chosen = _Selected()
     object_type, object_id = target
@@ -309,9 +310,9 @@ async def select(
     if object_type == "event":
         chosen.add(await load.changes_of_events([object_id]), "evolution")
     event_ids.extend(
-        u.content["event_id"]
+        u.value("event_id")
         for u in chosen.units.values()
-        if u.row.object_type == "entity_change" and u.content["event_id"]
+        if u.row.object_type == "entity_change" and u.value("event_id")
     )
     chosen.add((await load.primary([("event", i) for i in sorted(set(event_ids))])).values(), "evolution")
 

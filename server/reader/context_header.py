@@ -100,8 +100,8 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
     open_items = [
         OpenItem(summary_id=u.row.object_id, result_id=u.row.result_key, text=text)
         for u in summaries
-        if isinstance(u.content["open_items"], list)
-        for text in u.content["open_items"]
+        if isinstance(u.value("open_items"), list)
+        for text in u.value("open_items")
         if isinstance(text, str)
     ]
     evolution = [u for u in sel.units if u.role == "evolution"]
@@ -206,7 +206,7 @@ def _stored_relation(sel: Selection, unit: Unit) -> StoredRelation:
     outgoing = unit.ends[0] == sel.target
     other_ref = _other_end(sel, unit)
     other = sel.present.get(other_ref)
-    reason, cut = _excerpt(str(unit.content["reason"]), REASON_LIMIT)
+    reason, cut = _excerpt(str(unit.value("reason")), REASON_LIMIT)
     return StoredRelation(
         relation_ref=object_ref(unit.ref),
         result_id=unit.row.result_key,
@@ -233,7 +233,7 @@ def _conflict(sel: Selection, unit: Unit) -> Conflict:
                 confirmation_state=(other.row.confirmation_state if other else None) or "unknown",
             )
         )
-    reason, cut = _excerpt(str(unit.content["reason"]), REASON_LIMIT)
+    reason, cut = _excerpt(str(unit.value("reason")), REASON_LIMIT)
     return Conflict(
         relation_ref=object_ref(unit.ref),
         result_id=unit.row.result_key,

@@ -4,11 +4,13 @@ A unit pairs the content (what the fragments are cut from) with the object's uni
 objects.object_rows, the same row every tool reports; content without a uniform row is not read. A
 successful leaf's independent description is its own unit, id 'leaf:<leaf_id>:<object_id>'.
 
-A selection reads the events, entities and source references around its target without their content
-(RowLoader(content=False)): there may be thousands, it needs only their rows, evidence ids and the few stored
-fields its header and gaps read (Unit.value; ENTITY_FIELDS, SOURCE_REFERENCE_FIELDS), and a page reads the
-content of its own objects by key. The events a story or experience lists are read as rows alone
-(RowLoader.listed_events).
+A selection reads the objects around its target without their content (RowLoader(content=False)): there may
+be thousands, it needs only their rows, evidence ids and the few stored fields its header and gaps read
+(Unit.value): an entity's type and work status (ENTITY_FIELDS), a source reference's type and availability
+(SOURCE_REFERENCE_FIELDS), a summary's open items (SUMMARY_FIELDS), an entity change's event (CHANGE_FIELDS_OF_*:
+its events are selected too), a relation's ends, type and reason (RELATION_FIELDS_*: the header quotes the
+reasons of the relations and conflicts it lists). A page reads the content of its own objects by key. The events
+a story or experience lists are read as rows alone (RowLoader.listed_events).
 """
 
 from __future__ import annotations
@@ -50,26 +52,33 @@ SELECT id, result_id, story_line_id, event_type, title, description, recorded_at
 EVENT_ENTITY_IDS: Final = f"""
 SELECT event_id, entity_id FROM event_entities WHERE event_id IN {IDS} ORDER BY event_id, entity_id
 """
+# Entity changes and relations are read with their content or with the fields read instead of it (module
+# docstring): the same rows in the same order, as those columns are a prefix of the content's.
 _CHANGE_COLUMNS: Final = """
 SELECT entity_id, association_key, result_id, event_id, change_type, description, entity_revision, applicable_from,
        applicable_to, confirmation_state, recorded_at
   FROM entity_changes"""
-CHANGES_OF_ENTITIES: Final = f"""{_CHANGE_COLUMNS} WHERE entity_id IN {IDS} AND scope_key = :scope_key
- ORDER BY entity_id, association_key
-"""
-CHANGES_OF_EVENTS: Final = f"""{_CHANGE_COLUMNS} WHERE event_id IN {IDS} AND scope_key = :scope_key
- ORDER BY entity_id, association_key
-"""
+_CHANGE_FIELDS: Final = "SELECT entity_id, association_key, result_id, event_id FROM entity_changes"
+_OF_ENTITIES: Final = f" WHERE entity_id IN {IDS} AND scope_key = :scope_key ORDER BY entity_id, association_key"
+_OF_EVENTS: Final = f" WHERE event_id IN {IDS} AND scope_key = :scope_key ORDER BY entity_id, association_key"
+CHANGES_OF_ENTITIES: Final = _CHANGE_COLUMNS + _OF_ENTITIES
+CHANGES_OF_EVENTS: Final = _CHANGE_COLUMNS + _OF_EVENTS
+CHANGE_FIELDS_OF_ENTITIES: Final = _CHANGE_FIELDS + _OF_ENTITIES
+CHANGE_FIELDS_OF_EVENTS: Final = _CHANGE_FIELDS + _OF_EVENTS
 _RELATION_COLUMNS: Final = """
 SELECT id, result_id, from_type, from_id, to_type, to_id, relation_type, reason, confirmation_state, recorded_at,
        revision
   FROM relations"""
-RELATIONS_BY_ID: Final = f"{_RELATION_COLUMNS} WHERE id IN {IDS} AND scope_key = :scope_key"
-RELATIONS_TOUCHING: Final = f"""
-{_RELATION_COLUMNS} WHERE from_type = :object_type AND from_id IN {IDS} AND scope_key = :scope_key
-UNION
-{_RELATION_COLUMNS} WHERE to_type = :object_type AND to_id IN {IDS} AND scope_key = :scope_key
-"""
+_RELATION_FIELDS: Final = (
+    "SELECT id, result_id, from_type, from_id, to_type, to_id, relation_type, reason FROM relations"
+)
+_BY_ID: Final = f" WHERE id IN {IDS} AND scope_key = :scope_key"
+_FROM_ANY: Final = f" WHERE from_type = :object_type AND from_id IN {IDS} AND scope_key = :scope_key"
+_TO_ANY: Final = f" WHERE to_type = :object_type AND to_id IN {IDS} AND scope_key = :scope_key"
+RELATIONS_BY_ID: Final = _RELATION_COLUMNS + _BY_ID
+RELATIONS_TOUCHING: Final = f"{_RELATION_COLUMNS}{_FROM_ANY}\nUNION\n{_RELATION_COLUMNS}{_TO_ANY}"
+RELATION_FIELDS_BY_ID: Final = _RELATION_FIELDS + _BY_ID
+RELATION_FIELDS_TOUCHING: Final = f"{_RELATION_FIELDS}{_FROM_ANY}\nUNION\n{_RELATION_FIELDS}{_TO_ANY}"
 SUMMARIES_BY_ID: Final = f"""
 SELECT id, result_id, interval_from, interval_to, body, open_items, recorded_at, revision
   FROM summaries WHERE id IN {IDS} AND scope_key = :scope_key
@@ -78,9 +87,12 @@ SUMMARY_FACT_REFS: Final = f"""
 SELECT owner_id, object_type, object_id FROM fact_links
  WHERE owner_type = 'summary' AND owner_id IN {IDS} ORDER BY owner_id, object_type, object_id
 """
-# Read instead of the content of objects read without it: what the header and the known gaps show.
+# Read instead of the content of objects read without it: what the header and the known gaps show (module docstring).
 ENTITY_FIELDS: Final = f"""
 SELECT id, entity_type, work_status FROM entities WHERE id IN {IDS} AND scope_key = :scope_key
+"""
+SUMMARY_FIELDS: Final = f"""
+SELECT id, open_items FROM summaries WHERE id IN {IDS} AND scope_key = :scope_key
 """
 SOURCE_REFERENCE_FIELDS: Final = f"""
 SELECT id, source_type, availability FROM source_references WHERE id IN {IDS} AND scope_key = :scope_key
@@ -162,7 +174,8 @@ class Memory:
 
 class RowLoader:
     """Unit loaders bound to one connection and one scope; primary rows are cached by ref. With content False,
-    events, entities and source references are read without their content (module docstring)."""
+    entities, events, relations, summaries, source references and entity changes are read without their content
+    (module docstring); a target's own rows (entity_revisions, leaf_facts) always with it."""
 
     def __init__(self, conn: aiosqlite.Connection, scope_key: str, *, content: bool = True) -> None:
         self.conn = conn
@@ -197,7 +210,7 @@ class RowLoader:
         elif object_type == "event":
             units = await self.events(ids)
         elif object_type == "relation":
-            units = await self._relations(RELATIONS_BY_ID, ids=ids)
+            units = await self._relations((RELATIONS_BY_ID, RELATION_FIELDS_BY_ID), ids=ids)
         elif object_type == "summary":
             units = await self.summaries(ids)
         elif object_type == "source_reference":
@@ -331,35 +344,48 @@ class RowLoader:
         return [Unit(row, None, None) for row in rows.values()]
 
     async def changes_of_entities(self, entity_ids: list[str]) -> list[Unit]:
-        return await self._changes(CHANGES_OF_ENTITIES, entity_ids)
+        return await self._changes((CHANGES_OF_ENTITIES, CHANGE_FIELDS_OF_ENTITIES), entity_ids)
 
     async def changes_of_events(self, event_ids: list[str]) -> list[Unit]:
-        return await self._changes(CHANGES_OF_EVENTS, event_ids)
+        return await self._changes((CHANGES_OF_EVENTS, CHANGE_FIELDS_OF_EVENTS), event_ids)
 
-    async def _changes(self, sql: str, ids: list[str]) -> list[Unit]:
-        found = await self.rows(sql, ids=ids, scope_key=self.scope_key)
+    async def _changes(self, sql: tuple[str, str], ids: list[str]) -> list[Unit]:
+        """`sql`: the query of the content and the one of the fields read instead of it (event_id)."""
+        found = await self.rows(sql[0] if self.content else sql[1], ids=ids, scope_key=self.scope_key)
         change_ids = [f"{r['entity_id']}#{r['association_key']}" for r in found]
         sources = await self._sources("entity_change", change_ids)
         keys = [("entity_change", i, r["result_id"]) for i, r in zip(change_ids, found, strict=True)]
         units = []
         for r, row in await self._paired(found, keys):
+            evidence = sources.get(row.object_id, [])
+            if not self.content:
+                units.append(Unit(row, None, evidence, fields={"event_id": r["event_id"]}))
+                continue
             fields = ("entity_id", "association_key", "result_id", "event_id", "change_type", "description")
             data = {name: r[name] for name in fields}
             for name in ("entity_revision", "applicable_from", "applicable_to", "confirmation_state", "recorded_at"):
                 data[name] = r[name]
-            data["source_reference_ids"] = sources.get(row.object_id, [])
-            units.append(Unit(row, data, data["source_reference_ids"]))
+            data["source_reference_ids"] = evidence
+            units.append(Unit(row, data, evidence))
         return units
 
     async def relations_touching(self, object_type: str, ids: list[str]) -> list[Unit]:
-        return await self._relations(RELATIONS_TOUCHING, object_type=object_type, ids=ids)
+        sql = (RELATIONS_TOUCHING, RELATION_FIELDS_TOUCHING)
+        return await self._relations(sql, object_type=object_type, ids=ids)
 
-    async def _relations(self, sql: str, **params: Any) -> list[Unit]:
-        found = await self.rows(sql, scope_key=self.scope_key, **params)
+    async def _relations(self, sql: tuple[str, str], **params: Any) -> list[Unit]:
+        """`sql`: the query of the content and the one of the fields read instead of it (the ends, the type and
+        the reason)."""
+        found = await self.rows(sql[0] if self.content else sql[1], scope_key=self.scope_key, **params)
         sources = await self._sources("relation", [r["id"] for r in found])
         units = []
         for r, row in await self._paired(found, [("relation", r["id"], r["result_id"]) for r in found]):
             from_ref, to_ref = (r["from_type"], r["from_id"]), (r["to_type"], r["to_id"])
+            ends, relation_type, evidence = (from_ref, to_ref), r["relation_type"], sources.get(r["id"], [])
+            if not self.content:
+                fields = {"reason": r["reason"]}
+                units.append(Unit(row, None, evidence, ends=ends, relation_type=relation_type, fields=fields))
+                continue
             data = {
                 "id": r["id"],
                 "result_id": r["result_id"],
@@ -368,12 +394,19 @@ class RowLoader:
             }
             data |= {name: r[name] for name in ("relation_type", "reason", "confirmation_state", "recorded_at")}
             data["revision"] = r["revision"]
-            data["source_reference_ids"] = sources.get(r["id"], [])
-            ends = (from_ref, to_ref)
-            units.append(Unit(row, data, data["source_reference_ids"], ends=ends, relation_type=r["relation_type"]))
+            data["source_reference_ids"] = evidence
+            units.append(Unit(row, data, evidence, ends=ends, relation_type=relation_type))
         return units
 
     async def summaries(self, ids: list[str]) -> list[Unit]:
+        if not self.content:
+            rows = await rows_by_id(self.conn, self.scope_key, "summary", ids)
+            found = await self.rows(SUMMARY_FIELDS, ids=list(rows), scope_key=self.scope_key)
+            open_items = {r["id"]: _json_or_text(r["open_items"]) for r in found}
+            sources = await self._sources("summary", list(rows))
+            return [
+                Unit(row, None, sources.get(i, []), fields={"open_items": open_items[i]}) for i, row in rows.items()
+            ]
         found = await self.rows(SUMMARIES_BY_ID, ids=ids, scope_key=self.scope_key)
         summary_ids = [r["id"] for r in found]
         facts: dict[str, list[dict[str, str]]] = {}
