@@ -241,15 +241,13 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
             },
         )
     for row in conn.execute(NEWEST_SOURCES):
-        upstream = json_column(at("supervision_sources", id=row["id"]), "locator_json", row["locator_json"])
-        upstream = upstream if isinstance(upstream, dict) else None
-        yield from source_record(conn, seen, row["key"], row, upstream, row["last_seen"])
+        yield from source_record(conn, seen, row)
 
 
-def source_record(
-    conn: sqlite3.Connection, seen: Seen, key: str, row: sqlite3.Row, upstream: dict[str, Any] | None, last_seen: str
-) -> Iterator[ImportItem]:
-    """The live record behind a source key, its current text stored as the current version."""
+def source_record(conn: sqlite3.Connection, seen: Seen, row: sqlite3.Row) -> Iterator[ImportItem]:
+    """The live record behind a source key (a row of NEWEST_SOURCES), its current text stored as the current
+    version; a record the app no longer holds is described by the key's newest saved fragment."""
+    key, last_seen = row["key"], row["last_seen"]
     where = f"source {key} (view supervision_review_current)"
     live = live_record(key)
     current: Mapping[str, Any] | None = None
@@ -281,6 +279,8 @@ def source_record(
     params = (live[0], live[1]) if live is not None and live[2] == "knowledge" else (live[0],) if live else ()
     status = "inaccessible" if exists and conn.execute(exists, params).fetchone() else "deleted"
     seen.notes.add(f"sources {status} in the app (their saved fragments stay readable as snapshots)")
+    upstream = json_column(at("supervision_sources", id=row["id"]), "locator_json", row["locator_json"])
+    upstream = upstream if isinstance(upstream, dict) else None
     project = (upstream or {}).get("projectId")
     conversation = (upstream or {}).get("conversationId")
     yield seen.line(
