@@ -21,10 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
-
 if TYPE_CHECKING:
+    from mcp import Client
+
     from server.reader.db import Database
 
 BENCH_DIR: Final = Path(__file__).resolve().parent
@@ -401,6 +400,9 @@ def ensure_demo(cache_dir: Path) -> Path:
 @asynccontextmanager
 async def stdio_client_for(args: Sequence[str], errlog: TextIO) -> AsyncIterator[tuple[Client, int | None]]:
     """A real MCP client on the pipes of `python ARGS` (a child process); yields the client and the child's pid."""
+    from mcp import Client, StdioServerParameters  # here, not at the top: the SDK costs ~45 MiB of RSS to import
+    from mcp.client.stdio import stdio_client
+
     before = children_of(os.getpid())
     params = StdioServerParameters(command=PYTHON, args=list(args), cwd=str(REPO), env=server_env())
     async with Client(stdio_client(params, errlog=errlog)) as client:
@@ -419,6 +421,8 @@ def floor_stdio_args(db: Path) -> list[str]:
 @asynccontextmanager
 async def in_process_client(db: Path, project: str = BIG_PROJECT) -> AsyncIterator[Client]:
     """Our server in this process (as tests/support.py builds it), behind a real in-memory MCP session."""
+    from mcp import Client
+
     from server.app import StaticAccess, build_server
     from server.contracts.common import Grant
     from server.reader.cursor import CursorCodec

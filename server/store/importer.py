@@ -42,13 +42,14 @@ __all__ = [
     "import_source",
 ]
 
-# Page caches of the import connection. Big enough that a large import does not thrash, small
-# enough to keep the process far below its memory budget; staging spills to a temporary file.
+# Page caches of the import connection; staging spills to a temporary file. SQLite also sizes the sorter
+# that indexes staged rows by the database's cache, so these bound most of an import's own memory. Larger
+# ones (64 and 32 MiB) made no import faster (docs/performance.md) but grew RSS with the graph's size.
 IMPORT_PRAGMAS: Final = (
     "PRAGMA temp_store = FILE",
     "PRAGMA temp.page_size = 65536",  # fewer, larger reads and writes of the staging file
-    "PRAGMA cache_size = -65536",  # KiB: 64 MiB for the database
-    "PRAGMA temp.cache_size = -32768",  # KiB: 32 MiB for the staging tables
+    "PRAGMA cache_size = -16384",  # KiB: 16 MiB for the database
+    "PRAGMA temp.cache_size = -8192",  # KiB: 8 MiB for the staging tables
 )
 
 

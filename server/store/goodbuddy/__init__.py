@@ -11,6 +11,10 @@ upstream (a confirmed entity, an edited message, a concluded story) is updated i
 the app marks superseded by a later review of the same scope, or a story or experience it no longer
 shows, is retired. Stories and experiences follow this graph's scope rules (story_mapping.py): what
 the app links across scopes is left out and counted in the notes.
+
+Memory does not grow with the app's history: every table is read as a stream, and what the readers need
+to know about rows read earlier (scopes, results, the newest fragment of each source) is kept in
+temporary tables of the app connection (state.py), which SQLite spills to a temporary file.
 """
 
 from server.store.goodbuddy.database import SUPPORTED_SCHEMA, open_app_database

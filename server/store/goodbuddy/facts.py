@@ -1,5 +1,8 @@
 """GoodBuddy entities (current rows and result snapshots), events, entity changes, relations, the leaves'
-descriptions of entities, and confirmed memory items."""
+descriptions of entities, and confirmed memory items.
+
+Each table is read as a stream, joined with the scratch tables (state.py) for the results and scopes it
+refers to; an event's links come from their own ordered streams (`LinksByOwner`)."""
 
 from __future__ import annotations
 
@@ -7,36 +10,74 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Final
 
-from server.store.goodbuddy.rows import at, event_time, id_list, instant
-from server.store.goodbuddy.state import Result, Seen
+import orjson
+
+from server.store.goodbuddy.rows import LinksByOwner, at, event_time, id_list, instant
+from server.store.goodbuddy.state import Seen
 from server.store.importer import ImportItem
 from server.store.sync import Retired
 
 MEMORY: Final = "SELECT id, scope, scope_id, type, content, status, updated_at FROM memory_items ORDER BY id"
+# An entity lives in its story line's scope; one of a story line not read is left out.
+ADD_ENTITIES: Final = """
+INSERT OR REPLACE INTO temp.gb_entity
+SELECT e.id, l.scope_key FROM supervision_entities AS e JOIN temp.gb_story_line AS l ON l.id = e.story_line_id"""
 ENTITIES: Final = """
-SELECT id, story_line_id, canonical_label, description, confirmation_state, updated_at, source_reference_ids_json
-  FROM supervision_entities ORDER BY id"""
+SELECT e.id, e.story_line_id, e.canonical_label, e.description, e.confirmation_state, e.updated_at,
+       e.source_reference_ids_json, g.scope_key
+  FROM supervision_entities AS e JOIN temp.gb_entity AS g ON g.id = e.id ORDER BY e.id"""
+SNAPSHOT_ENTITIES: Final = """
+SELECT r.id AS result_id, r.scope_key, r.created_at, x.position, x.entity_id, x.label, x.description, x.state,
+       g.scope_key AS entity_scope
+  FROM temp.gb_snapshot_entity AS x JOIN temp.gb_result AS r ON r.seq = x.result_seq
+  LEFT JOIN temp.gb_entity AS g ON g.id = x.entity_id
+ ORDER BY x.result_seq, x.position"""
+LEAVES: Final = """
+SELECT x.location, x.id, x.result_id, x.summary, x.facts, r.scope_key, r.created_at
+  FROM temp.gb_leaf AS x JOIN temp.gb_result AS r ON r.id = x.result_id ORDER BY x.seq"""
 CHANGES: Final = """
-SELECT id, entity_id, result_id, change_type, description, confirmation_state, source_reference_ids_json
-  FROM supervision_entity_changes ORDER BY id"""
+SELECT c.id, c.entity_id, c.result_id, c.change_type, c.description, c.confirmation_state,
+       c.source_reference_ids_json, r.scope_key, r.created_at, g.scope_key AS entity_scope
+  FROM supervision_entity_changes AS c JOIN temp.gb_result AS r ON r.id = c.result_id
+  LEFT JOIN temp.gb_entity AS g ON g.id = c.entity_id
+ ORDER BY c.id"""
+# An event of a result read, with the result that supersedes it (if read) and its story line's scope.
 EVENTS: Final = """
-SELECT id, story_line_id, result_id, occurred_at, title, description, event_type, superseded_by
-  FROM supervision_events ORDER BY id"""
-EVENT_SOURCES: Final = "SELECT event_id, source_id FROM supervision_event_sources ORDER BY event_id, source_id"
-EVENT_ENTITIES: Final = "SELECT event_id, entity_id FROM supervision_event_entities ORDER BY event_id, entity_id"
+SELECT e.id, e.story_line_id, e.result_id, e.occurred_at, e.title, e.description, e.event_type, e.superseded_by,
+       r.scope_key, r.created_at, later.id AS later_id, later.scope_key AS later_scope, l.scope_key AS line_scope
+  FROM supervision_events AS e JOIN temp.gb_result AS r ON r.id = e.result_id
+  LEFT JOIN temp.gb_result AS later ON later.id = coalesce(e.superseded_by, '')
+  LEFT JOIN temp.gb_story_line AS l ON l.id = e.story_line_id
+ ORDER BY e.id"""
+ADD_EVENT: Final = "INSERT OR REPLACE INTO temp.gb_event VALUES (?, ?)"
+EVENT_SOURCES: Final = """
+SELECT l.event_id, l.source_id, g.scope_key FROM supervision_event_sources AS l
+  LEFT JOIN temp.gb_reference AS g ON g.id = l.source_id
+ ORDER BY l.event_id, l.source_id"""
+EVENT_ENTITIES: Final = """
+SELECT l.event_id, l.entity_id, g.scope_key FROM supervision_event_entities AS l
+  LEFT JOIN temp.gb_entity AS g ON g.id = l.entity_id
+ ORDER BY l.event_id, l.entity_id"""
+# A relation row has no result: it is recorded with the first result of its scope whose snapshot holds it,
+# else with the first result of its scope.
 RELATIONS: Final = """
-SELECT id, story_line_id, from_entity_id, to_entity_id, relation_type, reason, confirmation_state,
-       source_reference_ids_json
-  FROM supervision_relations ORDER BY id"""
+SELECT x.id, x.story_line_id, x.from_entity_id, x.to_entity_id, x.relation_type, x.reason, x.confirmation_state,
+       x.source_reference_ids_json, l.scope_key, o.id AS owner_id, o.created_at AS owner_created_at,
+       a.scope_key AS from_scope, b.scope_key AS to_scope
+  FROM supervision_relations AS x LEFT JOIN temp.gb_story_line AS l ON l.id = x.story_line_id
+  LEFT JOIN temp.gb_result AS o ON o.seq = coalesce(
+       (SELECT f.result_seq FROM temp.gb_snapshot_relation AS f
+         WHERE f.relation_id = x.id AND f.scope_key = l.scope_key),
+       (SELECT min(e.seq) FROM temp.gb_result AS e WHERE e.scope_key = l.scope_key))
+  LEFT JOIN temp.gb_entity AS a ON a.id = x.from_entity_id
+  LEFT JOIN temp.gb_entity AS b ON b.id = x.to_entity_id
+ ORDER BY x.id"""
 
 
 def read_entities(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
-    for row in conn.execute(ENTITIES).fetchall():
+    conn.execute(ADD_ENTITIES)
+    for row in conn.execute(ENTITIES):
         where = at("supervision_entities", id=row["id"])
-        scope = seen.story_line_scope.get(row["story_line_id"])
-        if scope is None:
-            continue
-        seen.entity_scope[row["id"]] = scope
         refs = id_list(where, "source_reference_ids_json", row["source_reference_ids_json"])
         yield seen.line(
             where,
@@ -48,68 +89,58 @@ def read_entities(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
                 "description": row["description"],
                 "confirmation_state": row["confirmation_state"],
                 "updated_at": instant(where, "updated_at", row["updated_at"]),
-                "source_reference_ids": seen.same_scope(refs, scope, seen.reference_scope, "saved fragments"),
+                "source_reference_ids": seen.in_scope(refs, row["scope_key"], "gb_reference", "saved fragments"),
             },
         )
-    yield from snapshot_revisions(seen)
-    yield from leaves_with_facts(seen)
+    yield from snapshot_revisions(conn, seen)
+    yield from leaves_with_facts(conn, seen)
 
 
-def snapshot_revisions(seen: Seen) -> Iterator[ImportItem]:
+def snapshot_revisions(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
     """Each result's graph snapshot: the entity as that result saved it (an entity revision)."""
-    for result in seen.results.values():
-        entities = seen.snapshots[result.id].get("entities")
-        done: set[str] = set()
-        for index, entity in enumerate(entities if isinstance(entities, list) else []):
-            entity_id = entity.get("id") if isinstance(entity, dict) else None
-            if not isinstance(entity_id, str) or entity_id in done:
-                continue
-            done.add(entity_id)
-            if seen.same_scope([entity_id], result.scope_key, seen.entity_scope, "entities (result snapshots)"):
-                state = entity.get("confirmation_state")
-                yield seen.line(
-                    f"{result.where}, graph_snapshot_json.entities[{index}]",
-                    {
-                        "kind": "entity_revision",
-                        "entity_id": entity_id,
-                        "result_id": result.id,
-                        "canonical_label": str(entity.get("canonical_label") or ""),
-                        "description": str(entity.get("description") or ""),
-                        "confirmation_state": state if isinstance(state, str) else "automatic",
-                        "recorded_at": result.created_at,
-                    },
-                )
+    for row in conn.execute(SNAPSHOT_ENTITIES):
+        entity_id = row["entity_id"]
+        known = {entity_id: row["entity_scope"]}
+        if seen.same_scope([entity_id], row["scope_key"], known, "entities (result snapshots)"):
+            yield seen.line(
+                f"{at('supervision_results', id=row['result_id'])}, graph_snapshot_json.entities[{row['position']}]",
+                {
+                    "kind": "entity_revision",
+                    "entity_id": entity_id,
+                    "result_id": row["result_id"],
+                    "canonical_label": row["label"],
+                    "description": row["description"],
+                    "confirmation_state": row["state"],
+                    "recorded_at": row["created_at"],
+                },
+            )
 
 
-def leaves_with_facts(seen: Seen) -> Iterator[ImportItem]:
-    for leaf in seen.leaves_read:
-        result = seen.results[leaf.result_id]
-        kept = seen.same_scope(list(leaf.facts), result.scope_key, seen.entity_scope, "entities (leaf descriptions)")
-        facts = [{"object_ref": {"type": "entity", "id": i}, "description": leaf.facts[i]} for i in kept]
+def leaves_with_facts(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
+    for row in conn.execute(LEAVES):
+        facts: dict[str, str | None] = orjson.loads(row["facts"])
+        kept = seen.in_scope(list(facts), row["scope_key"], "gb_entity", "entities (leaf descriptions)")
         yield seen.line(
-            leaf.where,
+            row["location"],
             {
                 "kind": "leaf",
-                "id": leaf.id,
-                "result_id": leaf.result_id,
-                "summary": leaf.summary,
-                "recorded_at": result.created_at,
-                "facts": facts,
+                "id": row["id"],
+                "result_id": row["result_id"],
+                "summary": row["summary"],
+                "recorded_at": row["created_at"],
+                "facts": [{"object_ref": {"type": "entity", "id": i}, "description": facts[i]} for i in kept],
             },
         )
 
 
 def read_events(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
-    sources = links(conn, EVENT_SOURCES)
-    entities = links(conn, EVENT_ENTITIES)
-    for row in conn.execute(EVENTS).fetchall():
+    sources = LinksByOwner(conn.execute(EVENT_SOURCES))
+    entities = LinksByOwner(conn.execute(EVENT_ENTITIES))
+    for row in conn.execute(EVENTS):
         where = at("supervision_events", id=row["id"])
-        result = seen.results.get(row["result_id"])
-        if result is None:
-            continue
-        superseding = seen.results.get(row["superseded_by"] or "")
-        if superseding is not None and superseding.scope_key == result.scope_key:
-            reason = f"superseded by result {superseding.id} of the same scope"
+        scope = row["scope_key"]
+        if row["later_id"] is not None and row["later_scope"] == scope:
+            reason = f"superseded by result {row['later_id']} of the same scope"
             yield (where, Retired("event", (row["id"],), reason))
             seen.notes.add(
                 "events the app marks superseded by a later review of the same scope (retired, not imported)"
@@ -120,85 +151,69 @@ def read_events(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
         time = event_time(row["occurred_at"])
         if time is None:
             seen.notes.add("events whose time names no instant (stored undated)")
-        seen.event_scope[row["id"]] = result.scope_key
-        story_line = row["story_line_id"]
-        if seen.story_line_scope.get(story_line) != result.scope_key:
-            story_line = None
+        conn.execute(ADD_EVENT, (row["id"], scope))
+        entity_links, source_links = entities.of(row["id"]), sources.of(row["id"])
         yield seen.line(
             where,
             {
                 "kind": "event",
                 "id": row["id"],
                 "result_id": row["result_id"],
-                "story_line_id": story_line,
+                "story_line_id": row["story_line_id"] if row["line_scope"] == scope else None,
                 "event_type": row["event_type"],
                 "title": row["title"],
                 "description": row["description"],
                 "event_time": time,
-                "recorded_at": result.created_at,
+                "recorded_at": row["created_at"],
                 "entity_ids": seen.same_scope(
-                    entities.get(row["id"], []), result.scope_key, seen.entity_scope, "entities (from events)"
+                    [link[1] for link in entity_links],
+                    scope,
+                    {link[1]: link[2] for link in entity_links},
+                    "entities (from events)",
                 ),
                 "source_reference_ids": seen.same_scope(
-                    sources.get(row["id"], []), result.scope_key, seen.reference_scope, "saved fragments"
+                    [link[1] for link in source_links],
+                    scope,
+                    {link[1]: link[2] for link in source_links},
+                    "saved fragments",
                 ),
             },
         )
 
 
-def links(conn: sqlite3.Connection, sql: str) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for owner, target in conn.execute(sql):
-        found.setdefault(owner, []).append(target)
-    return found
-
-
 def read_changes(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
-    for row in conn.execute(CHANGES).fetchall():
+    for row in conn.execute(CHANGES):
         where = at("supervision_entity_changes", id=row["id"])
-        result = seen.results.get(row["result_id"])
-        if result is None or not seen.same_scope(
-            [row["entity_id"]], result.scope_key, seen.entity_scope, "entities (from entity changes)"
-        ):
+        scope, entity = row["scope_key"], row["entity_id"]
+        if not seen.same_scope([entity], scope, {entity: row["entity_scope"]}, "entities (from entity changes)"):
             continue
         refs = id_list(where, "source_reference_ids_json", row["source_reference_ids_json"])
         yield seen.line(
             where,
             {
                 "kind": "entity_change",
-                "entity_id": row["entity_id"],
+                "entity_id": entity,
                 "association_key": row["id"],
                 "result_id": row["result_id"],
                 "change_type": row["change_type"],
                 "description": row["description"],
                 "confirmation_state": row["confirmation_state"],
-                "recorded_at": result.created_at,
-                "source_reference_ids": seen.same_scope(
-                    refs, result.scope_key, seen.reference_scope, "saved fragments"
-                ),
+                "recorded_at": row["created_at"],
+                "source_reference_ids": seen.in_scope(refs, scope, "gb_reference", "saved fragments"),
             },
         )
 
 
 def read_relations(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
-    """A relation row has no result: it is recorded with the first result whose snapshot holds it."""
-    first: dict[str, Result] = {}
-    earliest: dict[str, Result] = {}
-    for result in seen.results.values():  # in creation order
-        earliest.setdefault(result.scope_key, result)
-        relations = seen.snapshots[result.id].get("relations")
-        for relation in relations if isinstance(relations, list) else []:
-            if isinstance(relation, dict) and isinstance(relation.get("id"), str):
-                first.setdefault(f"{relation['id']}@{result.scope_key}", result)
-    for row in conn.execute(RELATIONS).fetchall():
+    for row in conn.execute(RELATIONS):
         where = at("supervision_relations", id=row["id"])
-        scope = seen.story_line_scope.get(row["story_line_id"])
-        owner = first.get(f"{row['id']}@{scope}") or earliest.get(scope or "")
-        if scope is None or owner is None:
+        scope = row["scope_key"]
+        if scope is None or row["owner_id"] is None:
             seen.notes.add("relations of a scope without any result (not imported)")
             continue
         ends = [row["from_entity_id"], row["to_entity_id"]]
-        if len(seen.same_scope(ends, scope, seen.entity_scope, "entities (relation ends)")) < 2:
+        known = {ends[0]: row["from_scope"], ends[1]: row["to_scope"]}
+        if len(seen.same_scope(ends, scope, known, "entities (relation ends)")) < 2:
             seen.notes.add("relations with an end in another scope (not imported)")
             continue
         refs = id_list(where, "source_reference_ids_json", row["source_reference_ids_json"])
@@ -207,20 +222,20 @@ def read_relations(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]
             {
                 "kind": "relation",
                 "id": row["id"],
-                "result_id": owner.id,
+                "result_id": row["owner_id"],
                 "from_ref": {"type": "entity", "id": row["from_entity_id"]},
                 "to_ref": {"type": "entity", "id": row["to_entity_id"]},
                 "relation_type": row["relation_type"],
                 "reason": row["reason"],
                 "confirmation_state": row["confirmation_state"],
-                "recorded_at": owner.created_at,
-                "source_reference_ids": seen.same_scope(refs, scope, seen.reference_scope, "saved fragments"),
+                "recorded_at": row["owner_created_at"],
+                "source_reference_ids": seen.in_scope(refs, scope, "gb_reference", "saved fragments"),
             },
         )
 
 
 def read_memory(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
-    for row in conn.execute(MEMORY).fetchall():
+    for row in conn.execute(MEMORY):
         where = at("memory_items", id=row["id"])
         if row["status"] != "confirmed":
             seen.notes.add("memory items the user has not confirmed (not imported)")

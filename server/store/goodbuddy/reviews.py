@@ -10,6 +10,7 @@ from typing import Any, Final
 from pydantic import TypeAdapter, ValidationError
 
 from server.contracts.base import Scope
+from server.contracts.interchange import Line
 from server.store.errors import ImportRejected, Where
 from server.store.goodbuddy.rows import (
     at,
@@ -24,13 +25,16 @@ from server.store.goodbuddy.rows import (
     scope_key_of,
     source_key,
 )
-from server.store.goodbuddy.state import Leaf, Result, Seen, slim_snapshot
+from server.store.goodbuddy.state import Seen
 from server.store.importer import ImportItem
 
 SCOPE: Final[TypeAdapter[Scope]] = TypeAdapter(Scope)
+RESULTS_FIRST, AFTER_RESULTS = 0, 1
+"""Parts of the lines that wait for the scope lines (`Seen.wait`): the results', then the story lines'."""
 
 PROJECTS: Final = "SELECT id, name, status FROM projects ORDER BY id"
 STORY_LINES: Final = "SELECT id, scope_json, title, created_at FROM story_lines ORDER BY id"
+ADD_STORY_LINE: Final = "INSERT OR REPLACE INTO temp.gb_story_line VALUES (?, ?)"
 RESULTS: Final = """
 SELECT r.id, r.run_id, r.summary, r.open_items_json, r.coverage_json, r.created_at, r.graph_snapshot_json,
        run.scope_json, run.time_range_json, rr.state_json
@@ -41,9 +45,26 @@ REVIEW_SOURCES: Final = """
 SELECT source, revision, length, initial_offset, processed_offset FROM supervision_review_sources
  WHERE run_id = ? ORDER BY source"""
 BATCHES: Final = "SELECT id, output_json FROM supervision_review_batches WHERE run_id = ? ORDER BY rowid"
+# Saved fragments of the results read: each lives in its result's scope.
+ADD_REFERENCES: Final = """
+INSERT OR REPLACE INTO temp.gb_reference
+SELECT s.id, r.scope_key FROM supervision_sources AS s JOIN temp.gb_result AS r ON r.id = s.result_id"""
 SOURCES: Final = """
-SELECT id, result_id, source_type, source_id, title, occurred_at, content, availability, locator_json
-  FROM supervision_sources ORDER BY id"""
+SELECT s.id, s.result_id, s.source_type, s.source_id, s.title, s.occurred_at, s.content, s.availability,
+       s.locator_json, r.created_at AS result_created_at
+  FROM supervision_sources AS s JOIN temp.gb_result AS r ON r.id = s.result_id ORDER BY s.id"""
+# A source key's newest fragment so far (a later one read on a tie wins) and the latest time any names.
+NEWER_SOURCE: Final = """
+INSERT INTO temp.gb_source (key, source_id, created_at, last_time) VALUES (?, ?, ?, ?)
+    ON CONFLICT (key) DO UPDATE SET
+       source_id = CASE WHEN excluded.created_at >= created_at THEN excluded.source_id ELSE source_id END,
+       created_at = max(created_at, excluded.created_at),
+       last_time = max(coalesce(last_time, excluded.last_time), coalesce(excluded.last_time, last_time))"""
+# Each source key's newest fragment, and when the key was last seen: the latest time its fragments name, else the
+# newest fragment's result time.
+NEWEST_SOURCES: Final = """
+SELECT n.key, coalesce(n.last_time, n.created_at) AS last_seen, s.id, s.source_type, s.title, s.locator_json
+  FROM temp.gb_source AS n JOIN supervision_sources AS s ON s.id = n.source_id ORDER BY n.key"""
 CURRENT_RECORD: Final = """
 SELECT type, project_id, conversation_id, title, occurred, alternate_time, body, context
   FROM supervision_review_current WHERE record_id = ? AND reference_index = ? AND type = ?"""
@@ -71,26 +92,29 @@ def review_scope(where: Where, column: str, text: object) -> dict[str, Any]:
 
 
 def read_scopes_results_and_story_lines(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
+    """The scope lines (and projects deleted since) first, then each result's lines, then the story lines'.
+
+    Any result may name a scope no earlier row did, so the results' and story lines' lines wait in the
+    scratch tables (`Seen.wait`) until every scope is known: each row is still read and checked in turn."""
     scopes: dict[str, tuple[str, dict[str, Any]]] = {}
-    story_lines: list[ImportItem] = []
-    for row in conn.execute(STORY_LINES).fetchall():
+    for row in conn.execute(STORY_LINES):
         where = at("story_lines", id=row["id"])
         scope = review_scope(where, "scope_json", row["scope_json"])
-        seen.story_line_scope[row["id"]] = scope_key_of(scope)
+        conn.execute(ADD_STORY_LINE, (row["id"], scope_key_of(scope)))
         scopes.setdefault(scope_key_of(scope), (where, scope))
         value = {"kind": "story_line", "id": row["id"], "scope": scope, "topic": row["title"]}
-        story_lines.append(seen.line(where, value | {"recorded_at": instant(where, "created_at", row["created_at"])}))
-    results: list[ImportItem] = []
-    for row in conn.execute(RESULTS).fetchall():
+        line = seen.line(where, value | {"recorded_at": instant(where, "created_at", row["created_at"])})
+        seen.wait(line, AFTER_RESULTS)
+    for row in conn.execute(RESULTS):
         where = at("supervision_results", id=row["id"])
         scope = review_scope(at("supervision_runs", id=row["run_id"]), "scope_json", row["scope_json"])
         key = scope_key_of(scope)
         scopes.setdefault(key, (where, scope))
         created = instant(where, "created_at", row["created_at"])
-        seen.results[row["id"]] = Result(row["id"], key, created, where)
         snapshot = json_column(where, "graph_snapshot_json", row["graph_snapshot_json"])
-        seen.snapshots[row["id"]] = slim_snapshot(snapshot)
-        results.extend(result_lines(conn, seen, row, where, scope, created))
+        seen.add_result(row["id"], key, created, snapshot)
+        for line in result_lines(conn, seen, row, where, scope, created):
+            seen.wait(line, RESULTS_FIRST)
     for key, (where, scope) in sorted(scopes.items()):
         seen.scopes.add(key)
         for project in scope.get("projectIds", []):
@@ -100,13 +124,12 @@ def read_scopes_results_and_story_lines(conn: sqlite3.Connection, seen: Seen) ->
                 seen.notes.add("projects named by a review scope but deleted in the app (stored with status 'deleted')")
                 yield seen.line(where, {"kind": "project", "id": project, "name": project, "status": "deleted"})
         yield seen.line(where, {"kind": "scope", "scope": scope})
-    yield from results
-    yield from story_lines
+    yield from seen.waiting()
 
 
 def result_lines(
     conn: sqlite3.Connection, seen: Seen, row: sqlite3.Row, where: str, scope: dict[str, Any], created: str
-) -> Iterator[ImportItem]:
+) -> Iterator[tuple[Where, Line]]:
     run_where = at("supervision_runs", id=row["run_id"])
     span = json_column(run_where, "time_range_json", row["time_range_json"])
     start, end = (maybe_instant(span.get(name)) if isinstance(span, dict) else None for name in ("from", "to"))
@@ -141,13 +164,13 @@ def result_lines(
             "recorded_at": created,
         },
     )
-    for batch in conn.execute(BATCHES, (row["run_id"],)).fetchall():
+    for batch in conn.execute(BATCHES, (row["run_id"],)):
         yield from leaf_lines(conn, seen, batch, row["id"], created)
 
 
 def leaf_lines(
     conn: sqlite3.Connection, seen: Seen, batch: sqlite3.Row, result_id: str, created: str
-) -> Iterator[ImportItem]:
+) -> Iterator[tuple[Where, Line]]:
     """A successful leaf: its own summary (id `leaf:<batch>`, as the app's reader shows it) and its
     independent descriptions of the entities it re-identified (`persistedId`)."""
     where = at("supervision_review_batches", id=batch["id"])
@@ -177,7 +200,7 @@ def leaf_lines(
             facts.setdefault(persisted, description if isinstance(description, str) else None)
         else:
             seen.notes.add("leaf entities without a stored identity (not imported; the leaf's summary is)")
-    seen.leaves_read.append(Leaf(where, batch["id"], result_id, summary, facts))
+    seen.add_leaf(where, batch["id"], result_id, summary, facts)
     seen.notes.add(
         "leaf relations and events (not imported: they name model-local ids)",
         sum(len(output[name]) for name in ("relations", "events") if isinstance(output.get(name), list)),
@@ -188,21 +211,15 @@ def leaf_lines(
 
 
 def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
-    latest: dict[str, tuple[Result, sqlite3.Row, dict[str, Any] | None]] = {}
-    gone_times: dict[str, list[str]] = {}
-    for row in conn.execute(SOURCES).fetchall():
+    """Each saved fragment of a result read, then the live record behind each source key, in key order: its
+    newest fragment (by its result's time; the last one read on a tie) says what the app last knew of it."""
+    conn.execute(ADD_REFERENCES)
+    for row in conn.execute(SOURCES):
         where = at("supervision_sources", id=row["id"])
-        result = seen.results.get(row["result_id"])
-        if result is None:
-            continue
         upstream = json_column(where, "locator_json", row["locator_json"])
         upstream = upstream if isinstance(upstream, dict) else None
         key = source_key(row["source_type"], row["source_id"], upstream)
-        seen.reference_scope[row["id"]] = result.scope_key
-        if key not in latest or latest[key][0].created_at <= result.created_at:
-            latest[key] = (result, row, upstream)
-        if (time := maybe_instant(row["occurred_at"])) is not None:
-            gone_times.setdefault(key, []).append(time)
+        conn.execute(NEWER_SOURCE, (key, row["id"], row["result_created_at"], maybe_instant(row["occurred_at"])))
         start, end = offset(upstream, "start"), offset(upstream, "end")
         revision = (upstream or {}).get("revision")
         yield seen.line(
@@ -220,23 +237,17 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
                 "source_length": offset(upstream, "length"),
                 "availability": row["availability"],
                 "source_record_time": row["occurred_at"],
-                "recorded_at": result.created_at,
+                "recorded_at": row["result_created_at"],
             },
         )
-    for key, (result, row, upstream) in sorted(latest.items()):
-        yield from source_record(conn, seen, key, result, row, upstream, max(gone_times.get(key, [result.created_at])))
+    for row in conn.execute(NEWEST_SOURCES):
+        yield from source_record(conn, seen, row)
 
 
-def source_record(
-    conn: sqlite3.Connection,
-    seen: Seen,
-    key: str,
-    result: Result,
-    row: sqlite3.Row,
-    upstream: dict[str, Any] | None,
-    last_seen: str,
-) -> Iterator[ImportItem]:
-    """The live record behind a source key, its current text stored as the current version."""
+def source_record(conn: sqlite3.Connection, seen: Seen, row: sqlite3.Row) -> Iterator[ImportItem]:
+    """The live record behind a source key (a row of NEWEST_SOURCES), its current text stored as the current
+    version; a record the app no longer holds is described by the key's newest saved fragment."""
+    key, last_seen = row["key"], row["last_seen"]
     where = f"source {key} (view supervision_review_current)"
     live = live_record(key)
     current: Mapping[str, Any] | None = None
@@ -268,6 +279,8 @@ def source_record(
     params = (live[0], live[1]) if live is not None and live[2] == "knowledge" else (live[0],) if live else ()
     status = "inaccessible" if exists and conn.execute(exists, params).fetchone() else "deleted"
     seen.notes.add(f"sources {status} in the app (their saved fragments stay readable as snapshots)")
+    upstream = json_column(at("supervision_sources", id=row["id"]), "locator_json", row["locator_json"])
+    upstream = upstream if isinstance(upstream, dict) else None
     project = (upstream or {}).get("projectId")
     conversation = (upstream or {}).get("conversationId")
     yield seen.line(

@@ -38,7 +38,7 @@ class GoodBuddySource:
         try:
             conn.execute("BEGIN")  # one snapshot of the app's data, however it writes meanwhile
             try:
-                yield from read(conn, Seen(self.now, self.notes))
+                yield from read(conn, Seen(conn, self.now, self.notes))
             finally:
                 conn.execute("ROLLBACK")
         except sqlite3.DatabaseError as exc:

@@ -1,89 +1,152 @@
-"""What one GoodBuddy import has read so far: the ids it found, the scope each lives in, and its notes."""
+"""What one GoodBuddy import has read so far: the scope each object lives in, the lines still waiting, the notes.
+
+Whatever grows with the app's history is kept in temporary tables of the app connection, which SQLite spills
+to a temporary file, never in Python collections: the results read (and the entities and relations their
+graph snapshots name, and their leaves), the scope of each saved fragment, entity and event, the stories'
+plans (story_mapping.py), the newest saved fragment of each live record (reviews.py) and the lines that must
+wait for lines made after them. Readers join these tables into their queries or look a list of ids up at
+once, so memory stays flat however long the app has been used. Only the projects and the scope keys (a
+handful) are kept in Python. The tables are made inside the import's read transaction and go with its rollback.
+"""
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal
 
+import orjson
+
+from server.contracts.interchange import Line
 from server.store.errors import Where
-from server.store.importer import ImportItem
 from server.store.jsonl import validate_line
 from server.store.notes import Notes
 
+SCRATCH: Final = (
+    "PRAGMA temp_store = FILE",
+    "PRAGMA temp.cache_size = -8192",  # KiB: 8 MiB, the rest of the scratch tables stays in their file
+    # Results in creation order (`seq`), each in the scope of its review.
+    "CREATE TEMP TABLE gb_result (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, scope_key TEXT NOT NULL,"
+    " created_at TEXT NOT NULL)",
+    "CREATE INDEX temp.gb_result_scope ON gb_result (scope_key, seq)",
+    # What a result's graph snapshot names: its entities (the first time each is listed) and its relations,
+    # each relation only with the first result of a scope that lists it.
+    "CREATE TEMP TABLE gb_snapshot_entity (result_seq INTEGER NOT NULL, position INTEGER NOT NULL,"
+    " entity_id TEXT NOT NULL, label TEXT NOT NULL, description TEXT NOT NULL, state TEXT NOT NULL,"
+    " PRIMARY KEY (result_seq, position))",
+    "CREATE TEMP TABLE gb_snapshot_relation (relation_id TEXT NOT NULL, scope_key TEXT NOT NULL,"
+    " result_seq INTEGER NOT NULL, PRIMARY KEY (relation_id, scope_key))",
+    # A successful leaf; its facts (entity id -> its own description, as a JSON object) wait for the entities.
+    "CREATE TEMP TABLE gb_leaf (seq INTEGER PRIMARY KEY, location TEXT NOT NULL, id TEXT NOT NULL,"
+    " result_id TEXT NOT NULL, summary TEXT, facts TEXT NOT NULL)",
+    # The scope each story line, saved fragment, entity and written event lives in.
+    "CREATE TEMP TABLE gb_story_line (id TEXT PRIMARY KEY, scope_key TEXT NOT NULL)",
+    "CREATE TEMP TABLE gb_reference (id TEXT PRIMARY KEY, scope_key TEXT NOT NULL)",
+    "CREATE TEMP TABLE gb_entity (id TEXT PRIMARY KEY, scope_key TEXT NOT NULL)",
+    "CREATE TEMP TABLE gb_event (id TEXT PRIMARY KEY, scope_key TEXT NOT NULL)",
+    # The newest saved fragment of each live record (reviews.py), and the latest time any of them names.
+    "CREATE TEMP TABLE gb_source (key TEXT PRIMARY KEY, source_id TEXT NOT NULL, created_at TEXT NOT NULL,"
+    " last_time TEXT)",
+    # Current stories that can be written, with what their plan found (story_mapping.py).
+    "CREATE TEMP TABLE gb_story (id TEXT PRIMARY KEY, level TEXT NOT NULL, parent_id TEXT, scope_key TEXT,"
+    " why_not TEXT NOT NULL, has_events INTEGER NOT NULL, has_links INTEGER NOT NULL)",
+    "CREATE INDEX temp.gb_story_parent ON gb_story (parent_id)",
+    # Validated lines that go out after lines made later (`part` first, then the order they came in).
+    "CREATE TEMP TABLE gb_waiting (seq INTEGER PRIMARY KEY, part INTEGER NOT NULL, location TEXT NOT NULL,"
+    " line BLOB NOT NULL)",
+)
+ADD_RESULT: Final = """
+INSERT INTO temp.gb_result (id, scope_key, created_at) VALUES (?, ?, ?)
+    ON CONFLICT (id) DO UPDATE SET scope_key = excluded.scope_key, created_at = excluded.created_at
+RETURNING seq"""
+ADD_SNAPSHOT_ENTITY: Final = "INSERT OR REPLACE INTO temp.gb_snapshot_entity VALUES (?, ?, ?, ?, ?, ?)"
+ADD_SNAPSHOT_RELATION: Final = "INSERT OR IGNORE INTO temp.gb_snapshot_relation VALUES (?, ?, ?)"
+ADD_LEAF: Final = "INSERT INTO temp.gb_leaf (location, id, result_id, summary, facts) VALUES (?, ?, ?, ?, ?)"
+WAIT: Final = "INSERT INTO temp.gb_waiting (part, location, line) VALUES (?, ?, ?)"
+WAITING: Final = "SELECT location, line FROM temp.gb_waiting ORDER BY part, seq"
 
-@dataclass(frozen=True)
-class Result:
-    id: str
-    scope_key: str
-    created_at: str
-    where: str
-
-
-@dataclass(frozen=True)
-class Leaf:
-    """A successful leaf, written once the entities (its facts' targets) are known."""
-
-    where: str
-    id: str
-    result_id: str
-    summary: str | None
-    facts: dict[str, str | None]
-    """Stored entity id -> the leaf's own description of it."""
+ScopeTable = Literal["gb_story_line", "gb_reference", "gb_entity", "gb_event"]
 
 
 @dataclass
 class Seen:
     """Shared by the readers of one snapshot. Objects keep the app's ids; each lives in the scope of its review."""
 
+    conn: sqlite3.Connection
+    """The app connection, whose temporary tables hold what was read."""
     now: str
     """The import's time: `recorded_at` of source versions (write-once, see server/store/sync.py)."""
     notes: Notes
     projects: set[str] = field(default_factory=set)
     scopes: set[str] = field(default_factory=set)
     """Scope keys declared by a `scope` line of this import."""
-    story_line_scope: dict[str, str] = field(default_factory=dict)
-    results: dict[str, Result] = field(default_factory=dict)
-    """In creation order."""
-    reference_scope: dict[str, str] = field(default_factory=dict)
-    entity_scope: dict[str, str] = field(default_factory=dict)
-    event_scope: dict[str, str] = field(default_factory=dict)
-    """Events this import writes -> the scope of their review."""
-    snapshots: dict[str, dict[str, Any]] = field(default_factory=dict)
-    leaves_read: list[Leaf] = field(default_factory=list)
 
-    def line(self, where: Where, value: dict[str, Any]) -> ImportItem:
+    def __post_init__(self) -> None:
+        for sql in SCRATCH:
+            self.conn.execute(sql)
+
+    def line(self, where: Where, value: dict[str, Any]) -> tuple[Where, Line]:
         return (where, validate_line(where, value))
 
-    def same_scope(self, ids: list[str], scope: str, known: dict[str, str], what: str) -> list[str]:
-        """The linked ids that live in `scope`; the others are counted, not linked across scopes."""
+    def wait(self, item: tuple[Where, Line], part: int) -> None:
+        """Keep a line (validated already, so errors still come in the order of the rows) until `waiting`."""
+        where, line = item
+        self.conn.execute(WAIT, (part, str(where), orjson.dumps(line.model_dump(mode="json", exclude_unset=True))))
+
+    def waiting(self) -> Iterator[tuple[Where, Line]]:
+        """The lines kept by `wait`, part by part, each in the order it came; the same lines again."""
+        for where, dumped in self.conn.execute(WAITING):
+            yield self.line(where, orjson.loads(dumped))
+        self.conn.execute("DELETE FROM temp.gb_waiting")
+
+    def add_result(self, result_id: str, scope_key: str, created_at: str, snapshot: object) -> None:
+        """A result read, and the part of its graph snapshot the import reads later (facts.py): its entities' id,
+        label, description and confirmation state, by their list positions (lines are located by them), and its
+        relations' ids."""
+        (seq,) = self.conn.execute(ADD_RESULT, (result_id, scope_key, created_at)).fetchone()
+        entities = snapshot.get("entities") if isinstance(snapshot, dict) else None
+        relations = snapshot.get("relations") if isinstance(snapshot, dict) else None
+        listed: set[str] = set()
+        for position, entity in enumerate(entities if isinstance(entities, list) else []):
+            entity_id = entity.get("id") if isinstance(entity, dict) else None
+            if not isinstance(entity_id, str) or entity_id in listed:
+                continue
+            listed.add(entity_id)
+            state = entity.get("confirmation_state")
+            label, description = (str(entity.get(name) or "") for name in ("canonical_label", "description"))
+            row = (seq, position, entity_id, label, description, state if isinstance(state, str) else "automatic")
+            self.conn.execute(ADD_SNAPSHOT_ENTITY, row)
+        for relation in relations if isinstance(relations, list) else []:
+            if isinstance(relation, dict) and isinstance(relation.get("id"), str):
+                self.conn.execute(ADD_SNAPSHOT_RELATION, (relation["id"], scope_key, seq))
+
+    def add_leaf(
+        self, where: str, leaf_id: str, result_id: str, summary: str | None, facts: dict[str, str | None]
+    ) -> None:
+        """A successful leaf, written once the entities (its facts' targets) are known; `facts` maps each entity
+        it re-identified to the leaf's own description of it."""
+        self.conn.execute(ADD_LEAF, (where, leaf_id, result_id, summary, orjson.dumps(facts).decode()))
+
+    def scopes_of(self, table: ScopeTable, ids: list[str]) -> dict[str, str]:
+        """The scope of each of `ids` that `table` holds."""
+        if not ids:
+            return {}
+        sql = f"SELECT id, scope_key FROM temp.{table} WHERE id IN (SELECT value FROM json_each(?))"
+        return dict(self.conn.execute(sql, (orjson.dumps(ids).decode(),)).fetchall())
+
+    def in_scope(self, ids: list[str], scope: str, table: ScopeTable, what: str) -> list[str]:
+        """`same_scope`, with the scopes looked up in `table`."""
+        return self.same_scope(ids, scope, self.scopes_of(table, ids), what)
+
+    def same_scope(self, ids: list[str], scope: str, known: Mapping[str, str | None], what: str) -> list[str]:
+        """The linked ids that live in `scope`; the others are counted, not linked across scopes. `known` says
+        where each id lives (None or absent: it is not in this import)."""
         kept = [item for item in ids if known.get(item) == scope]
-        gone = [item for item in ids if item not in known]
+        gone = [item for item in ids if known.get(item) is None]
         self.notes.add(f"links to {what} no longer in the app (not imported)", len(gone))
         self.notes.add(
             f"links to {what} in another review scope (not imported: an object lives in one scope here)",
             len(ids) - len(kept) - len(gone),
         )
         return kept
-
-
-SNAPSHOT_ENTITY_FIELDS: Final = ("id", "canonical_label", "description", "confirmation_state")
-
-
-def slim_snapshot(snapshot: object) -> dict[str, Any]:
-    """The part of a result's graph snapshot the import reads (facts.py): its entities' id, label, description
-    and confirmation state, and its relations' ids. Every result's snapshot is kept until its lines are made,
-    so only this much of each stays in memory. List positions are kept: lines are located by them."""
-    if not isinstance(snapshot, dict):
-        return {}
-    entities, relations = snapshot.get("entities"), snapshot.get("relations")
-    return {
-        "entities": [
-            {key: entity[key] for key in SNAPSHOT_ENTITY_FIELDS if key in entity} if isinstance(entity, dict) else None
-            for entity in entities
-        ]
-        if isinstance(entities, list)
-        else None,
-        "relations": [{"id": relation.get("id")} if isinstance(relation, dict) else None for relation in relations]
-        if isinstance(relations, list)
-        else None,
-    }

@@ -17,10 +17,11 @@ app marks superseded are not shown by the app and are not read here either.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from server.store.goodbuddy.rows import at, instant
+from server.store.goodbuddy.rows import LinksByOwner, at, instant
 
 STORIES: Final = """
 SELECT id, project_id, parent_id, level, name, description, state, state_event_id, status, user_edited, created_at
@@ -101,52 +102,44 @@ def _state(user_edited: object) -> str:
     return "user_edited" if user_edited else "automatic"
 
 
-def read_stories(conn: sqlite3.Connection) -> list[Story]:
-    links: dict[str, list[StoryEvent]] = {}
-    for story_id, event_id, primary, user_set, started, ended in conn.execute(STORY_EVENTS):
-        link = StoryEvent(event_id, bool(primary), bool(user_set), str(started), str(ended))
-        links.setdefault(story_id, []).append(link)
-    stories = []
-    for row in conn.execute(STORIES).fetchall():
+def read_stories(conn: sqlite3.Connection) -> Iterator[Story]:
+    """Every story in id order, with its links (a merge join: one story's links in memory at a time)."""
+    links = LinksByOwner(conn.execute(STORY_EVENTS))
+    for row in conn.execute(STORIES):
         where = at("supervision_stories", id=row[0])
-        stories.append(
-            Story(
-                where=where,
-                id=row[0],
-                project_id=row[1] if row[3] != "cross" else None,
-                parent_id=row[2],
-                level=row[3],
-                name=row[4],
-                description=row[5],
-                state=row[6],
-                state_event_id=row[7],
-                current=row[8] == "current",
-                confirmation_state=_state(row[9]),
-                created_at=instant(where, "created_at", row[10]),
-                events=tuple(links.get(row[0], [])),
-            )
+        yield Story(
+            where=where,
+            id=row[0],
+            project_id=row[1] if row[3] != "cross" else None,
+            parent_id=row[2],
+            level=row[3],
+            name=row[4],
+            description=row[5],
+            state=row[6],
+            state_event_id=row[7],
+            current=row[8] == "current",
+            confirmation_state=_state(row[9]),
+            created_at=instant(where, "created_at", row[10]),
+            events=tuple(
+                StoryEvent(event_id, bool(primary), bool(user_set), str(started), str(ended))
+                for _, event_id, primary, user_set, started, ended in links.of(row[0])
+            ),
         )
-    return stories
 
 
-def read_experiences(conn: sqlite3.Connection) -> list[Experience]:
-    links: dict[str, list[ExperienceEvent]] = {}
-    for experience_id, event_id, role, note in conn.execute(EXPERIENCE_EVENTS):
-        links.setdefault(experience_id, []).append(ExperienceEvent(event_id, role, note))
-    experiences = []
-    for row in conn.execute(EXPERIENCES).fetchall():
+def read_experiences(conn: sqlite3.Connection) -> Iterator[Experience]:
+    """Every experience in id order, with its links (a merge join, as for stories)."""
+    links = LinksByOwner(conn.execute(EXPERIENCE_EVENTS))
+    for row in conn.execute(EXPERIENCES):
         where = at("supervision_experiences", id=row[0])
-        experiences.append(
-            Experience(
-                where=where,
-                id=row[0],
-                statement=row[1],
-                conditions=row[2],
-                boundaries=row[3],
-                current=row[4] == "current",
-                confirmation_state=_state(row[5]),
-                created_at=instant(where, "created_at", row[6]),
-                events=tuple(links.get(row[0], [])),
-            )
+        yield Experience(
+            where=where,
+            id=row[0],
+            statement=row[1],
+            conditions=row[2],
+            boundaries=row[3],
+            current=row[4] == "current",
+            confirmation_state=_state(row[5]),
+            created_at=instant(where, "created_at", row[6]),
+            events=tuple(ExperienceEvent(event_id, role, note) for _, event_id, role, note in links.of(row[0])),
         )
-    return experiences

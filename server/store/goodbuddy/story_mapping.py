@@ -14,12 +14,12 @@ stale copy whose links would contradict the current ones.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from server.contracts.base import GlobalScope, ProjectsScope, scope_from_key, scope_key
-from server.store.goodbuddy.rows import at, event_time
+from server.store.goodbuddy.rows import at, event_time, instant
 from server.store.goodbuddy.state import Seen
 from server.store.goodbuddy.stories import Experience, Story, StoryEvent, read_experiences, read_stories
 from server.store.importer import ImportItem
@@ -63,11 +63,38 @@ EXPERIENCE_LINK_OUTSIDE: Final = (
 )
 
 
+# Which current stories are written: a feature or thread that links events but none in its scope is not (its
+# threads' events count for a feature); a thread needs its feature written, in its scope. Features are decided
+# first, from their threads' plans; threads then from their features' decisions.
+ADD_PLAN: Final = "INSERT OR REPLACE INTO temp.gb_story VALUES (?, ?, ?, ?, ?, ?, ?)"
+DECIDE_FEATURES: Final = """
+UPDATE temp.gb_story AS f SET scope_key = NULL, why_not = :nothing_in_scope
+ WHERE f.level = 'feature' AND f.scope_key IS NOT NULL AND f.has_events AND NOT f.has_links
+   AND NOT EXISTS (SELECT 1 FROM temp.gb_story AS t
+                    WHERE t.level = 'thread' AND t.parent_id = f.id AND t.scope_key = f.scope_key AND t.has_links)"""
+DECIDE_THREADS: Final = """
+UPDATE temp.gb_story AS t
+   SET scope_key = NULL,
+       why_not = CASE WHEN t.has_events AND NOT t.has_links THEN :nothing_in_scope ELSE :no_feature END
+ WHERE t.level = 'thread' AND t.scope_key IS NOT NULL
+   AND (t.has_events AND NOT t.has_links
+        OR NOT EXISTS (SELECT 1 FROM temp.gb_story AS p
+                        WHERE p.id = t.parent_id AND p.level = 'feature' AND p.scope_key = t.scope_key))"""
+DECIDED: Final = "SELECT scope_key, why_not FROM temp.gb_story WHERE id = ?"
+LEVELS: Final = ("cross", "feature", "thread")
+EXPERIENCE_TIMES: Final = "SELECT id, created_at FROM supervision_experiences ORDER BY id"
+
+
 def read_stories_and_experiences(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
     """Lines for the stories and experiences the app shows and this graph can hold; the rest retired.
 
-    Runs after the events are read: it needs the scope of every event this import writes."""
-    yield from story_items(read_stories(conn), seen)
+    Runs after the events are read: it needs the scope of every event this import writes. Stories are read
+    twice: first to decide which are written (that depends on their features and threads), then to write them.
+    Every row's time is checked before the first line of its table is made."""
+    _decide(conn, seen)
+    yield from story_items(conn, seen)
+    for row in conn.execute(EXPERIENCE_TIMES):
+        instant(at("supervision_experiences", id=row[0]), "created_at", row[1])
     yield from experience_items(read_experiences(conn), seen)
 
 
@@ -92,6 +119,11 @@ def _project_set(projects: Iterable[str]) -> str:
     return scope_key(ProjectsScope(kind="projects", projectIds=sorted(set(projects))))
 
 
+def _event_scopes(seen: Seen, event_ids: Iterable[str | None]) -> dict[str, str]:
+    """The scope of each of these events that this import writes."""
+    return seen.scopes_of("gb_event", [event_id for event_id in event_ids if event_id is not None])
+
+
 def _declare(seen: Seen, where: str, key: str) -> Iterator[ImportItem]:
     """A `scope` line for a scope no review declared (a cross story's project pair, say)."""
     if key not in seen.scopes:
@@ -113,70 +145,65 @@ class _Plan:
     why_not: str = ""
 
 
-def _plan(story: Story, seen: Seen) -> _Plan:
-    in_graph = [link for link in story.events if link.event_id in seen.event_scope]
+def _plan(story: Story, seen: Seen, event_scope: Mapping[str, str]) -> _Plan:
+    """What of `story` can be said here, given the scope of its events in this graph."""
+    in_graph = [link for link in story.events if link.event_id in event_scope]
     missing = len(story.events) - len(in_graph)
     if story.level == "cross":
-        kept = [link for link in in_graph if seen.event_scope[link.event_id] != "global"]
-        projects = {p for link in kept for p in _projects(seen.event_scope[link.event_id]) or ()}
+        kept = [link for link in in_graph if event_scope[link.event_id] != "global"]
+        projects = {p for link in kept for p in _projects(event_scope[link.event_id]) or ()}
         if not projects:
             return _Plan(None, why_not=CROSS_NO_SPAN)
         return _Plan(_project_set(projects), tuple(kept), missing, len(in_graph) - len(kept))
     if story.project_id is None or story.project_id not in seen.projects:
         return _Plan(None, why_not=STORY_NO_PROJECT)
     scope = _project_set([story.project_id])
-    kept = [link for link in in_graph if seen.event_scope[link.event_id] == scope]
+    kept = [link for link in in_graph if event_scope[link.event_id] == scope]
     return _Plan(scope, tuple(kept), missing, len(in_graph) - len(kept))
 
 
-def _decide(stories: dict[str, Story], plans: dict[str, _Plan]) -> dict[str, _Plan]:
-    """Which current stories are written. A feature or thread that links events but none in its scope is
-    not (its threads' events count for a feature); a thread needs its feature written, in its scope."""
-    threads: dict[str, list[str]] = {}
-    for story in stories.values():
-        if story.level == "thread" and story.parent_id is not None:
-            threads.setdefault(story.parent_id, []).append(story.id)
-    decided: dict[str, _Plan] = {}
-    for level in ("cross", "feature", "thread"):  # a thread is decided after its feature
-        for story in (s for s in stories.values() if s.level == level):
-            plan = plans[story.id]
-            if plan.scope is None or level == "cross":
-                decided[story.id] = plan
-                continue
-            holding = [plan]
-            if level == "feature":  # a feature also holds its threads' events
-                holding += [plans[t] for t in threads.get(story.id, []) if plans[t].scope == plan.scope]
-            parent = stories.get(story.parent_id or "")
-            if story.events and not any(held.links for held in holding):
-                plan = _Plan(None, why_not=STORY_NOTHING_IN_SCOPE)
-            elif level == "thread" and (
-                parent is None or parent.level != "feature" or decided[parent.id].scope != plan.scope
-            ):
-                plan = _Plan(None, why_not=THREAD_NO_FEATURE)
-            decided[story.id] = plan
-    return decided
+def _decide(conn: sqlite3.Connection, seen: Seen) -> None:
+    """Each current story's plan into the scratch table, then which are written (DECIDE_FEATURES, DECIDE_THREADS)."""
+    for story in read_stories(conn):
+        if story.current and story.level in LEVELS:
+            plan = _plan(story, seen, _event_scopes(seen, (link.event_id for link in story.events)))
+            row = (
+                story.id,
+                story.level,
+                story.parent_id,
+                plan.scope,
+                plan.why_not,
+                bool(story.events),
+                bool(plan.links),
+            )
+            conn.execute(ADD_PLAN, row)
+    reasons = {"nothing_in_scope": STORY_NOTHING_IN_SCOPE, "no_feature": THREAD_NO_FEATURE}
+    conn.execute(DECIDE_FEATURES, reasons)
+    conn.execute(DECIDE_THREADS, reasons)
 
 
-def story_items(stories: list[Story], seen: Seen) -> Iterator[ImportItem]:
-    current = {story.id: story for story in stories if story.current}
-    decided = _decide(current, {story.id: _plan(story, seen) for story in current.values()})
-    for story in stories:
-        plan = decided.get(story.id)
-        if plan is None or plan.scope is None:
-            seen.notes.add(STORIES_HIDDEN if plan is None else plan.why_not)
+def story_items(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
+    for story in read_stories(conn):
+        decided = conn.execute(DECIDED, (story.id,)).fetchone()
+        if decided is None or decided[0] is None:
+            seen.notes.add(STORIES_HIDDEN if decided is None else decided[1])
             yield (story.where, Retired("story", (story.id,), "not shown by the app or not expressible here"))
             continue
-        yield from _declare(seen, story.where, plan.scope)
-        yield from _story_lines(story, plan, plan.scope, seen)
+        event_scope = _event_scopes(seen, [*(link.event_id for link in story.events), story.state_event_id])
+        plan = _plan(story, seen, event_scope)
+        yield from _declare(seen, story.where, decided[0])
+        yield from _story_lines(story, plan, decided[0], seen, event_scope)
 
 
-def _story_lines(story: Story, plan: _Plan, scope: str, seen: Seen) -> Iterator[ImportItem]:
+def _story_lines(
+    story: Story, plan: _Plan, scope: str, seen: Seen, event_scope: Mapping[str, str]
+) -> Iterator[ImportItem]:
     seen.notes.add(STORY_LINK_MISSING, plan.missing)
     seen.notes.add(STORY_LINK_OUTSIDE, plan.outside)
     state_event = story.state_event_id
     if state_event is not None:
-        event_scope = seen.event_scope.get(state_event)
-        if event_scope is None or not _within(event_scope, scope):
+        state_scope = event_scope.get(state_event)
+        if state_scope is None or not _within(state_scope, scope):
             seen.notes.add(STATE_EVENT_OUTSIDE)
             state_event = None
     started, ended = _span(story, plan.links, seen)
@@ -258,20 +285,21 @@ def _experience_scope(formed: set[str]) -> tuple[str | None, str]:
     return _project_set(p for key in formed for p in _projects(key) or ()), ""
 
 
-def experience_items(experiences: list[Experience], seen: Seen) -> Iterator[ImportItem]:
+def experience_items(experiences: Iterable[Experience], seen: Seen) -> Iterator[ImportItem]:
     for experience in experiences:
         if not experience.shown:
             seen.notes.add(EXPERIENCES_HIDDEN)
             yield (experience.where, Retired("experience", (experience.id,), "not shown by the app"))
             continue
-        in_graph = [link for link in experience.events if link.event_id in seen.event_scope]
-        formed = {seen.event_scope[link.event_id] for link in in_graph if link.role == "formed"}
+        event_scope = _event_scopes(seen, (link.event_id for link in experience.events))
+        in_graph = [link for link in experience.events if link.event_id in event_scope]
+        formed = {event_scope[link.event_id] for link in in_graph if link.role == "formed"}
         scope, why_not = _experience_scope(formed)
         if scope is None:
             seen.notes.add(why_not)
             yield (experience.where, Retired("experience", (experience.id,), "not expressible here"))
             continue
-        kept = [link for link in in_graph if _within(seen.event_scope[link.event_id], scope)]
+        kept = [link for link in in_graph if _within(event_scope[link.event_id], scope)]
         seen.notes.add(EXPERIENCE_LINK_MISSING, len(experience.events) - len(in_graph))
         seen.notes.add(EXPERIENCE_LINK_OUTSIDE, len(in_graph) - len(kept))
         yield from _declare(seen, experience.where, scope)
