@@ -20,6 +20,7 @@ from server.contracts.interchange import LINE, Line
 from server.store.errors import StoreError
 from server.store.kind_model import Kind, Stored
 from server.store.kinds import KINDS
+from server.store.merge_join import RowsByKey
 
 Key = tuple[str, ...]
 Row = sqlite3.Row
@@ -165,25 +166,7 @@ def load_line(conn: sqlite3.Connection, kind: str, key: Key) -> Line | None:
 def iter_lines(conn: sqlite3.Connection, kind: str) -> Iterator[Line]:
     """Every stored object of one kind in key order, children merged in without a query per object."""
     spec = READERS[kind]
-    streams = [_Children(conn.execute(child.every, child.params), spec.width) for child in spec.children]
+    streams = [RowsByKey(conn.execute(child.every, child.params)) for child in spec.children]
     for row in conn.execute(spec.every):
         key = tuple(row[i] for i in range(spec.width))
-        yield _line(kind, row, [stream.take(key) for stream in streams])
-
-
-class _Children:
-    """Child rows sorted by the same key as their parents; `take` hands out one parent's rows."""
-
-    def __init__(self, rows: Iterator[Row], width: int) -> None:
-        self._rows = rows
-        self._width = width
-        self._next: Row | None = next(rows, None)
-
-    def take(self, key: tuple[Any, ...]) -> list[Row]:
-        taken: list[Row] = []
-        # Python orders str by code point, SQLite's BINARY collation by UTF-8 bytes: the same order.
-        while self._next is not None and (child := tuple(self._next[: self._width])) <= key:
-            if child == key:
-                taken.append(self._next)
-            self._next = next(self._rows, None)
-        return taken
+        yield _line(kind, row, [stream.of(*key) for stream in streams])

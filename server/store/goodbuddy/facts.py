@@ -2,7 +2,7 @@
 descriptions of entities, and confirmed memory items.
 
 Each table is read as a stream, joined with the scratch tables (state.py) for the results and scopes it
-refers to; an event's links come from their own ordered streams (`LinksByOwner`)."""
+refers to; an event's links come from their own ordered streams (`RowsByKey`, a merge join)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Final
 
 import orjson
 
-from server.store.goodbuddy.rows import LinksByOwner, at, event_time, id_list, instant
+from server.store.goodbuddy.rows import at, event_time, id_list, instant
 from server.store.goodbuddy.state import Seen
 from server.store.importer import ImportItem
+from server.store.merge_join import RowsByKey
 from server.store.sync import Retired
 
 MEMORY: Final = "SELECT id, scope, scope_id, type, content, status, updated_at FROM memory_items ORDER BY id"
@@ -134,8 +135,8 @@ def leaves_with_facts(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportIt
 
 
 def read_events(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
-    sources = LinksByOwner(conn.execute(EVENT_SOURCES))
-    entities = LinksByOwner(conn.execute(EVENT_ENTITIES))
+    sources = RowsByKey(conn.execute(EVENT_SOURCES))
+    entities = RowsByKey(conn.execute(EVENT_ENTITIES))
     for row in conn.execute(EVENTS):
         where = at("supervision_events", id=row["id"])
         scope = row["scope_key"]

@@ -1,5 +1,4 @@
-"""Pure mappings from GoodBuddy assistant-database values to interchange fields (no I/O), and the merge join
-that hands a reader the link rows of each row it reads.
+"""Pure mappings from GoodBuddy assistant-database values to interchange fields (no I/O).
 
 The facts behind them (schema 62 of mesalogo/goodbuddy, read for ../shared/notes/upstream-contract.md §5):
 times are JavaScript `toISOString` text, except an event's `occurred_at`, which the review model wrote
@@ -12,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import orjson
@@ -23,26 +21,6 @@ from server.store.errors import ImportRejected, Where
 EVENT_TIME_BASIS: Final = "review_extracted"
 """An upstream event time is what the review model read from its evidence, not a record's timestamp."""
 DATE_ONLY: Final = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-class LinksByOwner:
-    """Link rows ordered by their owner's id (the first column), handed out owner by owner to a reader that walks
-    the owners in the same order (SQLite orders text by code point, as Python does): a merge join, so only one
-    owner's links are in memory at a time, however many the table holds."""
-
-    def __init__(self, rows: Iterable[Sequence[Any]]) -> None:
-        self._rows = iter(rows)
-        self._next = next(self._rows, None)
-
-    def of(self, owner: str) -> list[Sequence[Any]]:
-        """The rows of `owner`, in query order; rows of owners before it that the reader skipped are passed over."""
-        while self._next is not None and self._next[0] < owner:
-            self._next = next(self._rows, None)
-        found = []
-        while self._next is not None and self._next[0] == owner:
-            found.append(self._next)
-            self._next = next(self._rows, None)
-        return found
 
 
 def at(table: str, **key: object) -> str:

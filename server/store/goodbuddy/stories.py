@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from server.store.goodbuddy.rows import LinksByOwner, at, instant
+from server.store.goodbuddy.rows import at, instant
+from server.store.merge_join import RowsByKey
 
 STORIES: Final = """
 SELECT id, project_id, parent_id, level, name, description, state, state_event_id, status, user_edited, created_at
@@ -104,7 +105,7 @@ def _state(user_edited: object) -> str:
 
 def read_stories(conn: sqlite3.Connection) -> Iterator[Story]:
     """Every story in id order, with its links (a merge join: one story's links in memory at a time)."""
-    links = LinksByOwner(conn.execute(STORY_EVENTS))
+    links = RowsByKey(conn.execute(STORY_EVENTS))
     for row in conn.execute(STORIES):
         where = at("supervision_stories", id=row[0])
         yield Story(
@@ -129,7 +130,7 @@ def read_stories(conn: sqlite3.Connection) -> Iterator[Story]:
 
 def read_experiences(conn: sqlite3.Connection) -> Iterator[Experience]:
     """Every experience in id order, with its links (a merge join, as for stories)."""
-    links = LinksByOwner(conn.execute(EXPERIENCE_EVENTS))
+    links = RowsByKey(conn.execute(EXPERIENCE_EVENTS))
     for row in conn.execute(EXPERIENCES):
         where = at("supervision_experiences", id=row[0])
         yield Experience(
