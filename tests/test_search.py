@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonl_graph import write_jsonl
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # the MCP client's validator
-from support import all_items, client_for, error, ok
+from support import all_items, client_for, demo_db, error, ok
 
 from server.contracts.common import Grant
 from server.contracts.search import SearchResponse
@@ -273,6 +273,19 @@ async def test_search_lists_a_read_only_tool_with_schemas(graph_db: Path) -> Non
     assert "query" in tool.input_schema["required"]
     assert tool.output_schema is not None and "items" in tool.output_schema["properties"]
     assert tool.title and tool.description and "story_graph_get_context" in tool.description
+
+
+async def test_the_listed_object_types_filter_describes_what_it_finds(tmp_path: Path) -> None:
+    """An agent reads the input schema to choose a filter: it must not say stories and experiences match
+    nothing when a search for them finds them (the demo's session-cache story, the pair's experience)."""
+    async with client_for(demo_db(tmp_path)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        stories = await ok(client, SEARCH, {"query": "cache", "object_types": ["story"]})
+        lessons = await ok(client, SEARCH, {"query": "edge", "object_types": ["experience"], "scope": PAIR})
+    described = tools[SEARCH].input_schema["properties"]["object_types"]["description"]
+    assert {i["object_ref"]["type"] for i in stories["items"]} == {"story"}
+    assert {i["object_ref"]["type"] for i in lessons["items"]} == {"experience"}
+    assert "nothing" not in described and "story" in described and "experience" in described
 
 
 async def test_listed_output_schemas_are_self_contained_and_as_strict_as_the_models(graph_db: Path) -> None:

@@ -24,7 +24,7 @@ class SearchArgs(Contract):
     well; short Chinese queries such as 方案 are normal."""
     scope: ScopeArg = None
     object_types: Annotated[list[ObjectType] | None, Field(min_length=1)] = None
-    """Restrict to these object types (default: all). `story` and `experience` match nothing yet."""
+    """Restrict to these object types (default: all), e.g. ["story", "experience"] for long-lived work and lessons."""
     time_range: TimeRange | None = None
     """Keep objects whose time on `time_basis` lies in [from, to]; intervals match when they intersect."""
     time_basis: TimeBasis = "event_time"
@@ -54,8 +54,8 @@ class SearchItem(ItemBase):
     """identifier: the query equals the object's id, its source id or a message/task id in its locator;
     whole_query: a field holds the whole query; terms: its fields together hold at least half of the terms."""
     field_weight: Literal[3, 1] | None
-    """The heaviest matched field: 3 for titles, labels, topics, summaries; 1 for the others (null when only
-    the identifier matched)."""
+    """The heaviest matched field: 3 for titles, labels, topics, summaries, story names and experience
+    statements; 1 for the others (null when only the identifier matched)."""
     own_row: bool
     """True for the object's own row (its current projection, or its row in its own result); false for its
     other stored rows (earlier result snapshots, leaf descriptions under other results)."""
