@@ -248,7 +248,7 @@ def validate_arguments(model: type[Contract], arguments: dict[str, Any]) -> Any:
         return model.model_validate(arguments)
     except ValidationError as exc:
         problems = [
-            {"field": ".".join(str(part) for part in err["loc"]) or "(arguments)", "problem": _problem(err)}
+            {"field": _field_path(err["loc"], arguments), "problem": _problem(err)}
             for err in exc.errors(include_url=False, include_input=False)
         ]
         listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
@@ -259,6 +259,26 @@ def validate_arguments(model: type[Contract], arguments: dict[str, Any]) -> Any:
             next_step="Fix the listed fields (see the tool's input schema) and call again.",
             problems=problems,
         ) from None
+
+
+def _field_path(loc: tuple[int | str, ...], arguments: Any) -> str:
+    """The offending argument as the caller wrote it: pydantic puts a tagged union's tag in the path
+    (`scope.projects.projectIds`), but the caller's argument is `scope.projectIds`."""
+    parts: list[str] = []
+    node = arguments
+    tagged: object = None
+    for part in loc:
+        if isinstance(node, dict) and node is not tagged and isinstance(part, str) and node.get("kind") == part:
+            tagged = node  # the tag (the value of the union's `kind`) comes once, right after the union's field
+            continue
+        parts.append(str(part))
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return ".".join(parts) or "(arguments)"
 
 
 def _as_of_fields(arguments: dict[str, Any]) -> str:

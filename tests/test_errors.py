@@ -177,3 +177,19 @@ async def test_a_fault_in_the_server_is_internal_error_with_an_incident_id_and_s
     incident = payload["message"].split("incident ", 1)[1].split(")", 1)[0]
     logged = [record for record in caplog.records if incident in record.getMessage()]
     assert logged and logged[0].exc_info is not None and "internal detail" in str(logged[0].exc_info[1])
+
+
+async def test_a_problem_inside_the_scope_names_the_argument_as_sent_not_the_union_tag(demo: Path) -> None:
+    """Pydantic puts the tag of the scope union in its error path (`scope.projects.projectIds`); a caller
+    fixing its arguments must be told `scope.projectIds`, the key it sent."""
+    async with client_for(demo) as client:
+        duplicate = await error(
+            client, SEARCH, VALID[SEARCH] | {"scope": {"kind": "projects", "projectIds": ["a", "a"]}}
+        )
+        missing = await error(client, CONTEXT, VALID[CONTEXT] | {"scope": {"kind": "projects"}})
+        empty_id = await error(client, SOURCE, VALID[SOURCE] | {"scope": {"kind": "projects", "projectIds": ["x", ""]}})
+        extra = await error(client, SEARCH, VALID[SEARCH] | {"scope": {"kind": "global", "projects": ["atlas"]}})
+    assert duplicate["field"] == "scope.projectIds" and "unique" in duplicate["message"]
+    assert missing["field"] == "scope.projectIds" and "scope.projectIds: Field required" in missing["message"]
+    assert empty_id["field"] == "scope.projectIds.1"
+    assert extra["field"] == "scope.projects" and extra["problems"][0]["field"] == "scope.projects"
