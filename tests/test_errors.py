@@ -193,3 +193,25 @@ async def test_a_problem_inside_the_scope_names_the_argument_as_sent_not_the_uni
     assert missing["field"] == "scope.projectIds" and "scope.projectIds: Field required" in missing["message"]
     assert empty_id["field"] == "scope.projectIds.1"
     assert extra["field"] == "scope.projects" and extra["problems"][0]["field"] == "scope.projects"
+
+
+async def test_an_offset_without_its_colon_is_named_as_such_not_as_missing(demo: Path) -> None:
+    """`+0800` is an offset written the basic way; telling the caller it has none sends it the wrong way."""
+    bad = ["2026-05-01T00:00:00+0800", "2026-05-01T00:00:00+08", "2026-05-01T00:00:00+08:00:30"]
+    async with client_for(demo) as client:
+        refused = [
+            await error(client, SEARCH, {"query": "cache", "time_range": {"from": time, "to": "2026-06-01T00:00:00Z"}})
+            for time in bad
+        ]
+        local = await error(
+            client,
+            SEARCH,
+            {"query": "cache", "time_range": {"from": "2026-05-01T00:00:00", "to": "2026-06-01T00:00:00Z"}},
+        )
+    for payload, time in zip(refused, bad, strict=True):
+        assert payload["field"] == "time_range.from"
+        (problem,) = payload["problems"]
+        assert problem["problem"].endswith(
+            f"'{time}': write the UTC offset as 'Z' or '+HH:MM' with a colon, e.g. 2026-09-28T10:00:00+08:00"
+        )
+    assert "has no UTC offset" in local["problems"][0]["problem"]

@@ -60,8 +60,12 @@ def parse_instant(value: str) -> str:
         moment = datetime.fromisoformat(text.replace("z", "Z"))
     except ValueError as exc:
         raise ValueError(f"{value!r} is not an ISO 8601 date-time such as 2026-09-28T10:00:00Z") from exc
-    if moment.tzinfo is None or not (text.endswith(("Z", "z")) or (text[-6] in "+-" and text[-3] == ":")):
+    if moment.tzinfo is None:
         raise ValueError(f"{value!r} has no UTC offset; add 'Z' or '+HH:MM', e.g. 2026-09-28T10:00:00+08:00")
+    if not (text.endswith(("Z", "z")) or (text[-6] in "+-" and text[-3] == ":")):
+        raise ValueError(
+            f"{value!r}: write the UTC offset as 'Z' or '+HH:MM' with a colon, e.g. 2026-09-28T10:00:00+08:00"
+        )
     try:
         return format_utc(moment)
     except OverflowError:
