@@ -4,6 +4,9 @@ marked runnable in README.md and docs/*.md runs, and the numbers and commands th
 A runnable block is a ```sh block on the line right after `<!-- runnable -->`. It runs with bash
 (`set -euo pipefail`) in a fresh empty directory, with this environment's `story-graph-mcp` first on PATH,
 and must exit 0. Mark only blocks that finish on their own and need no network.
+
+A ```json block on the line right after `<!-- example-output: TOOL ARGUMENTS [PATH] -->` shows (trimmed) what
+that call returns on the demo graph, and is checked against a real call.
 """
 
 from __future__ import annotations
@@ -129,3 +132,53 @@ async def test_the_demo_numbers_quoted_in_the_docs_are_the_demo_graphs(tmp_path:
     assert f"for {len(distinct)}\nobjects" in demo
     assert f"{line[0]} of the story line's {line[1]} objects; {decision_b[0]} of the {decision_b[1]} for" in demo
     assert f"`undated_count` {decision_a[0]} of its {decision_a[1]} objects" in tools
+
+
+EXAMPLE_OUTPUT = re.compile(
+    r"^<!-- example-output: (\w+) (\{[^\n]*\})(?: ([\w.]+))? -->\n```json\n(.*?)^```", re.MULTILINE | re.DOTALL
+)
+ELIDED = "…"
+
+
+def elision_mismatches(shown: Any, real: Any, path: str = "") -> list[str]:
+    """Where a trimmed example is not what the tool returns. An example may leave keys out, end a list with
+    "…" (a prefix of the real list), and put "…" inside a string (the real text starts and ends like it);
+    everything it does show must be exactly what the tool returns, in the same order."""
+    if isinstance(shown, dict):
+        if not isinstance(real, dict):
+            return [f"{path}: {real!r} is not an object"]
+        problems = [f"{path}.{key}: not in the output" for key in shown if key != ELIDED and key not in real]
+        for key, value in shown.items():
+            if key != ELIDED and key in real:
+                problems += elision_mismatches(value, real[key], f"{path}.{key}")
+        return problems
+    if isinstance(shown, list):
+        if not isinstance(real, list):
+            return [f"{path}: {real!r} is not a list"]
+        trimmed = ELIDED in shown
+        listed = shown[: shown.index(ELIDED)] if trimmed else shown
+        if len(real) < len(listed) or (not trimmed and len(real) != len(listed)):
+            return [f"{path}: {len(real)} elements, the example shows {len(shown)}"]
+        return [p for i, value in enumerate(listed) for p in elision_mismatches(value, real[i], f"{path}[{i}]")]
+    if isinstance(shown, str) and ELIDED in shown and shown != real:
+        head, _, tail = shown.partition(ELIDED)
+        fits = isinstance(real, str) and real.startswith(head) and real.endswith(tail)
+        return [] if fits else [f"{path}: {real!r} is not {shown!r}"]
+    return [] if shown == real else [f"{path}: the tool returns {real!r}, the example shows {shown!r}"]
+
+
+@pytest.mark.anyio
+async def test_the_example_outputs_in_tools_md_are_what_the_tools_return(tmp_path: Path) -> None:
+    """Each ```json block marked `<!-- example-output: TOOL ARGUMENTS [PATH] -->` is checked against a real
+    call on the demo graph (current project atlas): a developer copying a call from the reference must see it."""
+    import orjson
+
+    examples = EXAMPLE_OUTPUT.findall((DOCS / "tools.md").read_text(encoding="utf-8"))
+    assert len(examples) >= 4
+    async with client_for(demo_db(tmp_path)) as client:
+        for tool, arguments, path, block in examples:
+            real: Any = await ok(client, tool, orjson.loads(arguments))
+            for key in path.split(".") if path else []:
+                real = real[int(key)] if key.isdigit() else real[key]
+            problems = elision_mismatches(orjson.loads(block), real)
+            assert not problems, f"{tool} {arguments} {path}:\n" + "\n".join(problems)
