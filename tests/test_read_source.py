@@ -297,6 +297,10 @@ async def test_a_readable_reference_of_another_scope_is_a_scope_mismatch(db: Pat
             client, READ, {"source_reference_id": "ref-global-adr", "scope": GLOBAL, "content_kind": "current"}
         )
     assert wrong["error"] == pair["error"] == "scope_mismatch"
+    # The refusal names the scope to repeat the call with (it is readable, so naming it leaks nothing).
+    assert wrong["field"] == pair["field"] == "scope"
+    assert wrong["next_step"].startswith('Repeat with scope {"kind":"projects","projectIds":["beacon"]}')
+    assert pair["next_step"].startswith('Repeat with scope {"kind":"projects","projectIds":["atlas","beacon"]}')
     assert right["content"] == reference(db, "ref-beacon-sync-1")["fragment"]
     assert right["resolved_scope"] == BEACON and right["requested_scope"] == BEACON
     assert pair_current["content"] == stored_text(db, "src-pair-gonogo-msg", "v1")

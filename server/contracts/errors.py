@@ -139,6 +139,17 @@ def scope_unavailable(field: str = "scope") -> StoryGraphError:
     )
 
 
+def stored_in_another_scope(what: str, scope: dict[str, Any]) -> StoryGraphError:
+    """The object or reference exists in another scope this caller may read: name it, so one call fixes it (a
+    scope the caller may not read gets object_not_found / source_not_found instead, so nothing leaks)."""
+    return StoryGraphError(
+        "scope_mismatch",
+        f"{what} is not stored in the requested scope; it is stored in another scope you may read.",
+        field="scope",
+        next_step=f"Repeat with scope {_compact(scope)}, or search in the requested scope for its own objects.",
+    )
+
+
 def invalid_cursor(reason: str) -> StoryGraphError:
     return StoryGraphError(
         "invalid_cursor",

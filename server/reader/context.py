@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import aiosqlite
-import orjson
 
 from server.contracts.base import scope_from_key
 from server.contracts.common import Grant
-from server.contracts.errors import StoryGraphError
+from server.contracts.errors import StoryGraphError, stored_in_another_scope
 from server.reader.context_arms import (
     RELATIONS_FROM,
     RELATIONS_TO,
@@ -148,14 +147,7 @@ async def locate_target(
     for other in scopes:
         if not await is_readable(conn, grant, scope_from_key(other)):
             continue
-        raise StoryGraphError(
-            "scope_mismatch",
-            f"{object_type} {object_id!r} is not stored in the requested scope; it is stored in another scope you "
-            "may read.",
-            field="scope",
-            next_step=f"Repeat with scope {orjson.dumps(scope_from_key(other).model_dump()).decode()}, or search "
-            "in the requested scope for its own objects.",
-        )
+        raise stored_in_another_scope(f"{object_type} {object_id!r}", scope_from_key(other).model_dump())
     raise StoryGraphError(
         "object_not_found",
         f"no {object_type} with id {object_id!r} is stored in any scope this client may read.",

@@ -18,7 +18,7 @@ import aiosqlite
 
 from server.contracts.base import GlobalScope, scope_from_key
 from server.contracts.common import Grant, Page
-from server.contracts.errors import StoryGraphError, invalid_cursor, stale_cursor
+from server.contracts.errors import StoryGraphError, invalid_cursor, stale_cursor, stored_in_another_scope
 from server.contracts.source import ContentKind, ReadSourceArgs, ReadSourceResponse, TextPosition
 from server.reader.coverage import read_coverage
 from server.reader.cursor import CursorCodec, request_digest
@@ -178,12 +178,8 @@ async def _stored_in_scope(
             next_step="Use a source_reference_id from a search or get_context item of this scope.",
         )
     if scope_key != scope.key:
-        raise StoryGraphError(
-            "scope_mismatch",
-            "the source reference belongs to another scope than the requested one.",
-            field="source_reference_id",
-            next_step="Repeat the call with the scope of the search or get_context call that returned this id.",
-        )
+        other = scope_from_key(scope_key).model_dump(by_alias=True)
+        raise stored_in_another_scope(f"source reference {args.source_reference_id!r}", other)
     assert stored is not None
     return stored
 
