@@ -128,6 +128,8 @@ async def test_a_caller_without_a_current_project_is_told_what_it_may_read(demo:
     # A narrow grant: only what it can read now (not the inactive or missing projects it names, never atlas).
     assert narrow["readable_scopes"] == [BEACON] and narrow["readable_scope_count"] == 1
     assert "atlas" not in narrow["next_step"] and "legacy" not in narrow["next_step"]
+    # Nor is Global offered as an example to a caller that may not read it.
+    assert '{"kind":"global"}' in wide["next_step"] and "global" not in narrow["next_step"]
     # An unreadable scope gets the same list: it depends on the grant only, so nothing about what was asked leaks.
     assert asked["error"] == inactive["error"] == "scope_unavailable"
     assert asked == inactive

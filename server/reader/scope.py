@@ -55,7 +55,9 @@ async def resolve_scope(
             "scope_required",
             "there is no current project for this caller, and no scope was given.",
             field="scope",
-            next_step='Pass scope explicitly, e.g. {"kind":"projects","projectIds":["<id>"]} or {"kind":"global"}.',
+            # Global is named only to a caller that may read it: an example it would be refused is no help.
+            next_step='Pass scope explicitly, e.g. {"kind":"projects","projectIds":["<id>"]}'
+            + (' or {"kind":"global"}.' if grant.allow_global else "."),
         )
     if not grant.allows(scope):
         raise scope_unavailable()
