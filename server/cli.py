@@ -85,8 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--project", help="the caller's current project (the default scope)")
     serve.add_argument("--policy", type=Path, help="policy file: clients, grants and switches (docs/deployment.md)")
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: loopback)")
-    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
+    serve.add_argument("--host", help="HTTP bind address (default: 127.0.0.1, loopback)")
+    serve.add_argument("--port", type=int, help="HTTP port (default: 8765)")
     serve.add_argument(
         "--allowed-host",
         action="append",

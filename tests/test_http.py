@@ -30,6 +30,7 @@ from support import demo_db, error, error_payload, ok
 from server.cli import _parser
 from server.policy import hash_token
 from server.tools import TOOLS
+from server.settings import ServeSettings
 
 pytestmark = pytest.mark.anyio
 
@@ -98,7 +99,8 @@ def assert_no_secrets_logged(server: HttpServer, *secrets: str) -> None:
 
 def test_http_binds_loopback_by_default() -> None:
     args = _parser().parse_args(["serve", "--transport", "http", "--db", "x.db"])
-    assert args.host == "127.0.0.1"
+    settings = ServeSettings.from_args(args, Path("x.db"), None)
+    assert (settings.http.host, settings.http.port) == ("127.0.0.1", 8765)
 
 
 async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:

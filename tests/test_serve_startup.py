@@ -91,10 +91,34 @@ def test_serve_checks_the_project_at_start_in_one_line(
     from support import demo_db
 
     db = demo_db(tmp_path)
-    result = _serve("--db", str(db), "--project", project, "--transport", transport, "--port", "1")
+    port = ["--port", "1"] if transport == "http" else []
+    result = _serve("--db", str(db), "--project", project, "--transport", transport, *port)
     assert result.returncode == 2
     [line] = [line for line in result.stderr.splitlines() if line.strip()]
     assert expected in line and "active projects: atlas, beacon" in line
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--port", "8080"], "--port only apply to --transport http; add --transport http"),
+        (["--host", "0.0.0.0", "--allowed-host", "mcp.example.com"], "--host, --allowed-host only apply to"),
+        (["--transport", "http", "--port", "70000"], "--port must be a port number (1-65535), not 70000"),
+        (["--transport", "http", "--public-url", "mcp.example.com"], "--public-url must be an http(s) URL such as"),
+        (["--transport", "http", "--public-url", "ftp://mcp.example.com/mcp"], "--public-url must be an http(s) URL"),
+        (["--transport", "http", "--public-url", "https://mcp.example.com:99999/mcp"], "--public-url must be an"),
+    ],
+    ids=["port-on-stdio", "host-on-stdio", "port-out-of-range", "url-without-scheme", "url-not-http", "url-bad-port"],
+)
+def test_serve_refuses_misused_http_options_in_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    """An HTTP option without --transport http would start a stdio server that silently waits on its input."""
+    from support import demo_db
+
+    result = _serve("--db", str(demo_db(tmp_path)), *args)
+    assert result.returncode == 2
+    [line] = [line for line in result.stderr.splitlines() if line.strip()]
+    assert line.startswith("story-graph-mcp: ") and expected in line
     assert "Traceback" not in result.stderr
 
 
