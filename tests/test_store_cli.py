@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pty
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -217,3 +218,24 @@ def test_an_export_to_a_full_disk_fails_with_one_line(tmp_path: Path) -> None:
             check=False,
         )
     assert "standard output: No space left on device" in _one_line_error(to_stdout)
+
+
+@pytest.mark.parametrize("phase", ["reading", "writing", "indexing", "writing the index"])
+def test_ctrl_c_during_an_import_says_so_and_writes_nothing(tmp_path: Path, phase: str) -> None:
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    graph = write_jsonl(tmp_path / "chain.jsonl", chain_graph(20_000))
+    before = dump(db)
+    command = [sys.executable, "-m", "server", "db", "import", "--db", str(db), str(graph), "--progress-every", "0.05"]
+    with subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True) as importer:
+        assert importer.stderr is not None
+        for line in importer.stderr:  # progress lines, every 0.05 s: interrupt once the phase has begun
+            if line.startswith(f"import: {phase}: "):
+                importer.send_signal(signal.SIGINT)
+                break
+        rest = importer.stderr.read()
+        importer.wait(timeout=60)
+    assert importer.returncode == 130, rest
+    assert rest.splitlines()[-1] == "story-graph-mcp: interrupted; the import wrote nothing"
+    assert "Traceback" not in rest and "user-defined function" not in rest
+    assert dump(db) == before
