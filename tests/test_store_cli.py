@@ -6,6 +6,7 @@ import os
 import pty
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -238,4 +239,20 @@ def test_ctrl_c_during_an_import_says_so_and_writes_nothing(tmp_path: Path, phas
     assert importer.returncode == 130, rest
     assert rest.splitlines()[-1] == "story-graph-mcp: interrupted; the import wrote nothing"
     assert "Traceback" not in rest and "user-defined function" not in rest
+    assert dump(db) == before
+
+
+def test_an_import_while_another_writer_holds_the_database_says_so_and_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    before = dump(db)
+    writer = sqlite3.connect(db, isolation_level=None)  # another import, or the application that owns the data
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        error = _one_line_error(_cli("db", "import", "--db", db, graph))
+    finally:
+        writer.close()
+    assert "nothing was written" in error and "is locked by another writer" in error
+    assert "run the import again when it has finished" in error
     assert dump(db) == before
