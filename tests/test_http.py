@@ -29,8 +29,8 @@ from support import demo_db, error, error_payload, ok
 
 from server.cli import _parser
 from server.policy import hash_token
-from server.tools import TOOLS
 from server.settings import ServeSettings
+from server.tools import TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -392,6 +392,7 @@ async def test_only_post_is_served_and_the_log_has_a_line_per_request_and_no_noi
     assert "Terminating session" not in log
     assert "Traceback" not in log and "client disconnected before sending the whole request" in log
     assert "story_graph_search refused for alpha: scope_unavailable" in log
+    assert "story_graph_search refused for alpha: story_graph_unavailable" in log  # switched off: still named
     assert "policy reloaded from" in log and "switched off: alpha" in log
     assert server.out.read_text() == "", "stdout stays empty; every log line goes to stderr"
     assert_no_secrets_logged(server, *TOKENS.values(), hash_token(TOKENS["alpha"]))

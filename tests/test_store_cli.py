@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from jsonl_graph import chain_graph, dump, file_hash, small_graph, write_jsonl
 
 from server.store.migrate import SCHEMA_VERSION
