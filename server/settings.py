@@ -44,7 +44,10 @@ class HttpSettings:
     """The URL clients use for /mcp (behind a proxy); names the resource in the 401 `WWW-Authenticate` header."""
     workers: int = 1
     """Worker processes sharing the listening socket (`serve --transport http --workers N`)."""
-    loopback_hosts: tuple[str, ...] = field(default=("127.0.0.1:*", "localhost:*", "[::1]:*"))
+    loopback_hosts: tuple[str, ...] = field(
+        default=("127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]")
+    )
+    """Always accepted, with any port or none (port 80, or a local proxy passing `Host: localhost`)."""
 
 
 @dataclass(frozen=True)

@@ -132,8 +132,15 @@ async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
             assert (await http.post(server.url, json=LIST, headers={**alpha, **good})).status_code == 200
         good_origin = {**alpha, "Origin": "https://agents.example.test"}
         assert (await http.post(server.url, json=LIST, headers=good_origin)).status_code == 200
-        local_origin = {**alpha, "Origin": f"http://localhost:{server.port}"}
-        assert (await http.post(server.url, json=LIST, headers=local_origin)).status_code == 200
+        # loopback names are always allowed, with a port or without (port 80, or a local proxy's `Host: localhost`)
+        for local in (
+            {"Origin": f"http://localhost:{server.port}"},
+            {"Origin": "http://localhost"},
+            {"Host": "localhost"},
+            {"Host": "127.0.0.1"},
+            {"Host": "[::1]"},
+        ):
+            assert (await http.post(server.url, json=LIST, headers={**alpha, **local})).status_code == 200, local
 
         # /healthz says only whether the database is readable, and if not, why (no path)
         moved = db.with_name("moved.db")
