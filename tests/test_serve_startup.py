@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import pty
+import select
 import signal
 import sqlite3
 import subprocess
@@ -225,3 +228,32 @@ def test_serve_demo_over_http_removes_its_temporary_folder_on_sigterm(tmp_path: 
             process.communicate()
     assert process.returncode == 0 and "Traceback" not in stderr.decode()
     assert _demo_folders(tmp_path) == []
+
+
+def test_serve_on_stdio_started_in_a_terminal_says_what_it_is_waiting_for(tmp_path: Path) -> None:
+    """By hand in a terminal, a stdio server would sit silent; an agent runtime's pipe gets no such line."""
+    from http_support import REPO, server_env
+    from support import demo_db
+
+    db = demo_db(tmp_path)
+    command = [sys.executable, "-m", "server", "serve", "--db", str(db), "--project", "atlas"]
+    piped = subprocess.run(command, input="", capture_output=True, text=True, timeout=60, cwd=REPO, check=False)
+    assert (piped.returncode, piped.stderr) == (0, "")
+
+    terminal, side = pty.openpty()
+    with subprocess.Popen(
+        command, stdin=side, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=server_env()
+    ) as server:
+        os.close(side)
+        assert server.stderr is not None
+        hint = b""
+        deadline = time.monotonic() + 30
+        while b"Ctrl-C to stop." not in hint and time.monotonic() < deadline:
+            if select.select([server.stderr], [], [], 0.5)[0]:
+                hint += os.read(server.stderr.fileno(), 4096)
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=30)
+    os.close(terminal)
+    text = hint.decode()
+    assert text.startswith("story-graph-mcp: serving MCP on stdio: an MCP client launches this command"), text
+    assert f"npx -y @modelcontextprotocol/inspector@2.12.0 story-graph-mcp serve --db {db} --project atlas" in text
