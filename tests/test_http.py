@@ -292,6 +292,7 @@ async def test_serve_with_workers_pages_across_processes_and_names_its_own_port(
             )
     workers = [line for line in server.output().splitlines() if "Started server process" in line]
     assert len(workers) == 2, server.output()
+    assert f"serving on http://127.0.0.1:{server.port}/mcp with 2 worker processes" in server.output()
 
 
 @pytest.mark.parametrize(
