@@ -257,3 +257,26 @@ def test_serve_on_stdio_started_in_a_terminal_says_what_it_is_waiting_for(tmp_pa
     text = hint.decode()
     assert text.startswith("story-graph-mcp: serving MCP on stdio: an MCP client launches this command"), text
     assert f"npx -y @modelcontextprotocol/inspector@2.12.0 story-graph-mcp serve --db {db} --project atlas" in text
+
+
+def test_a_relative_db_that_is_not_there_names_where_it_was_looked_for(tmp_path: Path) -> None:
+    """Agent runtimes launch the server in a directory of their choosing: a relative --db then points elsewhere."""
+    from support import demo_db
+
+    demo_db(tmp_path)  # the database is in tmp_path; the runtime starts the server in another directory
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "server", "serve", "--db", "demo.db"],
+        cwd=elsewhere,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode == 2
+    [line] = [line for line in result.stderr.splitlines() if line.strip()]
+    assert f"looked for {elsewhere / 'demo.db'}" in line and "give an absolute path" in line
+    assert f"story-graph-mcp db migrate --db {elsewhere / 'demo.db'}" in line
