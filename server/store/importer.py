@@ -26,7 +26,7 @@ from server.store.errors import StoreError
 from server.store.jsonl import JsonlSource
 from server.store.kinds import CHUNK_CODE_POINTS
 from server.store.merge import merge
-from server.store.migrate import WRITE_LOCK_WAIT, open_store
+from server.store.migrate import open_store
 from server.store.progress import Progress
 from server.store.staging import ImportItem, Source, drop_tables, stage
 from server.store.sync import SyncPolicy
@@ -137,10 +137,11 @@ def import_lines(
             conn.execute("COMMIT")
     except sqlite3.Error as exc:
         if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY:
+            waited = conn.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
             raise StoreError(
                 f"import aborted, nothing was written: {database} is locked by another writer (another import, or the"
-                f" application that owns it) for longer than {WRITE_LOCK_WAIT:g} seconds; run the import again when"
-                " it has finished"
+                f" application that owns it) for longer than {waited:g} seconds; run the import again when it has"
+                " finished"
             ) from None
         raise StoreError(f"import aborted, nothing was written: {database}: {exc}") from None
     finally:
