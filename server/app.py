@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
@@ -216,11 +217,11 @@ class StoryGraphServer(MCPServer[Any]):
             if exc.code in ("scope_required", "scope_unavailable") and grant is not None:
                 exc = await self._with_readable_scopes(exc, grant)
             if exc.code != "read_failed":  # read failures are logged as errors, with their detail, where they happen
-                log.info("%s refused for %s: %s", name, grant.client_id if grant else "-", exc.code)
+                log.info("%s refused for %s: %s", name, _caller(grant), exc.code)
             return _error_result(exc)
         except Exception:  # a fault of ours: the caller gets a code and an incident id, the log the traceback
             incident = secrets.token_hex(4)
-            log.exception("%s failed for %s (incident %s)", name, grant.client_id if grant else "-", incident)
+            log.exception("%s failed for %s (incident %s)", name, _caller(grant), incident)
             return _error_result(internal_error(incident))
 
     async def _with_readable_scopes(self, exc: StoryGraphError, grant: Grant) -> StoryGraphError:
@@ -234,6 +235,14 @@ class StoryGraphServer(MCPServer[Any]):
             return exc  # the refusal stands on its own; a read failure here must not replace it
         listed = [scope.model_dump(mode="json", by_alias=True) for scope in scopes]
         return exc.with_readable_scopes(listed, total)
+
+
+def _caller(grant: Grant | None) -> str:
+    """Who to name in the log: the grant's client, or (switched off, so no grant) the verified token's client."""
+    if grant is not None:
+        return grant.client_id or "-"
+    token = get_access_token()
+    return token.client_id if token is not None and token.client_id else "-"
 
 
 def _error_result(exc: StoryGraphError) -> CallToolResult:

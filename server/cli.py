@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from server import package_version
@@ -85,8 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--project", help="the caller's current project (the default scope)")
     serve.add_argument("--policy", type=Path, help="policy file: clients, grants and switches (docs/deployment.md)")
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default: loopback)")
-    serve.add_argument("--port", type=int, default=8765, help="HTTP port (default: 8765)")
+    serve.add_argument("--host", help="HTTP bind address (default: 127.0.0.1, loopback)")
+    serve.add_argument("--port", type=int, help="HTTP port (default: 8765)")
     serve.add_argument(
         "--allowed-host",
         action="append",
@@ -178,14 +180,50 @@ def _progress_options(command: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "serve":  # the servers handle their own signals
+        return _main(args, _Interrupted())
+    interrupted = _Interrupted()
+    previous = signal.signal(signal.SIGINT, interrupted.on_sigint)
+    try:
+        return _main(args, interrupted)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _main(args: argparse.Namespace, interrupted: _Interrupted) -> int:
     try:
         return _run(args)
     except StoreError as exc:
+        if interrupted.seen:  # Ctrl-C inside SQLite surfaces as its error ("user-defined function raised ...")
+            return _interrupted(args)
         # One clear line, never a traceback: these are the user's inputs, not our bugs.
         print(f"story-graph-mcp: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        return 130
+        return _interrupted(args)
+
+
+class _Interrupted:
+    """Remembers a Ctrl-C: SQLite turns a KeyboardInterrupt raised in a Python function it calls (the search
+    index's gram function) into its own error, which would otherwise be reported as the import's failure."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def on_sigint(self, _signum: int, _frame: FrameType | None) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+def _interrupted(args: argparse.Namespace) -> int:
+    command = getattr(args, "db_command", None)
+    note = ""
+    if command == "import":
+        note = "the import wrote nothing"
+    elif command == "export" and args.file is not None:
+        note = f"{args.file} was left as it was"
+    print(f"story-graph-mcp: interrupted{'; ' + note if note else ''}", file=sys.stderr)
+    return 130
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -52,7 +52,7 @@ INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 def transport_security(settings: HttpSettings) -> TransportSecuritySettings:
     """Host/Origin validation, always on: loopback names, the bind address and the operator's extra names."""
     hosts = list(settings.loopback_hosts)
-    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    origins = [f"http://{name}{port}" for name in ("127.0.0.1", "localhost", "[::1]") for port in (":*", "")]
     bind = settings.host
     if bind not in LOOPBACK and bind not in ("0.0.0.0", "::"):
         hosts.append(f"[{bind}]:*" if ":" in bind else f"{bind}:*")

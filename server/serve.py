@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import signal
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -47,8 +49,25 @@ def serve(args: argparse.Namespace) -> int:
             settings.db, access, CursorCodec(settings.cursor_secret), busy_timeout=settings.busy_timeout
         )
         settle_heap()
+        if sys.stdin.isatty():
+            _stdio_hint()
         anyio.run(serve_stdio, server)
         return 0
+
+
+def _stdio_hint() -> None:
+    """Started by hand in a terminal, a stdio server would otherwise sit silent, waiting for JSON-RPC on its input.
+    (An agent runtime gives it a pipe, never a terminal, so it never sees this.)"""
+    from server.http import INSPECTOR
+
+    command = shlex.join(["story-graph-mcp", *sys.argv[1:]])
+    print(
+        "story-graph-mcp: serving MCP on stdio: an MCP client launches this command and talks to it over "
+        f"stdin/stdout (docs/clients.md). To try it by hand (Node 22 or later):\n  npx -y {INSPECTOR} {command}\n"
+        "Ctrl-C to stop.",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 @contextmanager

@@ -15,6 +15,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
+from urllib.parse import urlsplit
 
 from server.reader.db import check_database
 from server.store.errors import DatabaseUnusable, StoreError
@@ -43,7 +44,10 @@ class HttpSettings:
     """The URL clients use for /mcp (behind a proxy); names the resource in the 401 `WWW-Authenticate` header."""
     workers: int = 1
     """Worker processes sharing the listening socket (`serve --transport http --workers N`)."""
-    loopback_hosts: tuple[str, ...] = field(default=("127.0.0.1:*", "localhost:*", "[::1]:*"))
+    loopback_hosts: tuple[str, ...] = field(
+        default=("127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]")
+    )
+    """Always accepted, with any port or none (port 80, or a local proxy passing `Host: localhost`)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class ServeSettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, db: Path, project: str | None) -> ServeSettings:
+        http_only(args)
         return cls(
             db=db,
             project=project,
@@ -69,11 +74,11 @@ class ServeSettings:
             cursor_secret_file=args.cursor_secret_file,
             busy_timeout=busy_timeout(args.busy_timeout),
             http=HttpSettings(
-                host=args.host,
-                port=args.port,
+                host=args.host or HttpSettings.host,
+                port=HttpSettings.port if args.port is None else _port(str(args.port), "--port"),
                 allowed_hosts=tuple(args.allowed_host),
                 allowed_origins=tuple(args.allowed_origin),
-                public_url=args.public_url,
+                public_url=_public_url(args.public_url, "--public-url"),
                 workers=workers(args.workers, args.transport),
             ),
         )
@@ -98,10 +103,10 @@ class ServeSettings:
             busy_timeout=busy_timeout(_seconds(timeout, "STORY_GRAPH_BUSY_TIMEOUT") if timeout else None),
             http=HttpSettings(
                 host=os.environ.get("STORY_GRAPH_HOST", "").strip() or HttpSettings.host,
-                port=_port(port) if port else HttpSettings.port,
+                port=_port(port, "STORY_GRAPH_PORT") if port else HttpSettings.port,
                 allowed_hosts=_csv("STORY_GRAPH_ALLOWED_HOSTS"),
                 allowed_origins=_csv("STORY_GRAPH_ALLOWED_ORIGINS"),
-                public_url=os.environ.get("STORY_GRAPH_PUBLIC_URL") or None,
+                public_url=_public_url(os.environ.get("STORY_GRAPH_PUBLIC_URL") or None, "STORY_GRAPH_PUBLIC_URL"),
             ),
         )
 
@@ -239,10 +244,37 @@ def _seconds(text: str, name: str) -> float:
         raise StoreError(f"{name} must be a number of seconds, not {text!r}") from None
 
 
-def _port(text: str) -> int:
+def _port(text: str, name: str) -> int:
     if not text.isdigit() or not 0 < int(text) < 65536:
-        raise StoreError(f"STORY_GRAPH_PORT must be a port number, not {text!r}")
+        raise StoreError(f"{name} must be a port number (1-65535), not {text}")
     return int(text)
+
+
+def _public_url(text: str | None, name: str) -> str | None:
+    """The URL clients reach /mcp at: http(s), with a host (and a valid port, if any)."""
+    if text is None:
+        return None
+    parts = urlsplit(text)
+    try:
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and (parts.port or 0) >= 0
+    except ValueError:  # a port out of range
+        valid = False
+    if not valid:
+        raise StoreError(f"{name} must be an http(s) URL such as https://mcp.example.com/mcp, not {text!r}")
+    return text
+
+
+HTTP_ONLY: Final = ("host", "port", "allowed_host", "allowed_origin", "public_url")
+
+
+def http_only(args: argparse.Namespace) -> None:
+    """HTTP options on a stdio server are a mistake (the operator meant HTTP and would get a silent stdio
+    server waiting on its input): refuse them, as for --workers."""
+    given = [f"--{name.replace('_', '-')}" for name in HTTP_ONLY if getattr(args, name) not in (None, [])]
+    if given and args.transport != "http":
+        raise StoreError(
+            f"{', '.join(given)} only apply to --transport http; add --transport http, or leave them out for stdio"
+        )
 
 
 def _csv(name: str) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ its environment.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
@@ -27,6 +28,8 @@ from uvicorn.supervisors import Multiprocess
 
 from server.settings import ServeSettings
 from server.store.errors import StoreError
+
+log = logging.getLogger("story_graph_mcp.http")
 
 BACKLOG: Final = 2048
 """Pending connections per listening socket (uvicorn's default)."""
@@ -50,6 +53,9 @@ def serve_workers(settings: ServeSettings) -> int:
     # Linux balances new connections over the sockets of a SO_REUSEPORT group; other systems accept the option
     # without balancing (one socket would get every connection), so they share one socket instead.
     supervisor = SocketPerWorker if sys.platform.startswith("linux") else SharedSocket
+    # uvicorn logs the address only when it binds the socket itself; say it, as one process does.
+    host = f"[{http.host}]" if ":" in http.host else http.host
+    log.info("serving on http://%s:%d/mcp with %d worker processes", host, http.port, http.workers)
     supervisor(config, http.host, http.port).run()
     return 0
 

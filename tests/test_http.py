@@ -29,6 +29,7 @@ from support import demo_db, error, error_payload, ok
 
 from server.cli import _parser
 from server.policy import hash_token
+from server.settings import ServeSettings
 from server.tools import TOOLS
 
 pytestmark = pytest.mark.anyio
@@ -98,7 +99,8 @@ def assert_no_secrets_logged(server: HttpServer, *secrets: str) -> None:
 
 def test_http_binds_loopback_by_default() -> None:
     args = _parser().parse_args(["serve", "--transport", "http", "--db", "x.db"])
-    assert args.host == "127.0.0.1"
+    settings = ServeSettings.from_args(args, Path("x.db"), None)
+    assert (settings.http.host, settings.http.port) == ("127.0.0.1", 8765)
 
 
 async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
@@ -130,8 +132,15 @@ async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
             assert (await http.post(server.url, json=LIST, headers={**alpha, **good})).status_code == 200
         good_origin = {**alpha, "Origin": "https://agents.example.test"}
         assert (await http.post(server.url, json=LIST, headers=good_origin)).status_code == 200
-        local_origin = {**alpha, "Origin": f"http://localhost:{server.port}"}
-        assert (await http.post(server.url, json=LIST, headers=local_origin)).status_code == 200
+        # loopback names are always allowed, with a port or without (port 80, or a local proxy's `Host: localhost`)
+        for local in (
+            {"Origin": f"http://localhost:{server.port}"},
+            {"Origin": "http://localhost"},
+            {"Host": "localhost"},
+            {"Host": "127.0.0.1"},
+            {"Host": "[::1]"},
+        ):
+            assert (await http.post(server.url, json=LIST, headers={**alpha, **local})).status_code == 200, local
 
         # /healthz says only whether the database is readable, and if not, why (no path)
         moved = db.with_name("moved.db")
@@ -283,6 +292,7 @@ async def test_serve_with_workers_pages_across_processes_and_names_its_own_port(
             )
     workers = [line for line in server.output().splitlines() if "Started server process" in line]
     assert len(workers) == 2, server.output()
+    assert f"serving on http://127.0.0.1:{server.port}/mcp with 2 worker processes" in server.output()
 
 
 @pytest.mark.parametrize(
@@ -390,6 +400,7 @@ async def test_only_post_is_served_and_the_log_has_a_line_per_request_and_no_noi
     assert "Terminating session" not in log
     assert "Traceback" not in log and "client disconnected before sending the whole request" in log
     assert "story_graph_search refused for alpha: scope_unavailable" in log
+    assert "story_graph_search refused for alpha: story_graph_unavailable" in log  # switched off: still named
     assert "policy reloaded from" in log and "switched off: alpha" in log
     assert server.out.read_text() == "", "stdout stays empty; every log line goes to stderr"
     assert_no_secrets_logged(server, *TOKENS.values(), hash_token(TOKENS["alpha"]))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import pty
+import select
 import signal
 import sqlite3
 import subprocess
@@ -91,10 +94,34 @@ def test_serve_checks_the_project_at_start_in_one_line(
     from support import demo_db
 
     db = demo_db(tmp_path)
-    result = _serve("--db", str(db), "--project", project, "--transport", transport, "--port", "1")
+    port = ["--port", "1"] if transport == "http" else []
+    result = _serve("--db", str(db), "--project", project, "--transport", transport, *port)
     assert result.returncode == 2
     [line] = [line for line in result.stderr.splitlines() if line.strip()]
     assert expected in line and "active projects: atlas, beacon" in line
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--port", "8080"], "--port only apply to --transport http; add --transport http"),
+        (["--host", "0.0.0.0", "--allowed-host", "mcp.example.com"], "--host, --allowed-host only apply to"),
+        (["--transport", "http", "--port", "70000"], "--port must be a port number (1-65535), not 70000"),
+        (["--transport", "http", "--public-url", "mcp.example.com"], "--public-url must be an http(s) URL such as"),
+        (["--transport", "http", "--public-url", "ftp://mcp.example.com/mcp"], "--public-url must be an http(s) URL"),
+        (["--transport", "http", "--public-url", "https://mcp.example.com:99999/mcp"], "--public-url must be an"),
+    ],
+    ids=["port-on-stdio", "host-on-stdio", "port-out-of-range", "url-without-scheme", "url-not-http", "url-bad-port"],
+)
+def test_serve_refuses_misused_http_options_in_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    """An HTTP option without --transport http would start a stdio server that silently waits on its input."""
+    from support import demo_db
+
+    result = _serve("--db", str(demo_db(tmp_path)), *args)
+    assert result.returncode == 2
+    [line] = [line for line in result.stderr.splitlines() if line.strip()]
+    assert line.startswith("story-graph-mcp: ") and expected in line
     assert "Traceback" not in result.stderr
 
 
@@ -201,3 +228,55 @@ def test_serve_demo_over_http_removes_its_temporary_folder_on_sigterm(tmp_path: 
             process.communicate()
     assert process.returncode == 0 and "Traceback" not in stderr.decode()
     assert _demo_folders(tmp_path) == []
+
+
+def test_serve_on_stdio_started_in_a_terminal_says_what_it_is_waiting_for(tmp_path: Path) -> None:
+    """By hand in a terminal, a stdio server would sit silent; an agent runtime's pipe gets no such line."""
+    from http_support import REPO, server_env
+    from support import demo_db
+
+    db = demo_db(tmp_path)
+    command = [sys.executable, "-m", "server", "serve", "--db", str(db), "--project", "atlas"]
+    piped = subprocess.run(command, input="", capture_output=True, text=True, timeout=60, cwd=REPO, check=False)
+    assert (piped.returncode, piped.stderr) == (0, "")
+
+    terminal, side = pty.openpty()
+    with subprocess.Popen(
+        command, stdin=side, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=server_env()
+    ) as server:
+        os.close(side)
+        assert server.stderr is not None
+        hint = b""
+        deadline = time.monotonic() + 30
+        while b"Ctrl-C to stop." not in hint and time.monotonic() < deadline:
+            if select.select([server.stderr], [], [], 0.5)[0]:
+                hint += os.read(server.stderr.fileno(), 4096)
+        server.send_signal(signal.SIGTERM)
+        server.communicate(timeout=30)
+    os.close(terminal)
+    text = hint.decode()
+    assert text.startswith("story-graph-mcp: serving MCP on stdio: an MCP client launches this command"), text
+    assert f"npx -y @modelcontextprotocol/inspector@2.12.0 story-graph-mcp serve --db {db} --project atlas" in text
+
+
+def test_a_relative_db_that_is_not_there_names_where_it_was_looked_for(tmp_path: Path) -> None:
+    """Agent runtimes launch the server in a directory of their choosing: a relative --db then points elsewhere."""
+    from support import demo_db
+
+    demo_db(tmp_path)  # the database is in tmp_path; the runtime starts the server in another directory
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = subprocess.run(
+        [sys.executable, "-m", "server", "serve", "--db", "demo.db"],
+        cwd=elsewhere,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert result.returncode == 2
+    [line] = [line for line in result.stderr.splitlines() if line.strip()]
+    assert f"looked for {elsewhere / 'demo.db'}" in line and "give an absolute path" in line
+    assert f"story-graph-mcp db migrate --db {elsewhere / 'demo.db'}" in line

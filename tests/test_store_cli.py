@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import pty
 import re
+import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from jsonl_graph import chain_graph, dump, file_hash, small_graph, write_jsonl
 
 from server.store.migrate import SCHEMA_VERSION
@@ -168,3 +171,87 @@ def test_a_dry_run_prints_what_would_be_imported_and_writes_nothing(tmp_path: Pa
     assert dry.stdout.startswith(f"dry run: would import {len(small_graph())} lines (2 project, ")
     assert dry.stdout.endswith("; 0 unchanged; nothing was written\n")
     assert (dump(db), file_hash(db)) == before
+
+
+def test_export_writes_through_a_symlink_a_fifo_and_keeps_the_old_files_permissions(tmp_path: Path) -> None:
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    assert _cli("db", "import", "--db", db, write_jsonl(tmp_path / "graph.jsonl", small_graph())).returncode == 0
+    expected = _cli("db", "export", "--db", db).stdout
+
+    # A private backup reached through a symlink: the link stays a link, the file it names is replaced, still 0600.
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    (backups / "graph.jsonl").write_text("the old backup\n")
+    (backups / "graph.jsonl").chmod(0o600)
+    (tmp_path / "latest.jsonl").symlink_to(backups / "graph.jsonl")
+    assert _cli("db", "export", "--db", db, tmp_path / "latest.jsonl").returncode == 0
+    assert (tmp_path / "latest.jsonl").is_symlink()
+    assert (backups / "graph.jsonl").read_text() == expected
+    assert (backups / "graph.jsonl").stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in backups.iterdir()) == ["graph.jsonl"]
+
+    # A named pipe (or a device such as /dev/stdout) is written into, not replaced by a regular file.
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    assert _cli("db", "export", "--db", db, fifo).returncode == 0
+    assert reader.communicate(timeout=30)[0] == expected
+    assert fifo.is_fifo()
+
+
+def test_an_export_to_a_full_disk_fails_with_one_line(tmp_path: Path) -> None:
+    if not Path("/dev/full").is_char_device():
+        pytest.skip("no /dev/full here")
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    assert _cli("db", "import", "--db", db, write_jsonl(tmp_path / "graph.jsonl", small_graph())).returncode == 0
+
+    with open("/dev/full", "w") as full:  # `db export --db graph.db > /dev/full`
+        to_stdout = subprocess.run(
+            [sys.executable, "-m", "server", "db", "export", "--db", str(db)],
+            cwd=REPO,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert "standard output: No space left on device" in _one_line_error(to_stdout)
+
+
+@pytest.mark.parametrize("phase", ["reading", "writing", "indexing", "writing the index"])
+def test_ctrl_c_during_an_import_says_so_and_writes_nothing(tmp_path: Path, phase: str) -> None:
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    graph = write_jsonl(tmp_path / "chain.jsonl", chain_graph(20_000))
+    before = dump(db)
+    command = [sys.executable, "-m", "server", "db", "import", "--db", str(db), str(graph), "--progress-every", "0.05"]
+    with subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True) as importer:
+        assert importer.stderr is not None
+        for line in importer.stderr:  # progress lines, every 0.05 s: interrupt once the phase has begun
+            if line.startswith(f"import: {phase}: "):
+                importer.send_signal(signal.SIGINT)
+                break
+        rest = importer.stderr.read()
+        importer.wait(timeout=60)
+    assert importer.returncode == 130, rest
+    assert rest.splitlines()[-1] == "story-graph-mcp: interrupted; the import wrote nothing"
+    assert "Traceback" not in rest and "user-defined function" not in rest
+    assert dump(db) == before
+
+
+def test_an_import_while_another_writer_holds_the_database_says_so_and_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    before = dump(db)
+    writer = sqlite3.connect(db, isolation_level=None)  # another import, or the application that owns the data
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        error = _one_line_error(_cli("db", "import", "--db", db, graph))
+    finally:
+        writer.close()
+    assert "nothing was written" in error and "is locked by another writer" in error
+    assert "run the import again when it has finished" in error
+    assert dump(db) == before

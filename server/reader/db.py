@@ -170,7 +170,14 @@ async def _connect(path: Path, busy_timeout: float, inline_steps: int) -> ReadCo
 def check_database(path: Path) -> None:
     """Refuse a missing file, a non-SQLite file or an unsupported schema version with one clear line."""
     if not path.exists():
-        raise DatabaseUnusable(f"{path}: no such database file (create one with: {migrate_command(path)})")
+        if path.is_absolute():
+            raise DatabaseUnusable(f"{path}: no such database file (create one with: {migrate_command(path)})")
+        # Agent runtimes start the server in a directory of their choosing: say where we looked.
+        raise DatabaseUnusable(
+            f"{path}: no such database file (looked for {path.absolute()}: a relative --db is read from the working"
+            f" directory, and an agent runtime may start the server in another one, so give an absolute path;"
+            f" to create a new database: {migrate_command(path.absolute())})"
+        )
     conn = sqlite3.connect(sqlite_uri(path, "ro"), uri=True)
     try:
         problem = schema_problem(path, read_version(conn, path))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,12 +34,19 @@ def export_file(db_path: Path, out: Path | None, *, progress: Progress | None = 
         progress.phase("writing", "lines", _count(conn))
         if out is None:
             return _to_stdout(conn, progress)
+        if out.exists() and not out.is_file():
+            # A FIFO, a device, /dev/stdout: write into it. Renaming a new file over it would replace the
+            # node itself (as root, even /dev/full).
+            return _to_special_file(conn, out, progress)
+        target = out.resolve()  # through a symlink: the link stays, the file it points to is replaced
         # Write next to the target and rename, so a failed export never leaves half a file behind.
-        partial = out.with_name(out.name + ".partial")
+        partial = target.with_name(target.name + ".partial")
         try:
             with partial.open("wb") as stream:
+                if target.exists():  # the new file keeps the old one's permissions (a private backup stays private)
+                    os.chmod(stream.fileno(), stat.S_IMODE(target.stat().st_mode))
                 count = _write(conn, stream, progress)
-            os.replace(partial, out)
+            os.replace(partial, target)
         except OSError as exc:
             partial.unlink(missing_ok=True)
             raise StoreError(f"cannot write {out}: {exc.strerror or exc}") from None
@@ -71,6 +79,17 @@ def _to_stdout(conn: sqlite3.Connection, progress: Progress) -> int:
         # interpreter's final flush does not fail again (Python docs, "Note on SIGPIPE").
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a full disk behind `> file`: one line, and no second failure at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise StoreError(f"cannot write to standard output: {exc.strerror or exc}") from None
+
+
+def _to_special_file(conn: sqlite3.Connection, out: Path, progress: Progress) -> int:
+    try:
+        with out.open("wb") as stream:
+            return _write(conn, stream, progress)
+    except OSError as exc:
+        raise StoreError(f"cannot write {out}: {exc.strerror or exc}") from None
 
 
 def _write(conn: sqlite3.Connection, stream: BinaryIO, progress: Progress) -> int:

@@ -136,6 +136,13 @@ def import_lines(
             search_index.rebuild(conn, progress)
             conn.execute("COMMIT")
     except sqlite3.Error as exc:
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY:
+            waited = conn.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
+            raise StoreError(
+                f"import aborted, nothing was written: {database} is locked by another writer (another import, or the"
+                f" application that owns it) for longer than {waited:g} seconds; run the import again when it has"
+                " finished"
+            ) from None
         raise StoreError(f"import aborted, nothing was written: {database}: {exc}") from None
     finally:
         progress.stop()

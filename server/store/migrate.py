@@ -83,6 +83,10 @@ def check_schema(conn: sqlite3.Connection, path: Path) -> int:
     return found
 
 
+WRITE_LOCK_WAIT: Final = 5.0
+"""Seconds an import (or export) waits for another process's lock before it gives up and says so."""
+
+
 def open_store(path: Path, *, write: bool) -> sqlite3.Connection:
     """Open an existing database at the current schema, read-only or for an import.
 
@@ -94,7 +98,9 @@ def open_store(path: Path, *, write: bool) -> sqlite3.Connection:
     if path.is_dir():
         raise DatabaseUnusable(f"{path} is a directory, not a database file")
     try:
-        conn = sqlite3.connect(sqlite_uri(path, "rw" if write else "ro"), uri=True, isolation_level=None)
+        conn = sqlite3.connect(
+            sqlite_uri(path, "rw" if write else "ro"), uri=True, isolation_level=None, timeout=WRITE_LOCK_WAIT
+        )
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"cannot open {path}: {exc}") from None
     try:
