@@ -13,6 +13,7 @@ from typing import Any
 from server import package_version
 from server.store.errors import StoreError
 from server.store.progress import DEFAULT_EVERY_SECONDS, Progress
+from server.store.stdout import print_out
 
 EXAMPLES: dict[str, str] = {
     "story-graph-mcp": """examples:
@@ -239,13 +240,13 @@ def _run(args: argparse.Namespace) -> int:
         from server.store.demo import write_demo
 
         write_demo(args.path)
-        print(f"wrote the demo graph to {args.path}")
+        print_out(f"wrote the demo graph to {args.path}")
         return 0
     from server.store import exporter, migrate, stats
 
     if args.db_command == "migrate":
         before, after = migrate.migrate(args.db)
-        print(
+        print_out(
             f"{args.db}: schema version {before} -> {after}" if before != after else f"{args.db}: up to date ({after})"
         )
     elif args.db_command == "import":
@@ -254,7 +255,7 @@ def _run(args: argparse.Namespace) -> int:
         progress = Progress.to_stderr("export", every=args.progress_every, quiet=args.quiet)
         exporter.export_file(args.db, args.file, progress=progress)
     elif args.db_command == "stats":
-        print(stats.stats_text(args.db))
+        print_out(stats.stats_text(args.db))
     return 0
 
 
@@ -276,9 +277,9 @@ def _import(args: argparse.Namespace) -> None:
         report, notes = goodbuddy.import_goodbuddy(args.db, args.file, dry_run=dry_run, progress=progress)
     else:
         report = importer.import_file(args.db, args.file, dry_run=dry_run, progress=progress)
-    print(report)
+    print_out(str(report))
     for note in notes:
-        print(f"note: {note}")
+        print_out(f"note: {note}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Stateless (`stateless_http=True`, `json_response=True`): no session lives in a p
 workers or replicas serve the same clients, and a cursor signed by one is accepted by another that shares
 the cursor secret. `/mcp` requires a bearer token listed (hashed) in the policy and answers POST only (any
 other method with a valid token is 405: there is no event stream); `/healthz` is public and says only
-whether the database is readable, and if not, why (locked, corrupt, missing, replaced, unreadable).
+whether the policy file is valid and the database readable, and if not, why (locked, corrupt, missing,
+replaced, unreadable).
 
 `serve --transport http` runs one process. For several workers use the factory, configured from the
 environment (docs/deployment.md)::
@@ -19,6 +20,7 @@ import logging
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from typing import Final
 from urllib.parse import urlsplit
 
 import anyio.to_thread
@@ -180,7 +182,7 @@ def build_http_app(settings: ServeSettings, policy: PolicySource) -> ASGIApp:
         auth=auth,
         busy_timeout=settings.busy_timeout,
     )
-    server.custom_route("/healthz", methods=["GET"])(_health_route(server))
+    server.custom_route("/healthz", methods=["GET"])(_health_route(server, policy))
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=True,
@@ -191,8 +193,18 @@ def build_http_app(settings: ServeSettings, policy: PolicySource) -> ASGIApp:
     return AccessLog(PostOnly(app, verifier))
 
 
-def _health_route(server: StoryGraphServer) -> Callable[[Request], Awaitable[JSONResponse]]:
+POLICY_BROKEN: Final = (
+    "the policy file is unreadable or invalid; every client is refused until it is fixed (the log says why)"
+)
+
+
+def _health_route(server: StoryGraphServer, policy: PolicySource) -> Callable[[Request], Awaitable[JSONResponse]]:
     async def healthz(_: Request) -> JSONResponse:
+        if await anyio.to_thread.run_sync(policy.broken):
+            # Every client is refused until an operator fixes the file (the log says why; this public answer
+            # names no path or content). A switch set to off is a decision, not a fault: that stays 200.
+            broken = {"status": "unavailable", "policy": "invalid", "reason": POLICY_BROKEN}
+            return JSONResponse(broken, status_code=503)
         problem = await anyio.to_thread.run_sync(server.database_problem)
         if problem is None:
             return JSONResponse({"status": "ok", "database": "readable"})

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from server.contracts.common import Grant
 from server.contracts.errors import story_graph_unavailable
 from server.store.errors import StoreError
+from server.store.stdout import print_out
 
 log = logging.getLogger("story_graph_mcp.policy")
 
@@ -158,6 +159,10 @@ class PolicySource(Protocol):
         """The last valid policy (used only to authenticate tokens while the file is broken)."""
         ...
 
+    def broken(self) -> bool:
+        """True while the file is unreadable or invalid (every tool switched off by a fault, not by a switch)."""
+        ...
+
 
 @dataclass(frozen=True)
 class FixedPolicy:
@@ -170,6 +175,9 @@ class FixedPolicy:
 
     def last_good(self) -> Policy:
         return self.policy
+
+    def broken(self) -> bool:
+        return False
 
 
 class PolicyFile:
@@ -195,6 +203,9 @@ class PolicyFile:
     def last_good(self) -> Policy:
         self._refresh()
         return self._good
+
+    def broken(self) -> bool:
+        return self.current() is None
 
     def _refresh(self) -> None:
         try:
@@ -315,19 +326,20 @@ def policy_command(command: str, path: Path | None) -> int:
     """`story-graph-mcp policy new-token | hash-token | check FILE`."""
     if command == "new-token":
         token = new_token()
-        print(f"token (give it to the client; it is not stored anywhere): {token}")
-        print(f'token_sha256 = ["{hash_token(token)}"]')
+        print_out(f"token (give it to the client; it is not stored anywhere): {token}")
+        print_out(f'token_sha256 = ["{hash_token(token)}"]')
         return 0
     if command == "hash-token":
         # Read from stdin so the token stays out of shell history and the process list.
-        token = sys.stdin.readline().strip()
-        if not token:
-            raise PolicyError("hash-token reads the token from stdin; got an empty line")
-        print(hash_token(token))
+        lines = [line.strip() for line in sys.stdin.read().splitlines() if line.strip()]
+        if len(lines) != 1:
+            got = "nothing" if not lines else f"{len(lines)} non-empty lines"
+            raise PolicyError(f"hash-token reads one token from stdin; got {got} (hash one token per run)")
+        print_out(hash_token(lines[0]))
         return 0
     assert path is not None
     policy = PolicyFile(path).last_good()
-    print(
+    print_out(
         f"{path}: valid policy; {describe(policy)}"
         + "".join(
             f"\n  {cid}: {'on' if c.enabled else 'OFF'}, {len(c.token_sha256)} token(s), projects "

@@ -213,6 +213,19 @@ async def test_switches_per_client_and_for_the_server(tmp_path: Path) -> None:
         assert await state(alpha, beta) == (False, True), "the server switch does not erase a client's own switch"
         write_policy(policy, server_on=False)
         assert await state(alpha, beta) == (False, False), "the server switch overrides every client"
+        async with httpx2.AsyncClient() as http:
+            health = f"{server.base}/healthz"
+            assert (await http.get(health)).status_code == 200, "switched off on purpose is not a fault"
+            broken = policy.with_suffix(".tmp")
+            broken.write_text("version = 1\n[clients\n")  # a typo: every client refused until it is fixed
+            broken.replace(policy)
+            down = await http.get(health)
+            assert down.status_code == 503 and down.json()["policy"] == "invalid", down.text
+            assert str(policy) not in down.text and "clients" not in down.text  # the log says why, not this answer
+            assert await state(alpha, beta) == (False, False)
+            write_policy(policy)
+            assert (await http.get(health)).status_code == 200
+            assert await state(alpha, beta) == (True, True)
         write_policy(policy)
         assert await state(alpha, beta) == (True, True)
         found = await ok(alpha, "story_graph_search", {"query": "session cache"})

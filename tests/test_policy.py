@@ -359,6 +359,12 @@ def test_cli_new_token_hash_token_and_check(
     monkeypatch.setattr("sys.stdin", io.StringIO(token + "\n"))
     assert main(["policy", "hash-token"]) == 0
     assert capsys.readouterr().out.strip() == hash_token(token)
+    # one token per run: a second line is refused, not silently left unhashed
+    for text, got in ((f"{token}\nsgm_second\n", "got 2 non-empty lines"), ("\n \n", "got nothing")):
+        monkeypatch.setattr("sys.stdin", io.StringIO(text))
+        assert main(["policy", "hash-token"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and got in captured.err and token not in captured.err
 
     path = write(tmp_path / "policy.toml", both_clients(enabled=False))
     assert main(["policy", "check", str(path)]) == 0

@@ -200,24 +200,26 @@ def test_export_writes_through_a_symlink_a_fifo_and_keeps_the_old_files_permissi
     assert fifo.is_fifo()
 
 
-def test_an_export_to_a_full_disk_fails_with_one_line(tmp_path: Path) -> None:
+def test_an_export_or_report_to_a_full_disk_fails_with_one_line(tmp_path: Path) -> None:
     if not Path("/dev/full").is_char_device():
         pytest.skip("no /dev/full here")
     db = tmp_path / "graph.db"
     _cli("db", "migrate", "--db", db)
     assert _cli("db", "import", "--db", db, write_jsonl(tmp_path / "graph.jsonl", small_graph())).returncode == 0
 
-    with open("/dev/full", "w") as full:  # `db export --db graph.db > /dev/full`
-        to_stdout = subprocess.run(
-            [sys.executable, "-m", "server", "db", "export", "--db", str(db)],
-            cwd=REPO,
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    assert "standard output: No space left on device" in _one_line_error(to_stdout)
+    # `db export --db graph.db > /dev/full`, and the commands that print a short report
+    for command in (["db", "export", "--db", str(db)], ["db", "stats", "--db", str(db)], ["policy", "new-token"]):
+        with open("/dev/full", "w") as full:
+            to_stdout = subprocess.run(
+                [sys.executable, "-m", "server", *command],
+                cwd=REPO,
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        assert "standard output: No space left on device" in _one_line_error(to_stdout), command
 
 
 @pytest.mark.parametrize("phase", ["reading", "writing", "indexing", "writing the index"])

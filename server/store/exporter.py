@@ -23,6 +23,7 @@ from server.store.kinds import KINDS
 from server.store.lines import iter_lines
 from server.store.migrate import open_store
 from server.store.progress import Progress
+from server.store.stdout import stdout_failure
 
 
 def export_file(db_path: Path, out: Path | None, *, progress: Progress | None = None) -> int:
@@ -74,14 +75,11 @@ def _count(conn: sqlite3.Connection) -> int:
 def _to_stdout(conn: sqlite3.Connection, progress: Progress) -> int:
     try:
         return _write(conn, sys.stdout.buffer, progress)
-    except BrokenPipeError:
-        # The reader stopped early (`| head`): not an error. Point stdout at devnull so the
-        # interpreter's final flush does not fail again (Python docs, "Note on SIGPIPE").
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except OSError as exc:  # a full disk behind `> file`: one line, and no second failure at exit
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise StoreError(f"cannot write to standard output: {exc.strerror or exc}") from None
+    except OSError as exc:
+        failure = stdout_failure(exc)
+        if failure is None:  # the reader stopped early (`| head`)
+            return 0
+        raise failure from None
 
 
 def _to_special_file(conn: sqlite3.Connection, out: Path, progress: Progress) -> int:
