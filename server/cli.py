@@ -49,13 +49,15 @@ EXAMPLES: dict[str, str] = {
     "policy": """examples:
   story-graph-mcp policy new-token
   printf '%s\\n' "$TOKEN" | story-graph-mcp policy hash-token
-  story-graph-mcp policy check policy.toml""",
+  story-graph-mcp policy check policy.toml
+  story-graph-mcp policy check policy.toml --db graph.db   # also: every granted project is in the database""",
     "new-token": """example:
   story-graph-mcp policy new-token     # prints a token and the token_sha256 line for the policy file""",
     "hash-token": """example:
   printf '%s\\n' "$TOKEN" | story-graph-mcp policy hash-token   # stdin keeps it out of shell history""",
-    "check": """example:
-  story-graph-mcp policy check policy.toml""",
+    "check": """examples:
+  story-graph-mcp policy check policy.toml
+  story-graph-mcp policy check policy.toml --db graph.db   # also: every granted project is in the database""",
     "demo": """example:
   story-graph-mcp demo /tmp/demo.db && story-graph-mcp db stats --db /tmp/demo.db""",
 }
@@ -161,6 +163,7 @@ def _parser() -> argparse.ArgumentParser:
     _command(policy, "hash-token", "read a token from stdin and print its sha256 for token_sha256")
     check = _command(policy, "check", "validate a policy file and summarise its clients and switches")
     check.add_argument("file", type=Path)
+    check.add_argument("--db", type=Path, help="also check that every granted project is in this database")
 
     demo = _command(commands, "demo", "write the bundled demo graph to a new database file")
     demo.add_argument("path", type=Path)
@@ -235,7 +238,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "policy":
         from server.policy import policy_command
 
-        return policy_command(args.policy_command, getattr(args, "file", None))
+        return policy_command(args.policy_command, getattr(args, "file", None), getattr(args, "db", None))
     if args.command == "demo":
         from server.store.demo import write_demo
 

@@ -242,6 +242,19 @@ class PolicyFile:
         self._signature = None
 
 
+def granted_projects(policy: Policy) -> dict[str, list[str]]:
+    """The project ids each grant names (its list and its default project), by holder: `[stdio]` and each client."""
+    holders: dict[str, StdioPolicy | ClientPolicy] = {"[stdio]": policy.stdio}
+    holders.update({f"client {client_id!r}": client for client_id, client in policy.clients.items()})
+    named: dict[str, list[str]] = {}
+    for holder, spec in holders.items():
+        ids = set() if spec.projects == "*" else set(spec.projects)
+        ids.update([spec.default_project] if spec.default_project else [])
+        if ids:
+            named[holder] = sorted(ids)
+    return named
+
+
 def describe(policy: Policy) -> str:
     """A one-line summary of the switches (never tokens or hashes)."""
     off = sorted(client_id for client_id, client in policy.clients.items() if not client.enabled)
@@ -322,8 +335,8 @@ def one_run_policy(project: str | None) -> tuple[Policy, str]:
     return Policy(version=1, clients={"operator": client}), token
 
 
-def policy_command(command: str, path: Path | None) -> int:
-    """`story-graph-mcp policy new-token | hash-token | check FILE`."""
+def policy_command(command: str, path: Path | None, db: Path | None = None) -> int:
+    """`story-graph-mcp policy new-token | hash-token | check FILE [--db DB]`."""
     if command == "new-token":
         token = new_token()
         print_out(f"token (give it to the client; it is not stored anywhere): {token}")
@@ -339,6 +352,9 @@ def policy_command(command: str, path: Path | None) -> int:
         return 0
     assert path is not None
     policy = PolicyFile(path).last_good()
+    from server.settings import policy_warnings  # the database is read only when --db is given
+
+    warnings = policy_warnings(policy, db) if db is not None else []
     print_out(
         f"{path}: valid policy; {describe(policy)}"
         + "".join(
@@ -347,4 +363,6 @@ def policy_command(command: str, path: Path | None) -> int:
             for cid, c in policy.clients.items()
         )
     )
-    return 0
+    for warning in warnings:
+        print_out(f"warning: {warning}")
+    return 1 if warnings else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shlex
 import shutil
@@ -19,11 +20,13 @@ import anyio
 from server.app import Access, StaticAccess, build_server
 from server.contracts.common import Grant
 from server.logs import configure_logging
+from server.policy import PolicyFile
 from server.reader.cursor import CursorCodec
-from server.settings import ServeSettings, check_startup, settle_heap
+from server.settings import ServeSettings, check_startup, policy_warnings, settle_heap
 from server.stdio import serve_stdio
 
 DEMO_DEFAULT_PROJECT = "atlas"
+log = logging.getLogger("story_graph_mcp.serve")
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -32,13 +35,16 @@ def serve(args: argparse.Namespace) -> int:
         project = args.project or (DEMO_DEFAULT_PROJECT if args.demo else None)
         settings = ServeSettings.from_args(args, db_path, project)
         check_startup(settings)
+        if settings.policy is not None:
+            for warning in policy_warnings(PolicyFile(settings.policy).last_good(), settings.db):
+                log.warning("policy: %s", warning)
         if args.transport == "http":
             from server.http import serve_http
 
             return serve_http(settings)
         access: Access
         if settings.policy is not None:
-            from server.policy import PolicyFile, StdioPolicyAccess
+            from server.policy import StdioPolicyAccess
 
             # The policy's server switch and its [stdio] grant; --project overrides stdio.default_project.
             fallback = DEMO_DEFAULT_PROJECT if args.demo else None

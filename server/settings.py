@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
+from server.policy import Policy, granted_projects
 from server.reader.db import check_database
 from server.store.errors import DatabaseUnusable, StoreError
 from server.store.paths import sqlite_uri
@@ -228,6 +229,31 @@ def check_project(db: Path, project: str) -> None:
     choose = f"active projects: {listed}" if active else "the database has no active project"
     state = "is not in" if row is None else f"is {row[0]} (not active) in"
     raise StoreError(f"--project {project!r} {state} {db}; {choose}")
+
+
+def policy_warnings(policy: Policy, db: Path) -> list[str]:
+    """Projects a grant names that the database does not hold, or holds but not active: a typo would otherwise show
+    only as that client's calls refused with scope_unavailable. Warnings, not errors: an import may add them later."""
+    named = granted_projects(policy)
+    wanted = sorted({project for ids in named.values() for project in ids})
+    if not wanted:
+        return []
+    conn = sqlite3.connect(sqlite_uri(db, "ro"), uri=True)
+    try:
+        marks = ",".join("?" * len(wanted))
+        status = dict(conn.execute(f"SELECT id, status FROM projects WHERE id IN ({marks})", wanted).fetchall())
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(f"cannot read the projects of {db}: {exc}") from None
+    finally:
+        conn.close()
+    warnings = []
+    for holder, ids in named.items():
+        for project in ids:
+            if status.get(project) == "active":
+                continue
+            state = "is not in" if project not in status else f"is {status[project]} in"
+            warnings.append(f"{holder} is granted project {project!r}, which {state} {db}; calls for it are refused")
+    return warnings
 
 
 def _required_env(name: str) -> str:

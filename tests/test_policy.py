@@ -10,6 +10,8 @@ import hashlib
 import io
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -383,3 +385,38 @@ def test_serve_with_a_bad_policy_is_one_line(tmp_path: Path, capsys: pytest.Capt
     assert main(["serve", "--db", str(db), "--policy", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("story-graph-mcp: ") and "not valid TOML" in err and len(err.splitlines()) == 1
+
+
+def test_a_granted_project_the_database_does_not_hold_is_named_by_check_and_at_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = demo_db(tmp_path)
+    typo = policy_text(
+        stdio={"default_project": "legacy"},
+        clients={"alpha": {"projects": ["atlas", "atlsa"]}, "beta": {"projects": "*", "allow_global": True}},
+    )
+    path = write(tmp_path / "policy.toml", typo)
+    assert main(["policy", "check", str(path), "--db", str(db)]) == 1
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        f"warning: [stdio] is granted project 'legacy', which is inactive in {db}; calls for it are refused",
+        f"warning: client 'alpha' is granted project 'atlsa', which is not in {db}; calls for it are refused",
+    ]
+    assert main(["policy", "check", str(path)]) == 0, "without --db the file alone is checked"
+    capsys.readouterr()
+
+    # serve says the same at start (and serves: an import may add the project later)
+    served = subprocess.run(
+        [sys.executable, "-m", "server", "serve", "--db", str(db), "--policy", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert served.returncode == 0, served.stderr
+    assert "client 'alpha' is granted project 'atlsa', which is not in" in served.stderr
+
+    write(path, both_clients())
+    assert main(["policy", "check", str(path), "--db", str(db)]) == 0
+    assert "warning" not in capsys.readouterr().out
