@@ -143,6 +143,17 @@ class EventInterval(Contract):
     basis: str | None
 
 
+SOURCE_REFERENCES_LISTED = 100
+"""An object's `source_reference_ids` list at most this many (in id order); `source_reference_count` says how many
+it has. Without the cap one object citing a few thousand sources would be over the 100,000-byte response limit at
+any page size, and could not be read at all."""
+
+
+def listed_sources(ids: list[str]) -> dict[str, Any]:
+    """`source_reference_ids` (the first SOURCE_REFERENCES_LISTED) and `source_reference_count` (all of them)."""
+    return {"source_reference_ids": ids[:SOURCE_REFERENCES_LISTED], "source_reference_count": len(ids)}
+
+
 class ItemBase(Contract):
     """Fields every returned object carries."""
 
@@ -165,3 +176,7 @@ class ItemBase(Contract):
     validity: Unknown = "unknown"
     """No reliable validity data is stored yet; never derived from confirmation or record time."""
     source_reference_ids: list[str]
+    """The stored evidence: ids for story_graph_read_source, the first 100 in id order (get_context's `content`
+    holds every one)."""
+    source_reference_count: int
+    """How many source references the object has in all (more than listed when above 100)."""

@@ -166,7 +166,8 @@ class StoredRelation(Contract):
     confirmation_state: str
     validity: Unknown = "unknown"
     source_reference_ids: list[str]
-    """The stored evidence for the relation; empty means none is stored."""
+    """The stored evidence for the relation (the first 100 in id order); empty means none is stored."""
+    source_reference_count: int
 
 
 class Conflict(Contract):
@@ -180,6 +181,8 @@ class Conflict(Contract):
     claims: list[Claim]
     """Both claims, side by side, in stored from/to order."""
     source_reference_ids: list[str]
+    """The first 100 in id order."""
+    source_reference_count: int
     validity: Unknown = "unknown"
     note: str = CONFLICT_NOTE
 

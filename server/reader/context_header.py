@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from server.contracts.base import ObjectRef, scope_from_key
+from server.contracts.common import listed_sources
 from server.contracts.context import (
     TIME_FILTER_NOTE,
     Claim,
@@ -217,7 +218,7 @@ def _stored_relation(sel: Selection, unit: Unit) -> StoredRelation:
         reason=reason or "",
         reason_is_excerpt=cut,
         confirmation_state=unit.row.confirmation_state or "unknown",
-        source_reference_ids=unit.source_ids,
+        **listed_sources(unit.source_ids),
     )
 
 
@@ -241,7 +242,7 @@ def _conflict(sel: Selection, unit: Unit) -> Conflict:
         reason=reason or "",
         reason_is_excerpt=cut,
         claims=claims,
-        source_reference_ids=unit.source_ids,
+        **listed_sources(unit.source_ids),
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from server.contracts.base import GlobalScope, ProjectsScope
-from server.contracts.common import EventInterval
+from server.contracts.common import EventInterval, listed_sources
 from server.reader.objects import ObjectRow
 
 
@@ -22,5 +22,4 @@ def item_base(row: ObjectRow, scope: GlobalScope | ProjectsScope, source_referen
         "recorded_at": row.recorded_at,
         "confirmation_state": row.confirmation_state if row.confirmation_state is not None else "unknown",
         "validity": "unknown",
-        "source_reference_ids": source_reference_ids,
-    }
+    } | listed_sources(source_reference_ids)
