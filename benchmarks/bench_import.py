@@ -18,8 +18,9 @@ and CPU time, the largest peak RSS). Its report is shown, and the last line of i
 
 `--breakdown` runs the same pipeline in this process with timers around its parts: reading (parse and validate) and
 staging, each merge step, and the search index rebuild (staging the items' rows in SQL, grams in Python, then each
-statement of the schema's `search_apply_now` trigger one by one, as the trigger would run them), with CPU and wall
-time and this process's peak RSS after each part.
+statement of the schema's `search_apply_now` trigger one by one, as the trigger would run them, between dropping and
+creating again `search_items`' plain indexes as the importer does), with CPU and wall time and this process's peak
+RSS after each part.
 
 The machine is shared and busy at times: CPU time is the steadier figure; every block ends with what else the
 machine was doing.
