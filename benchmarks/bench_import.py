@@ -18,8 +18,9 @@ and CPU time, the largest peak RSS). Its report is shown, and the last line of i
 
 `--breakdown` runs the same pipeline in this process with timers around its parts: reading (parse and validate) and
 staging, each merge step, and the search index rebuild (staging the items' rows in SQL, grams in Python, then each
-statement of the schema's `search_apply_now` trigger one by one, as the trigger would run them), with CPU and wall
-time and this process's peak RSS after each part.
+statement of the schema's `search_apply_now` trigger one by one, as the trigger would run them, between dropping and
+creating again `search_items`' plain indexes as the importer does), with CPU and wall time and this process's peak
+RSS after each part.
 
 The machine is shared and busy at times: CPU time is the steadier figure; every block ends with what else the
 machine was doing.
@@ -39,6 +40,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -61,6 +63,7 @@ from make_jsonl import JSONL_VERSION, SEARCHABLE
 from make_large_graph import DEFAULT_SEED
 
 from server.store import importer, link_checks, merge, search_index, staging
+from server.store.bulk_indexes import built_after
 from server.store.jsonl import JsonlSource
 from server.store.migrate import migrate, open_store
 from server.store.progress import Progress
@@ -338,12 +341,16 @@ def import_in_phases(jsonl: Path, db: Path, timers: Timers) -> Phases:
         merged = phase("merge", lambda: merge.merge(conn, counts, Progress.silent(), None))
         with search_index.rebuild_settings(conn):
             phase("index: stage items (SQL)", lambda: _stage_items(conn))
-            phase("index: grams (Python)", lambda: search_index.add_grams(conn, Progress.silent()))
+            staged = phase("index: grams (Python)", lambda: search_index.add_grams(conn, Progress.silent()))
             body = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'search_apply_now'").fetchone()[0]
             statements = [s.strip() for s in re.split(r";\s*\n", body[body.index("BEGIN") + 5 : body.rindex("END")])]
-            for statement in filter(None, statements):
-                words = " ".join(line for line in statement.splitlines() if not line.strip().startswith("--")).split()
-                phase("index: apply: " + " ".join(words[:3]), lambda s=statement: conn.execute(s))  # type: ignore[misc]
+            with ExitStack() as bulk:  # as search_index.rebuild applies them
+                dropping = built_after(conn, "search_items", staged)
+                phase("index: drop plain indexes", lambda: bulk.enter_context(dropping))
+                for statement in filter(None, statements):
+                    words = " ".join(ln for ln in statement.splitlines() if not ln.strip().startswith("--")).split()
+                    phase("index: apply: " + " ".join(words[:3]), lambda s=statement: conn.execute(s))  # type: ignore[misc]
+                phase("index: create plain indexes", bulk.close)
             conn.execute(search_index.SET_MODE, {"mode": "immediate"})
         phase("commit", lambda: conn.execute("COMMIT"))
         staging.drop_tables(conn)

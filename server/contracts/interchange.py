@@ -37,14 +37,14 @@ class CoverageSource(Contract):
     source_id: Id
     source_version: str | None = None
     """The version processed; null when it was not recorded."""
-    fragments: list[tuple[int, int]] = []
+    fragments: list[tuple[int, int]] = Field(default_factory=list)
     """Processed `[start, end)` code-point ranges."""
     status: Literal["processed", "partial", "unprocessed"] = "processed"
 
 
 class CoverageMissing(Contract):
     source_id: Id
-    ranges: list[tuple[int, int]] = []
+    ranges: list[tuple[int, int]] = Field(default_factory=list)
     reason: str = ""
 
 
@@ -54,8 +54,8 @@ class DetailedCoverage(Contract):
     kind: Literal["detailed"]
     processed_range: dict[str, Instant] | None = None
     """`{"from", "to"}` of source time processed; null when not recorded."""
-    sources: list[CoverageSource] = []
-    missing: list[CoverageMissing] = []
+    sources: list[CoverageSource] = Field(default_factory=list)
+    missing: list[CoverageMissing] = Field(default_factory=list)
     unprocessed_sources: int | None = None
     """Count of selected sources not processed; null when not recorded (never 0 for unknown)."""
     source_types_included: list[str] | None = None
@@ -123,8 +123,8 @@ class EventLine(Contract):
     recorded_at: Instant
     confirmation_state: str = "automatic"
     revision: str | None = None
-    entity_ids: list[Id] = []
-    source_reference_ids: list[Id] = []
+    entity_ids: list[Id] = Field(default_factory=list)
+    source_reference_ids: list[Id] = Field(default_factory=list)
 
 
 class EntityLine(Contract):
@@ -142,7 +142,7 @@ class EntityLine(Contract):
     """Only from a task record or explicit execution evidence; a decision is not completion."""
     updated_at: Instant
     revision: str | None = None
-    source_reference_ids: list[Id] = []
+    source_reference_ids: list[Id] = Field(default_factory=list)
 
 
 class EntityRevisionLine(Contract):
@@ -170,7 +170,7 @@ class EntityChangeLine(Contract):
     applicable_to: Instant | None = None
     confirmation_state: str = "automatic"
     recorded_at: Instant
-    source_reference_ids: list[Id] = []
+    source_reference_ids: list[Id] = Field(default_factory=list)
 
 
 class RelationLine(Contract):
@@ -184,7 +184,7 @@ class RelationLine(Contract):
     confirmation_state: str = "automatic"
     recorded_at: Instant
     revision: str | None = None
-    source_reference_ids: list[Id] = []
+    source_reference_ids: list[Id] = Field(default_factory=list)
     """The evidence for the relation."""
 
 
@@ -194,11 +194,11 @@ class SummaryLine(Contract):
     result_id: Id
     interval: dict[Literal["from", "to"], Instant] | None = None
     body: str
-    open_items: list[str] = []
+    open_items: list[str] = Field(default_factory=list)
     recorded_at: Instant
     revision: str | None = None
-    fact_refs: list[ObjectRef] = []
-    source_reference_ids: list[Id] = []
+    fact_refs: list[ObjectRef] = Field(default_factory=list)
+    source_reference_ids: list[Id] = Field(default_factory=list)
 
 
 class LeafFact(Contract):
@@ -215,7 +215,7 @@ class LeafLine(Contract):
     result_id: Id
     summary: str | None = None
     recorded_at: Instant
-    facts: list[LeafFact] = []
+    facts: list[LeafFact] = Field(default_factory=list)
 
 
 class StoryLine(Contract):

@@ -26,12 +26,13 @@ A staged row's `skip` says what happens to it: 0 new (inserted), 1 unchanged (sk
 from __future__ import annotations
 
 import sqlite3
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Final
 
 import orjson
 
-from server.store import link_checks, sync
+from server.store import bulk_indexes, link_checks, sync
 from server.store.errors import ImportRejected, StoreError
 from server.store.kind_model import TARGETS, Invalid, Kind, Staged, differing_fields
 from server.store.kinds import KINDS
@@ -267,20 +268,35 @@ def _insert(conn: sqlite3.Connection, kind: Kind, progress: Progress, done: int,
     next_upto = f"SELECT seq FROM {stage} WHERE skip <> {SAME} AND seq > ? ORDER BY seq LIMIT 1 OFFSET {CHUNK_ROWS - 1}"
     after, written = 0, 0
     progress.update(done + staged - new - changed)
-    while written < new + changed:
-        row = conn.execute(next_upto, (after,)).fetchone()
-        upto = row[0] if row is not None else 2**62
-        try:
-            for sql in statements:
-                conn.execute(sql, {"after": after, "upto": upto})
-        except sqlite3.IntegrityError as exc:  # the checks above should leave nothing for the schema to refuse
-            raise StoreError(
-                f"import aborted, nothing was written: the database refused a {kind.name} line: {exc}"
-            ) from None
-        written = min(written + CHUNK_ROWS, new + changed)
-        after = upto
-        progress.update(done + staged - new - changed + written)
+    with ExitStack() as bulk:
+        for table, adding in _rows_to_write(conn, kind, new + changed).items():
+            bulk.enter_context(bulk_indexes.built_after(conn, table, adding))
+        while written < new + changed:
+            row = conn.execute(next_upto, (after,)).fetchone()
+            upto = row[0] if row is not None else 2**62
+            try:
+                for sql in statements:
+                    conn.execute(sql, {"after": after, "upto": upto})
+            except sqlite3.IntegrityError as exc:  # the checks above should leave nothing for the schema to refuse
+                raise StoreError(
+                    f"import aborted, nothing was written: the database refused a {kind.name} line: {exc}"
+                ) from None
+            written = min(written + CHUNK_ROWS, new + changed)
+            after = upto
+            progress.update(done + staged - new - changed + written)
     return int(new), int(changed)
+
+
+def _rows_to_write(conn: sqlite3.Connection, kind: Kind, lines: int) -> dict[str, int]:
+    """How many rows step 4 writes to each table: one per line to its kind's table, one per list item to a
+    child table."""
+    rows = {kind.table: lines}
+    for child in kind.children:
+        (items,) = conn.execute(
+            f"SELECT coalesce(sum(json_array_length(s.{child.column})), 0) FROM {kind.stage} AS s WHERE {TO_WRITE}"
+        ).fetchone()
+        rows[child.table] = rows.get(child.table, 0) + int(items)
+    return rows
 
 
 def _key_match(kind: Kind, a: str, b: str) -> str:

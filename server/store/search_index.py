@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
+from server.store.bulk_indexes import built_after
 from server.store.progress import Progress
 
 # The blocks of the search_cjk table: kana, CJK ideographs (extension A, the unified block,
@@ -120,9 +121,10 @@ def rebuild(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
         with rebuild_settings(conn):
             conn.execute(SET_MODE, {"mode": "flush"})
             conn.execute(FLUSH)
-            add_grams(conn, progress)
+            staged = add_grams(conn, progress)
             progress.phase("writing the index", "")
-            conn.execute(APPLY)
+            with built_after(conn, "search_items", staged):
+                conn.execute(APPLY)
             conn.execute(SET_MODE, {"mode": "immediate"})
     finally:
         conn.set_progress_handler(None, 0)
@@ -140,8 +142,9 @@ def rebuild_settings(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute(f"PRAGMA main.cache_size = {int(cache_size)}")
 
 
-def add_grams(conn: sqlite3.Connection, progress: Progress) -> None:
-    """The grams of every staged row, into `search_grams`, a range of stage numbers at a time."""
+def add_grams(conn: sqlite3.Connection, progress: Progress) -> int:
+    """The grams of every staged row, into `search_grams`, a range of stage numbers at a time; returns how many
+    rows are staged."""
     conn.create_function(GRAMS_FUNCTION, 1, grams, deterministic=True)
     low, high, count = conn.execute(STAGED_RANGE).fetchone()
     progress.expect(count)
@@ -149,3 +152,4 @@ def add_grams(conn: sqlite3.Connection, progress: Progress) -> None:
     for start in range(low, high + 1, BATCH) if count else ():
         done += conn.execute(ADD_GRAMS, {"low": start, "high": start + BATCH}).rowcount
         progress.update(done)
+    return int(count)
