@@ -48,6 +48,12 @@ access_log = logging.getLogger("story_graph_mcp.access")
 MCP_PATH = "/mcp"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+KEEP_ALIVE_SECONDS: Final = 75
+"""How long an idle keep-alive connection stays open. Longer than the clients' and proxies' own idle limits
+(httpx, which the MCP Python SDK uses, 5 s; Node 4 s; aiohttp 15 s; nginx and cloud load balancers 60 s), so
+the client side always drops an idle connection first. uvicorn's default is 5 s, as long as httpx's: a
+request sent on a pooled connection just as the server closed it failed with a connection error (a POST is
+not retried)."""
 """The MCP Inspector version the docs and CI use (pinned: an unpinned npx on Node 20 picks 0.15.0)."""
 
 
@@ -247,7 +253,15 @@ def serve_http(settings: ServeSettings) -> int:
     settle_heap()
     # log_config=None: uvicorn's lines go through the root handler (server.logs), in one format on stderr;
     # access_log=False: AccessLog writes one line per request, with the client id.
-    config = uvicorn.Config(app, host=http.host, port=http.port, log_config=None, access_log=False, server_header=False)
+    config = uvicorn.Config(
+        app,
+        host=http.host,
+        port=http.port,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )
     uvicorn.Server(config).run()
     return 0
 
