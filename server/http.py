@@ -130,6 +130,63 @@ def _bearer_token(scope: Scope) -> str | None:
     return None
 
 
+class StopOnDisconnect:
+    """A client that disconnects before its answer is sent stops its call: the request is cancelled, so the SDK
+    ends the call's handler and its SQL with it, instead of finishing work nobody will read while other clients
+    wait behind it. (The SDK's stateless JSON mode only notices a gone client when it writes the answer.)
+
+    The app reads the request body through this wrapper; once the body is complete, a watcher waits for the
+    connection's `http.disconnect` and cancels the request; the app's own later `receive()` gets it too."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body_read = anyio.Event()
+        disconnected = anyio.Event()
+        answered = False
+
+        async def receiving() -> Message:
+            if body_read.is_set():
+                await disconnected.wait()
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected.set()
+            elif not message.get("more_body", False):
+                body_read.set()
+            return message
+
+        async def sending(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True
+            await send(message)
+
+        async def watch(cancel: anyio.CancelScope) -> None:
+            await body_read.wait()
+            message = await receive()  # after the body, uvicorn answers this when the connection is gone
+            if message["type"] == "http.disconnect":
+                disconnected.set()
+                if not answered:
+                    scope[CLIENT_GONE] = True
+                    cancel.cancel()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch, tasks.cancel_scope)
+            try:
+                await self.app(scope, receiving, sending)
+            finally:
+                tasks.cancel_scope.cancel()
+
+
+CLIENT_GONE: Final = "story_graph.client_gone"
+"""Set in the ASGI scope when the client disconnected before its answer: the access line says 499."""
+
+
 class AccessLog:
     """One line per HTTP request: peer, client id (from the verified token, never the token), method, path,
     status and duration."""
@@ -162,7 +219,7 @@ class AccessLog:
                 client or "-",
                 scope["method"],
                 scope["path"],
-                status or "-",
+                499 if scope.get(CLIENT_GONE) else status or "-",
                 (time.perf_counter() - started) * 1000,
             )
 
@@ -196,7 +253,7 @@ def build_http_app(settings: ServeSettings, policy: PolicySource) -> ASGIApp:
         transport_security=transport_security(http),
         host=http.host,
     )
-    return AccessLog(PostOnly(app, verifier))
+    return AccessLog(StopOnDisconnect(PostOnly(app, verifier)))
 
 
 POLICY_BROKEN: Final = (
