@@ -48,6 +48,12 @@ access_log = logging.getLogger("story_graph_mcp.access")
 MCP_PATH = "/mcp"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
+KEEP_ALIVE_SECONDS: Final = 75
+"""How long an idle keep-alive connection stays open. Longer than the clients' and proxies' own idle limits
+(httpx, which the MCP Python SDK uses, 5 s; Node 4 s; aiohttp 15 s; nginx and cloud load balancers 60 s), so
+the client side always drops an idle connection first. uvicorn's default is 5 s, as long as httpx's: a
+request sent on a pooled connection just as the server closed it failed with a connection error (a POST is
+not retried)."""
 """The MCP Inspector version the docs and CI use (pinned: an unpinned npx on Node 20 picks 0.15.0)."""
 
 
@@ -124,6 +130,63 @@ def _bearer_token(scope: Scope) -> str | None:
     return None
 
 
+class StopOnDisconnect:
+    """A client that disconnects before its answer is sent stops its call: the request is cancelled, so the SDK
+    ends the call's handler and its SQL with it, instead of finishing work nobody will read while other clients
+    wait behind it. (The SDK's stateless JSON mode only notices a gone client when it writes the answer.)
+
+    The app reads the request body through this wrapper; once the body is complete, a watcher waits for the
+    connection's `http.disconnect` and cancels the request; the app's own later `receive()` gets it too."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body_read = anyio.Event()
+        disconnected = anyio.Event()
+        answered = False
+
+        async def receiving() -> Message:
+            if body_read.is_set():
+                await disconnected.wait()
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected.set()
+            elif not message.get("more_body", False):
+                body_read.set()
+            return message
+
+        async def sending(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True
+            await send(message)
+
+        async def watch(cancel: anyio.CancelScope) -> None:
+            await body_read.wait()
+            message = await receive()  # after the body, uvicorn answers this when the connection is gone
+            if message["type"] == "http.disconnect":
+                disconnected.set()
+                if not answered:
+                    scope[CLIENT_GONE] = True
+                    cancel.cancel()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(watch, tasks.cancel_scope)
+            try:
+                await self.app(scope, receiving, sending)
+            finally:
+                tasks.cancel_scope.cancel()
+
+
+CLIENT_GONE: Final = "story_graph.client_gone"
+"""Set in the ASGI scope when the client disconnected before its answer: the access line says 499."""
+
+
 class AccessLog:
     """One line per HTTP request: peer, client id (from the verified token, never the token), method, path,
     status and duration."""
@@ -156,7 +219,7 @@ class AccessLog:
                 client or "-",
                 scope["method"],
                 scope["path"],
-                status or "-",
+                499 if scope.get(CLIENT_GONE) else status or "-",
                 (time.perf_counter() - started) * 1000,
             )
 
@@ -190,7 +253,7 @@ def build_http_app(settings: ServeSettings, policy: PolicySource) -> ASGIApp:
         transport_security=transport_security(http),
         host=http.host,
     )
-    return AccessLog(PostOnly(app, verifier))
+    return AccessLog(StopOnDisconnect(PostOnly(app, verifier)))
 
 
 POLICY_BROKEN: Final = (
@@ -247,7 +310,15 @@ def serve_http(settings: ServeSettings) -> int:
     settle_heap()
     # log_config=None: uvicorn's lines go through the root handler (server.logs), in one format on stderr;
     # access_log=False: AccessLog writes one line per request, with the client id.
-    config = uvicorn.Config(app, host=http.host, port=http.port, log_config=None, access_log=False, server_header=False)
+    config = uvicorn.Config(
+        app,
+        host=http.host,
+        port=http.port,
+        log_config=None,
+        access_log=False,
+        server_header=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )
     uvicorn.Server(config).run()
     return 0
 

@@ -56,6 +56,15 @@ def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCErro
 
 async def serve_stdio(server: MCPServer[Any]) -> None:
     """`MCPServer.run_stdio_async`, with every unreadable line answered instead of dropped."""
+    try:
+        await _serve(server)
+    except* (BrokenPipeError, ConnectionResetError):
+        # The client closed our stdout (it exited or crashed) while calls were in flight: nothing can be
+        # answered any more. The calls were cancelled and the database closed on the way out; stop quietly.
+        log.info("the client closed the server's output; stopping")
+
+
+async def _serve(server: MCPServer[Any]) -> None:
     lowlevel = server._lowlevel_server  # the SDK's own stdio runner drives this same object
     async with stdio_server() as (transport_in, write_stream):
         to_server, from_transport = create_context_streams[SessionMessage | Exception](0)

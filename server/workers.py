@@ -26,6 +26,7 @@ from typing import Final
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
+from server.http import KEEP_ALIVE_SECONDS
 from server.settings import ServeSettings
 from server.store.errors import StoreError
 
@@ -48,6 +49,7 @@ def serve_workers(settings: ServeSettings) -> int:
         log_config=None,
         access_log=False,
         server_header=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     check_port_free(http.host, http.port)  # SO_REUSEPORT would otherwise share a port another server holds
     # Linux balances new connections over the sockets of a SO_REUSEPORT group; other systems accept the option

@@ -127,6 +127,7 @@ class Database:
 
     def __init__(self, path: Path, connections: list[ReadConnection]) -> None:
         self.path = path
+        self._all = list(connections)
         self._free = connections
         self._available = anyio.Semaphore(len(connections))
 
@@ -141,9 +142,12 @@ class Database:
         return cls(path, connections)
 
     async def close(self) -> None:
-        for conn in self._free:
-            await conn.close()
-        self._free = []
+        """Close every connection, also when the caller is being cancelled (the transport broke, Ctrl-C): each
+        connection has a thread of its own, and a thread left running keeps the process from exiting."""
+        with anyio.CancelScope(shield=True):
+            for conn in self._all:
+                await conn.close()
+        self._all = self._free = []
 
     @asynccontextmanager
     async def snapshot(self) -> AsyncGenerator[aiosqlite.Connection, None]:
