@@ -6,12 +6,16 @@ loop) that costs more than a short indexed query itself, and a call makes dozens
 a snapshot, `execute_fetchall` first runs the statement on the event loop's own thread with a budget of
 SQLite virtual-machine steps (a progress handler): short statements, which are most, finish there; one
 over budget is interrupted and run again on the connection's thread, where it may take as long as it
-needs. The snapshot's read lock is taken on the thread when it begins, so a statement run inline never
-waits for a writer's lock (the busy timeout) on the loop's thread; ending a read transaction never waits.
-"""
+needs. The budget is checked between steps only, so a statement that can spend unbounded time inside one
+step never runs inline: every statement reading the full-text index (ONE_STEP_UNBOUNDED) goes straight to
+the thread, whatever its query. While it runs there, the loop keeps answering other calls of the session
+and a cancellation; a cancelled statement is interrupted at its next step and its snapshot ends after it.
+The snapshot's read lock is taken on the thread when it begins, so a statement run inline never waits for
+a writer's lock (the busy timeout) on the loop's thread; ending a read transaction never waits."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import AsyncGenerator, Iterable
 from contextlib import asynccontextmanager
@@ -32,6 +36,11 @@ IDS: Final = "(SELECT value FROM json_each(:ids))"
 INLINE_STEPS: Final = 20_000
 """SQLite virtual-machine steps a statement may take on the event loop's thread (a fraction of a millisecond)
 before it is interrupted and run again on its connection's thread; 0 runs every statement on the thread."""
+ONE_STEP_UNBOUNDED: Final = ("search_fts", "search_terms")
+"""Tables whose statements can spend unbounded time inside one virtual-machine step, where the step budget cannot
+stop them: the FTS5 index matches a phrase of many trigrams in the step that opens it (0.15-0.23 s at 1M objects),
+and its vocabulary (fts5vocab) reads a term's whole doclist in the step that returns the term. A statement naming
+one of them always runs on its connection's thread."""
 ITER_CHUNK_SIZE: Final = 64
 """Rows a cursor's `async for` fetches per hop (aiosqlite's default)."""
 # Reading the schema page starts the read transaction: from here on the snapshot is fixed and its lock held.
@@ -52,6 +61,8 @@ class ReadConnection(aiosqlite.Connection):
         self._inline_steps = inline_steps
         self.holds_snapshot = False
         """True from the snapshot's BEGIN (its read lock taken) to its COMMIT."""
+        self._abandoned = False
+        """A statement on the thread was cancelled while it ran: the thread may still be in it."""
         self.inline_runs = 0
         self.thread_runs = 0
         """Statements `execute_fetchall` started inline / ran on the thread (an interrupted one counts in both)."""
@@ -71,13 +82,19 @@ class ReadConnection(aiosqlite.Connection):
     async def execute_fetchall(  # type: ignore[override]  # awaited only (aiosqlite also allows `async with`)
         self, sql: str, parameters: Any = None
     ) -> Iterable[sqlite3.Row]:
-        if self.holds_snapshot and self._inline_steps and self._raw is not None:
+        if self.holds_snapshot and self._inline_steps and self._raw is not None and runs_inline(sql):
             self.inline_runs += 1
             rows = _bounded_fetchall(self._raw, sql, () if parameters is None else parameters, self._inline_steps)
             if rows is not None:
                 return rows
         self.thread_runs += 1
-        return await super().execute_fetchall(sql, parameters)
+        try:
+            return await super().execute_fetchall(sql, parameters)
+        except anyio.get_cancelled_exc_class():  # the client cancelled the call or went away: stop the statement
+            if self._raw is not None:
+                self._raw.interrupt()  # thread-safe; takes effect at the statement's next step
+            self._abandoned = True
+            raise
 
     async def begin_snapshot(self) -> None:
         try:
@@ -90,17 +107,24 @@ class ReadConnection(aiosqlite.Connection):
 
     async def end_snapshot(self) -> None:
         self.holds_snapshot = False
-        if self._inline_steps and self._raw is not None:
+        if self._abandoned:
+            # The thread may still be inside the cancelled statement: a COMMIT on the loop's thread would wait
+            # for it there (the connection's mutex). Queued on the thread, it runs once the statement stopped;
+            # shielded, because the caller is being cancelled and the connection must not go back half-used.
+            self._abandoned = False
+            with anyio.CancelScope(shield=True):
+                await self.execute("COMMIT")
+        elif self._inline_steps and self._raw is not None:
             self._raw.execute("COMMIT")
         else:
             await self.execute("COMMIT")
 
 
-async def fetchall_on_thread(conn: aiosqlite.Connection, sql: str, parameters: Any = None) -> Iterable[Row]:
-    """All rows of a statement run on the connection's own thread, never tried inline first. For statements
-    whose work happens inside one virtual-machine step (an FTS5 phrase of many trigrams is matched in the
-    step that opens it): the step budget cannot stop them early, so an inline try only wastes that work."""
-    return await aiosqlite.Connection.execute_fetchall(conn, sql, parameters)
+@functools.cache
+def runs_inline(sql: str) -> bool:
+    """Whether a statement may be tried on the event loop's thread: not when it reads a table of ONE_STEP_UNBOUNDED.
+    (The statements are the reader's own constants, so the names are matched in their text; cached per text.)"""
+    return not any(table in sql for table in ONE_STEP_UNBOUNDED)
 
 
 def _bounded_fetchall(raw: sqlite3.Connection, sql: str, parameters: Any, steps: int) -> list[sqlite3.Row] | None:

@@ -31,7 +31,7 @@ from typing import Final
 
 import aiosqlite
 
-from server.reader.db import fetchall_on_thread, scalar
+from server.reader.db import scalar
 from server.reader.fold import Folder
 from server.reader.memo import Memo
 from server.reader.search_query import MARKERS as INDEX_MARKERS
@@ -261,7 +261,7 @@ async def _whole_items(
     needle_text = query_plan.whole.text
     for bounds in filters.ranges():
         params = parameters(filters, ids, expression, bounds) | {"limit": WHOLE_SET_CAP + 1 - len(found)}
-        rows = await fetchall_on_thread(conn, sql, params)
+        rows = await conn.execute_fetchall(sql, params)
         found.extend((int(item_id), needle_text in folder.fold(hi)) for item_id, hi in rows)
         if len(found) > WHOLE_SET_CAP:
             return None
