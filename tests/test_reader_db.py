@@ -128,3 +128,41 @@ async def test_a_long_statement_does_not_hold_up_the_event_loop(tmp_path: Path) 
         assert ticks > 10  # the loop ran the ticker while SQLite counted
     finally:
         await db.close()
+
+
+async def test_a_full_text_statement_never_runs_on_the_event_loop(tmp_path: Path) -> None:
+    """Statements on the FTS index (and its vocabulary) go to the connection's thread even when short: FTS5 can spend
+    unbounded time inside one step, where the inline step budget cannot stop it (server/reader/db.py). Other tasks
+    run while such a statement runs; a short statement on an ordinary table still finishes without a yield."""
+    db = await Database.open(demo_db(tmp_path), size=1)
+    ticks = 0
+    done = anyio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not done.is_set():
+            ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(ticker)
+            async with db.snapshot() as conn:
+                await anyio.lowlevel.checkpoint()  # the ticker is running
+                before = ticks
+                found = await conn.execute_fetchall(
+                    "SELECT rowid FROM search_fts WHERE search_fts MATCH :q LIMIT 5", {"q": '"atlas"'}
+                )
+                during_fts = ticks - before
+                before = ticks
+                await conn.execute_fetchall("SELECT count(*) FROM search_terms WHERE term >= 'at' AND term < 'au'")
+                during_vocabulary = ticks - before
+                before = ticks
+                await conn.execute_fetchall("SELECT name FROM projects")
+                during_plain = ticks - before
+            done.set()
+        assert len(list(found)) > 0
+        assert during_fts > 0 and during_vocabulary > 0  # the loop served the ticker meanwhile
+        assert during_plain == 0  # inline: no hop to the thread for a short ordinary statement
+    finally:
+        await db.close()

@@ -1,0 +1,154 @@
+"""A long search does not hold up its stdio session: another call sent while it runs is answered first, and a cancel
+sent while it runs stops it (no answer) while the session keeps answering, on every pooled connection.
+
+The graph makes each full-text statement of the search long inside one SQLite step (server/reader/db.py): every
+trigram of the queries is in every description, the whole query in none, so FTS5 reads every description's
+positions to find no match, in the step that opens the statement. Run on the event loop's thread, such a step
+held every other message of the session until it ended.
+
+These tests assert what the user sees, not how soon: before the fix the server also passed them at this scale (each
+long step ran inline for at most ~0.2 s and then the statement moved to the thread, where the loop was free again),
+so the late answers showed only as latency (benchmarks/bench_loop_lag.py). The rule itself, a full-text statement
+never runs on the loop, is pinned by test_reader_db.py::test_a_full_text_statement_never_runs_on_the_event_loop.
+"""
+
+from __future__ import annotations
+
+import select
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+import orjson
+import pytest
+from http_support import PYTHON, REPO, server_env, stdio_session
+from jsonl_graph import ALPHA, T0, T1, write_jsonl
+from support import ok
+
+from server.store.importer import import_file
+from server.store.migrate import migrate
+
+pytestmark = pytest.mark.slow
+
+SEARCH: Final = "story_graph_search"
+ENTITIES: Final = 3000
+DESCRIPTION: Final = ("alphabravocharliedeltaechofoxtrotgolfhotelindiajulietkilolimacharliezulu" * 300)[:20_000]
+HEAVY: Final = (  # "...limacharliedelta" is in no description; each of its trigrams is in all of them
+    "alphabravocharliedeltaechofoxtrotgolfhotelindiajulietkilolimacharliedelta",
+    "bravocharliedeltaechofoxtrotgolfhotelindiajulietkilolimacharliedelta",
+)
+UNDER_WAY: Final = 0.3
+"""Seconds the test gives the server to start the long search before it sends the next message (the search's
+statements take several times longer; a message sent before they start would prove nothing)."""
+REPLY_WAIT: Final = 120.0
+
+
+@pytest.fixture(scope="module")
+def heavy_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("loop-free")
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "alpha", "name": "Alpha"},
+        {"kind": "scope", "scope": ALPHA},
+        {"kind": "result", "id": "r-alpha", "scope": ALPHA, "review_generated_at": T0, "recorded_at": T1},
+        {"kind": "story_line", "id": "sl-alpha", "scope": ALPHA, "topic": "Alphabet", "recorded_at": T0},
+    ]
+    lines += [
+        {
+            "kind": "entity",
+            "id": f"ent-{i:05d}",
+            "story_line_id": "sl-alpha",
+            "canonical_label": f"Entity {i}",
+            "description": DESCRIPTION,
+            "updated_at": T0,
+        }
+        for i in range(ENTITIES)
+    ]
+    db = folder / "heavy.db"
+    migrate(db)
+    import_file(db, write_jsonl(folder / "heavy.jsonl", lines))
+    return db
+
+
+@pytest.mark.anyio
+async def test_a_call_sent_while_a_long_search_runs_is_answered_before_it(heavy_db: Path, tmp_path: Path) -> None:
+    async with stdio_session(["--db", str(heavy_db), "--project", "alpha"], tmp_path) as client:
+        await client.list_tools()
+        answered: list[str] = []
+
+        async def long_search() -> None:
+            found = await ok(client, SEARCH, {"query": HEAVY[0]})
+            assert found["items"] == []
+            answered.append("search")
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(long_search)
+            await anyio.sleep(UNDER_WAY)
+            tools = await client.list_tools()
+            assert SEARCH in {tool.name for tool in tools.tools}
+            answered.append("tools/list")
+            found = await ok(client, SEARCH, {"query": "ent-00007"})  # a cheap search, on another connection
+            assert found["items"][0]["object_ref"]["id"] == "ent-00007"
+            answered.append("cheap search")
+        assert answered == ["tools/list", "cheap search", "search"]
+
+
+def test_a_long_search_cancelled_while_it_runs_is_stopped_and_the_session_keeps_answering(
+    heavy_db: Path, tmp_path: Path
+) -> None:
+    """notifications/cancelled during the long statement: the call gets no answer, the next message is answered at
+    once (before the search would have ended), and so are searches on every pooled connection afterwards."""
+    log = tmp_path / "stderr.log"
+    with log.open("wb") as errors:
+        process = subprocess.Popen(
+            [PYTHON, "-m", "server", "serve", "--db", str(heavy_db), "--project", "alpha"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            cwd=REPO,
+            env=server_env(),
+        )
+    assert process.stdin is not None and process.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert process.stdin is not None
+        process.stdin.write(orjson.dumps(message) + b"\n")
+        process.stdin.flush()
+
+    def receive() -> dict[str, Any]:
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], REPLY_WAIT)
+        assert ready, "no reply"
+        reply: dict[str, Any] = orjson.loads(process.stdout.readline())
+        return reply
+
+    def search(request_id: int, query: str) -> dict[str, Any]:
+        params = {"name": SEARCH, "arguments": {"query": query}}
+        return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+    initialize = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize})
+        assert receive()["result"]["serverInfo"]["name"] == "story-graph-mcp"
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send(search(7, HEAVY[1]))
+        time.sleep(UNDER_WAY)
+        send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+        send({"jsonrpc": "2.0", "id": 8, "method": "tools/list"})
+        send(search(9, HEAVY[1]))  # the same search again, not cancelled: it runs to its end
+        assert receive()["id"] == 8  # answered while the cancelled search's statement was still running
+        assert receive()["id"] == 9  # never an answer to the cancelled call
+        for n in range(8):  # more than the pool's connections
+            send(search(100 + n, f"ent-{n:05d}"))
+            reply = receive()
+            assert reply["id"] == 100 + n, reply
+            assert reply["result"]["isError"] is False, reply
+        process.stdin.close()
+        assert process.wait(timeout=REPLY_WAIT) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdout.close()
+    assert "Traceback" not in log.read_text(errors="replace")
