@@ -165,6 +165,15 @@ def test_bench_import_goodbuddy_imports_then_reimports() -> None:
     assert "re-import, 1 % changed" in out
 
 
+def test_bench_loop_lag_probes_a_loaded_session_and_cancels(cache: Path) -> None:
+    args = ["--seconds", "1", "--cancels", "2", "--cancel-after", "0.1"]
+    out = run("bench_loop_lag.py", "--objects", OBJECTS, *graph_options(cache), *args)
+    for probe in ("tools/list, 2 heavy searches in flight", "`tools/list` right after a cancel (0.1 s in)"):
+        (row,) = table_rows(out, probe)
+        assert int(row[1]) > 0 and row[2] != "—", row
+    assert "load average before" in out
+
+
 def test_every_script_is_run_here() -> None:
     ran = set(re.findall(r'run\(\s*"(\w+\.py)"', Path(__file__).read_text()))
     # floor_server.py is run by bench_tools.py (stdio) and bench_http.py (HTTP, under both launchers) above.
