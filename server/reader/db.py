@@ -38,7 +38,7 @@ INLINE_STEPS: Final = 20_000
 before it is interrupted and run again on its connection's thread; 0 runs every statement on the thread."""
 ONE_STEP_UNBOUNDED: Final = ("search_fts", "search_terms")
 """Tables whose statements can spend unbounded time inside one virtual-machine step, where the step budget cannot
-stop them: the FTS5 index matches a phrase of many trigrams in the step that opens it (0.15-0.23 s at 1M objects),
+stop them: the FTS5 index matches a phrase of many trigrams in the step that opens it (0.1-0.45 s at 1M objects),
 and its vocabulary (fts5vocab) reads a term's whole doclist in the step that returns the term. A statement naming
 one of them always runs on its connection's thread."""
 ITER_CHUNK_SIZE: Final = 64
@@ -120,10 +120,10 @@ class ReadConnection(aiosqlite.Connection):
             await self.execute("COMMIT")
 
 
-@functools.cache
+@functools.lru_cache(maxsize=1024)
 def runs_inline(sql: str) -> bool:
     """Whether a statement may be tried on the event loop's thread: not when it reads a table of ONE_STEP_UNBOUNDED.
-    (The statements are the reader's own constants, so the names are matched in their text; cached per text.)"""
+    (The statements are the reader's own templates, so the names are matched in their text; remembered per text.)"""
     return not any(table in sql for table in ONE_STEP_UNBOUNDED)
 
 
