@@ -77,6 +77,38 @@ def test_stdio_server_exits_cleanly_when_the_client_closes_its_pipes_mid_call(tm
     assert "Traceback" not in output and "Error" not in output, output
 
 
+def test_stdio_server_exits_when_the_client_closes_its_output_but_keeps_its_input_open(tmp_path: Path) -> None:
+    """A client that stops reading (closes our stdout) but leaves our stdin open: the server notices without
+    having to write anything, stops, and exits 0 without a traceback."""
+    db = demo_db(tmp_path)
+    log = tmp_path / "stderr.log"
+    with log.open("wb") as errors:
+        process = subprocess.Popen(
+            [PYTHON, "-m", "server", "serve", "--db", str(db), "--project", "atlas"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            cwd=REPO,
+            env=server_env(),
+        )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(orjson.dumps(INITIALIZE) + b"\n")
+        process.stdin.flush()
+        assert b'"story-graph-mcp"' in process.stdout.readline()
+        process.stdout.close()  # stdin stays open
+        returncode = process.wait(timeout=EXIT_WAIT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.stdin.close()
+    output = log.read_text(errors="replace")
+    assert returncode == 0, output
+    assert "the client closed the server's output" in output, output
+    assert "Traceback" not in output, output
+
+
 def post(port: int, body: bytes) -> bytes:
     headers = {
         "Host": "127.0.0.1",
