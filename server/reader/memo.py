@@ -70,7 +70,7 @@ class Memo:
             self._values[(lineage, key)] = (value, weight)
             self._weight += weight
             while self._weight > self._capacity:
-                (old_lineage, old_key), _ = next(iter(self._values.items()))
+                old_lineage, old_key = next(iter(self._values))
                 self._forget(old_lineage, old_key)
         return value
 
@@ -97,6 +97,8 @@ class Memo:
 
 @dataclass(frozen=True)
 class MemoAt:
+    """The memo as one call sees it: the values of one lineage at the revision the call read."""
+
     memo: Memo
     lineage: Hashable
     revision: str
