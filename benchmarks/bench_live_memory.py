@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import ctypes
 import gc
+import linecache
 import logging
 import os
 import shutil
@@ -234,11 +235,12 @@ def sqlite_heap_bytes() -> int:
 
 
 def where(traceback: tracemalloc.Traceback) -> str:
-    """The innermost lines of our own code (and the standard library) that allocated, innermost first."""
-    lines = [line.strip() for line in traceback.format(most_recent_first=True) if line.startswith("    ")]
-    frames = [frame for frame in traceback if "site-packages" not in frame.filename]
-    places = [f"{Path(frame.filename).name}:{frame.lineno}" for frame in frames[:4]]
-    return " <- ".join(places) + (f" ({lines[0]})" if lines else "")
+    """The innermost frames outside site-packages that allocated (innermost first), with the first one's line."""
+    frames = [frame for frame in reversed(traceback) if "site-packages" not in frame.filename][:4]
+    if not frames:
+        return str(traceback)
+    places = " <- ".join(f"{Path(frame.filename).name}:{frame.lineno}" for frame in frames)
+    return f"{places} ({linecache.getline(frames[0].filename, frames[0].lineno).strip()})"
 
 
 def mib(kib: int) -> str:
