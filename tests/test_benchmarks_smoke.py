@@ -159,6 +159,15 @@ def test_bench_read_source_reads_the_last_page(tmp_path: Path) -> None:
     assert len(steps) == 3 and all(int(s.replace(",", "")) > 0 and int(h) >= 1 for s, h in steps), out
 
 
+def test_bench_live_memory_prints_the_server_memory_after_every_import_round(cache: Path) -> None:
+    transports = ["--transports", "stdio,http,inproc", "--trace", "1"]
+    out = run("bench_live_memory.py", "--objects", OBJECTS, *graph_options(cache), "--rounds", "2", *transports)
+    assert [len(table_rows(out, str(n))) for n in (1, 2)] == [3, 3], out  # each round, over each transport
+    inproc = table_rows(out, "2")[-1]
+    assert int(inproc[6]) > 0 and int(inproc[7]) >= 1, out  # memo values, and the revisions they belong to
+    assert "tracemalloc, round 1 -> 2" in out, out
+
+
 def test_bench_import_goodbuddy_imports_then_reimports() -> None:
     out = run("bench_import_goodbuddy.py", "--results", "20")
     assert "first import" in out and "re-import, nothing changed" in out and "(nothing new)" in out

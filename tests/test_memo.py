@@ -1,12 +1,16 @@
-"""The in-process Memo: bounded by total weight, oldest out first; a value heavier than all of it is not kept."""
+"""The in-process Memo: one revision per lineage (a scope, or the whole graph), bounded by total weight, least
+recently used out first; a value heavier than all of it is not kept."""
 
 from __future__ import annotations
 
-from server.reader.memo import Memo
+from server.reader.memo import GRAPH, Memo
+
+ATLAS = 'projects:["atlas"]'
+BEACON = 'projects:["beacon"]'
 
 
 def test_the_memo_keeps_at_most_its_capacity_in_weight_dropping_the_least_recently_used() -> None:
-    memo = Memo(entries=10)
+    memo = Memo(entries=10).at(ATLAS, "1")
     memo.put("a", "A", weight=4)
     memo.put("b", "B", weight=4)
     assert memo.get("a") == "A"  # now the most recently used
@@ -18,3 +22,34 @@ def test_the_memo_keeps_at_most_its_capacity_in_weight_dropping_the_least_recent
     for n in range(5):
         memo.put(n, n)
     assert memo.get("a") == "A2" and memo.get("c") == "C" and memo.get(4) == 4
+
+
+def test_a_value_stored_at_a_new_revision_drops_every_value_of_the_old_one_in_its_lineage_only() -> None:
+    memo = Memo()
+    for key in ("coverage", "total", "whole"):
+        memo.at(ATLAS, "7").put(key, f"atlas {key} at 7")
+    memo.at(BEACON, "3").put("coverage", "beacon at 3")
+    memo.at(GRAPH, "40").put(("trigrams", "qv"), ["qva"])
+    assert memo.at(ATLAS, "8").get("coverage") is None  # another revision never reads an older value
+    assert memo.at(ATLAS, "7").get("coverage") == "atlas coverage at 7"  # ... and a miss drops nothing
+
+    memo.at(ATLAS, "8").put("coverage", "atlas coverage at 8")
+
+    assert [memo.at(ATLAS, "7").get(key) for key in ("coverage", "total", "whole")] == [None, None, None]
+    assert memo.at(ATLAS, "8").get("coverage") == "atlas coverage at 8"
+    assert memo.at(BEACON, "3").get("coverage") == "beacon at 3"
+    assert memo.at(GRAPH, "40").get(("trigrams", "qv")) == ["qva"]
+    assert len(memo) == 3
+    assert memo.revisions() == {ATLAS: "8", BEACON: "3", GRAPH: "40"}
+
+
+def test_the_revision_stored_last_is_the_one_kept_and_a_lineage_without_values_is_forgotten() -> None:
+    memo = Memo(entries=2)
+    memo.at(ATLAS, "8").put("total", 8)
+    memo.at(ATLAS, "7").put("total", 7)  # a call still reading the older snapshot: correct, and now the one kept
+    assert (memo.at(ATLAS, "8").get("total"), memo.at(ATLAS, "7").get("total")) == (None, 7)
+    memo.at(BEACON, "1").put("a", 1)
+    memo.at(BEACON, "1").put("b", 2)  # the capacity (2) pushes atlas's last value out: atlas is not listed any more
+    assert memo.revisions() == {BEACON: "1"}
+    assert memo.at(BEACON, "2").put("huge", 0, weight=3) == 0  # too heavy to keep, but still a newer revision
+    assert memo.revisions() == {} and len(memo) == 0

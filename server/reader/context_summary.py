@@ -76,13 +76,14 @@ async def summarise(
     time_basis: str,
     coverage_status: str,
 ) -> Summary:
-    key = ("context", scope_key, scope_revision, target, time_range, time_basis)
-    found: Summary | None = memo.get(key)
+    remembered = memo.at(scope_key, scope_revision)
+    key = ("context", target, time_range, time_basis)
+    found: Summary | None = remembered.get(key)
     if found is not None:
         return found
     sel = await select(conn, scope_key, project_ids, target, time_range=time_range, time_basis=time_basis)
     summary = _summary(sel, time_range is not None, coverage_status)
-    return memo.put(key, summary, weight=1 + len(summary.gathered) // WEIGHT_UNIT)
+    return remembered.put(key, summary, weight=1 + len(summary.gathered) // WEIGHT_UNIT)
 
 
 def _summary(sel: Selection, time_range_used: bool, coverage_status: str) -> Summary:

@@ -22,14 +22,14 @@ async def read_coverage(
     """Only this scope's records count: another scope's progress never does. Unknown stays 'unknown'.
 
     Summarised once per scope data revision (the records change only with it)."""
-    key = ("coverage", scope_key, scope_revision)
-    coverage: Coverage | None = memo.get(key)
+    remembered = memo.at(scope_key, scope_revision)
+    coverage: Coverage | None = remembered.get("coverage")
     if coverage is None:
         rows = await conn.execute_fetchall(RESULT_COVERAGE, {"scope_key": scope_key})
         records: dict[str, dict[str, Any] | None] = {
             row[0]: (orjson.loads(row[1]) if row[1] is not None else None) for row in rows
         }
-        coverage = memo.put(key, summarise(records))
+        coverage = remembered.put("coverage", summarise(records))
     return coverage
 
 

@@ -1,10 +1,14 @@
 """A small, bounded in-process memory for values that change only with the data they were computed from.
 
-Keys include the data revision they depend on, so an entry is never stale: a changed revision is a
-different key, and old keys simply age out. Nothing is written anywhere.
+Every value belongs to a lineage (a scope, by its key, or GRAPH, the whole graph) at one data revision, and
+the memo holds one revision per lineage: storing a value at another revision drops every value of the
+lineage's previous one. A value is therefore never stale (a read at another revision misses), and a server
+whose graph is re-imported while it serves holds only what its current revisions need, not a memo full of
+revisions no call will read again (docs/performance.md, "A long-running server's memory").
 
 The bound is a total weight: most values weigh 1; a large value (a get_context selection of a big
-neighbourhood) says how much it weighs, so a few large values cannot crowd out memory.
+neighbourhood) says how much it weighs, so a few large values cannot crowd out memory. Once it is
+exceeded, the least recently used values go. Nothing is written anywhere.
 """
 
 from __future__ import annotations
@@ -12,40 +16,95 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 T = TypeVar("T")
 DEFAULT_ENTRIES: Final = 1024
+GRAPH: Final = ("graph",)
+"""The lineage of values computed from the whole graph (their revision is graph_state's). A tuple, so that it
+never equals a scope key (a string)."""
 
 
 class Memo:
     def __init__(self, entries: int = DEFAULT_ENTRIES) -> None:
         self._capacity = entries
-        self._values: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._values: OrderedDict[tuple[Hashable, Hashable], tuple[Any, int]] = OrderedDict()
+        """(lineage, key) -> (value, weight), least recently used first."""
+        self._revisions: dict[Hashable, str] = {}
+        """The revision each lineage's values were computed at (a lineage with no value left is not listed)."""
+        self._keys: dict[Hashable, set[Hashable]] = {}
+        """The keys each lineage holds, to drop them all when its revision changes."""
         self._weight = 0
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable) -> Any:
-        """The remembered value, or None."""
+    def at(self, lineage: Hashable, revision: str) -> MemoAt:
+        """This memo at one revision of one lineage: what a call that read that revision gets and puts."""
+        return MemoAt(self, lineage, revision)
+
+    def get(self, lineage: Hashable, revision: str, key: Hashable) -> Any:
+        """The value remembered for `key` at this revision of the lineage, or None."""
         with self._lock:
-            found = self._values.get(key)
+            if self._revisions.get(lineage) != revision:
+                return None
+            found = self._values.get((lineage, key))
             if found is None:
                 return None
-            self._values.move_to_end(key)
+            self._values.move_to_end((lineage, key))
             return found[0]
 
-    def put(self, key: Hashable, value: T, weight: int = 1) -> T:
-        """Remember `value`; the oldest values go once the total weight exceeds the capacity. A value heavier
-        than the whole capacity is returned but not kept."""
+    def put(self, lineage: Hashable, revision: str, key: Hashable, value: T, weight: int = 1) -> T:
+        """Remember `value` for `key` at this revision of the lineage, dropping the lineage's values of any other
+        revision (the revision stored last is the one kept: a call still reading an older snapshot costs the
+        newer values a recomputation, never a wrong answer). The least recently used values go once the total
+        weight exceeds the capacity; a value heavier than the whole capacity is returned but not kept."""
         with self._lock:
-            old = self._values.pop(key, None)
-            if old is not None:
-                self._weight -= old[1]
+            if self._revisions.get(lineage, revision) != revision:
+                for old_key in list(self._keys[lineage]):
+                    self._forget(lineage, old_key)
+            self._forget(lineage, key)
             if weight > self._capacity:
                 return value
-            self._values[key] = (value, weight)
+            self._revisions[lineage] = revision
+            self._keys.setdefault(lineage, set()).add(key)
+            self._values[(lineage, key)] = (value, weight)
             self._weight += weight
             while self._weight > self._capacity:
-                _, (_, dropped) = self._values.popitem(last=False)
-                self._weight -= dropped
+                old_lineage, old_key = next(iter(self._values))
+                self._forget(old_lineage, old_key)
         return value
+
+    def _forget(self, lineage: Hashable, key: Hashable) -> None:
+        old = self._values.pop((lineage, key), None)
+        if old is None:
+            return
+        self._weight -= old[1]
+        keys = self._keys[lineage]
+        keys.discard(key)
+        if not keys:  # lineages come and go with the scopes callers read: none is kept without a value
+            del self._keys[lineage]
+            del self._revisions[lineage]
+
+    def revisions(self) -> dict[Hashable, str]:
+        """The revision held per lineage (what a long-running server keeps; for tests and benchmarks)."""
+        with self._lock:
+            return dict(self._revisions)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._values)
+
+
+@dataclass(frozen=True)
+class MemoAt:
+    """The memo as one call sees it: the values of one lineage at the revision the call read."""
+
+    memo: Memo
+    lineage: Hashable
+    revision: str
+
+    def get(self, key: Hashable) -> Any:
+        return self.memo.get(self.lineage, self.revision, key)
+
+    def put(self, key: Hashable, value: T, weight: int = 1) -> T:
+        return self.memo.put(self.lineage, self.revision, key, value, weight)

@@ -33,7 +33,7 @@ import aiosqlite
 
 from server.reader.db import scalar
 from server.reader.fold import Folder
-from server.reader.memo import Memo
+from server.reader.memo import GRAPH, Memo
 from server.reader.search_query import MARKERS as INDEX_MARKERS
 from server.reader.search_query import (
     Needle,
@@ -176,23 +176,23 @@ async def search(
     whole = await _needle(conn, memo, whole_text)
     query_plan = plan(whole, [await _needle(conn, memo, t) for t in term_texts])
     ids = await _identifier_items(conn, filters, query, scope_key)
-    remembered = (scope_key, scope_revision, whole_text, filters.key())
+    memo_at, remembered = memo.at(scope_key, scope_revision), (whole_text, filters.key())
     listed: list[tuple[int, bool]] | None = None
     if query_plan.terms:
         # Remembered as a one-element tuple: None inside means "too many to list". The set leaves out the
         # identifier matches, which depend on the exact query (ids are case-sensitive), so the key holds it.
-        cached = memo.get(("whole", *remembered, query))
+        cached = memo_at.get(("whole", *remembered, query))
         if cached is None:
             whole_items = await _whole_items(conn, folder, query_plan, filters, ids)
-            cached = memo.put(("whole", *remembered, query), (whole_items,))
+            cached = memo_at.put(("whole", *remembered, query), (whole_items,))
         listed = cached[0]
     q = Query(conn, folder, query_plan, filters, ids, listed)
     hits, position_after, reason = await _page(q, page_size, position)
-    total = memo.get(("total", *remembered, query)) or memo.put(("total", *remembered, query), await _total(q))
-    unknown_time = memo.get(("unknown_time", *remembered, query)) if time_range is not None else None
+    total = memo_at.get(("total", *remembered, query)) or memo_at.put(("total", *remembered, query), await _total(q))
+    unknown_time = memo_at.get(("unknown_time", *remembered, query)) if time_range is not None else None
     if unknown_time is None and time_range is not None:
         unknown_ids = await _identifier_items(conn, filters, query, scope_key, time=UNKNOWN_TIME[time_basis])
-        unknown_time = memo.put(("unknown_time", *remembered, query), await _unknown_time_excluded(q, unknown_ids))
+        unknown_time = memo_at.put(("unknown_time", *remembered, query), await _unknown_time_excluded(q, unknown_ids))
     return SearchPage(
         needle=whole_text,
         terms=term_texts,
@@ -213,14 +213,14 @@ async def _needle(conn: aiosqlite.Connection, memo: Memo, text: str) -> Needle:
     if not needs_trigram_list(text):
         return needle(text)
     # The trigrams a short needle begins change only with the data: remembered per graph revision.
-    key = ("trigrams", await scalar(conn, GRAPH_REVISION), text)
-    trigrams = memo.get(key)
+    memo_at, key = memo.at(GRAPH, str(await scalar(conn, GRAPH_REVISION))), ("trigrams", text)
+    trigrams = memo_at.get(key)
     if trigrams is None:
         high = _above_prefix(text)
         sql = TRIGRAMS_FROM if high is None else TRIGRAMS_BEGINNING
         rows = await conn.execute_fetchall(sql, {"low": text, "high": high})
         # Not the month tokens' trigrams (they hold U+0003): no text holds them.
-        trigrams = memo.put(key, [str(row[0]) for row in rows if "\x03" not in str(row[0])])
+        trigrams = memo_at.put(key, [str(row[0]) for row in rows if "\x03" not in str(row[0])])
     return needle(text, trigrams)
 
 
