@@ -26,6 +26,7 @@ pytestmark = pytest.mark.anyio
 SEARCH = "story_graph_search"
 ATLAS = {"kind": "projects", "projectIds": ["atlas"]}
 WORDS = ["cache", "Cache", "session", "会话", "缓存", "方案", "回顾调度", "rollback", "budget", "SQLite", "redis", "ab"]
+WORDS += ["Ｒｅｄｉｓ", "Ｓession　ｃａｃｈｅ"]  # full-width and mixed text, an ideographic space (width-insensitive)
 TYPE_ORDER = [
     "story",
     "experience",
@@ -247,6 +248,9 @@ QUERIES = [
     "cache rollback 方案 缓存",
     "SESSION",
     "a",
+    "ＲＥＤＩＳ",
+    "ｓｅｓｓｉｏｎ cache",
+    "ａ",
     "session cache 会话 缓存 方案 redis rollback budget sqlite",
 ]
 

@@ -1,8 +1,10 @@
-"""Unicode case folding exactly as the search index folds (SQLite FTS5, trigram tokenizer, case-insensitive).
+"""Folding exactly as the search index folds: width, then case.
 
-Folding maps one code point to one code point, so positions in folded text are positions in the
-original. Each character is asked of SQLite once (through a private in-memory FTS5 table; the graph
-file is never touched) and remembered; after that a fold is one `str.translate`.
+Width: full-width ASCII (U+FF01–U+FF5E) becomes ASCII (U+0021–U+007E) and the ideographic space U+3000 a
+space, as the index's view does in SQL (migrations/0011). Case: as SQLite FTS5's trigram tokenizer
+(case-insensitive) folds. Folding maps one code point to one code point, so positions in folded text are
+positions in the original. Each character is asked of SQLite once, width-folded (through a private in-memory
+FTS5 table; the graph file is never touched), and remembered; after that a fold is one `str.translate`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,13 @@ import threading
 from typing import Final
 
 PAD: Final = "\x01\x01"
+WIDE: Final[dict[int, int]] = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+"""Full-width ASCII and the ideographic space to their ASCII forms (the same list as migrations/0011)."""
+
+
+def narrow(text: str) -> str:
+    """The width fold alone (no case fold): Ｒｅｄｉｓ → Redis, ＩＮＣ－４８２１ → INC-4821."""
+    return text.translate(WIDE)
 
 
 class Folder:
@@ -39,7 +48,7 @@ class Folder:
         asked = sorted(c for c in code_points if c and not 0xD800 <= c <= 0xDFFF)
         learned = {c: chr(c) for c in code_points}
         if asked:
-            text = "".join(map(chr, asked))
+            text = "".join(map(chr, asked)).translate(WIDE)
             with self._lock, self._conn:
                 self._conn.execute("DELETE FROM t")
                 self._conn.execute("INSERT INTO t (rowid, x) VALUES (1, ?)", (text + PAD,))

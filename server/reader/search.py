@@ -3,7 +3,8 @@
 The rank (docs/tools.md, "How search ranks") is a list of classes, each read from the index in item
 id order and stopped as soon as the page is full:
 
-  0  identifier: the query equals the object's id, its source id, or a message/task id in its locator
+  0  identifier: the query (or its width-folded form) equals the object's id, its source id, or a message/task
+     id in its locator
   1, 2  the whole query in a weight-3 field (title, label, topic, summary): own rows, then other rows
   3, 4  the whole query in weight-1 fields only: own rows, then other rows
   then  at least half of the terms, one of them in a weight-3 field: own rows, then other rows; then
@@ -32,7 +33,7 @@ from typing import Final
 import aiosqlite
 
 from server.reader.db import scalar
-from server.reader.fold import Folder
+from server.reader.fold import Folder, narrow
 from server.reader.memo import GRAPH, Memo
 from server.reader.search_query import MARKERS as INDEX_MARKERS
 from server.reader.search_query import (
@@ -239,9 +240,9 @@ def _above_prefix(text: str) -> str | None:
 async def _identifier_items(
     conn: aiosqlite.Connection, filters: Filters, query: str, scope_key: str, *, time: str | None = None
 ) -> list[int]:
-    """Items the query names by id, in item id order (own rows first, then by type, newest first). `time`: the
-    time clause (default: in range, if there is a range)."""
-    params = {"query": query, "scope_key": scope_key} | filter_parameters(filters)
+    """Items the query names by id, as typed or width-folded (ＩＮＣ－４８２１ names INC-4821), in item id order
+    (own rows first, then by type, newest first). `time`: the time clause (default: in range, if there is a range)."""
+    params = {"query": query, "narrow": narrow(query), "scope_key": scope_key} | filter_parameters(filters)
     if time is None:
         time = IN_RANGE[filters.time_basis] if filters.time_range else ""
     sql = IDENTIFIER_ITEMS.format(types=IDENTIFIER_TYPES if filters.type_codes is not None else "", time=time)

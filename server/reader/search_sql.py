@@ -34,22 +34,26 @@ GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
 TRIGRAMS_BEGINNING: Final = "SELECT term FROM search_terms WHERE term >= :low AND term < :high"
 TRIGRAMS_FROM: Final = "SELECT term FROM search_terms WHERE term >= :low"
 # The items a query names by id: the object's own id (an entity change's '<entity>#<key>' included), and
-# for source references their original source id and the message or task id in their locator.
+# for source references their original source id and the message or task id in their locator; the query as typed or
+# width-folded (server/reader/fold.py: ＩＮＣ－４８２１ names INC-4821; stored ids are not folded).
 IDENTIFIER_ITEMS: Final = """
 SELECT i.item_id FROM search_items AS i
- WHERE i.item_id IN (SELECT item_id FROM search_items WHERE object_id = :query AND scope_key = :scope_key
+ WHERE i.item_id IN (SELECT item_id FROM search_items
+                      WHERE object_id IN (:query, :narrow) AND scope_key = :scope_key
                      UNION
                      SELECT s.item_id FROM source_references AS r CROSS JOIN search_items AS s
                          ON s.object_type = 'source_reference' AND s.object_id = r.id AND s.result_key = r.result_id
-                      WHERE r.original_source_id = :query AND r.scope_key = :scope_key
+                      WHERE r.original_source_id IN (:query, :narrow) AND r.scope_key = :scope_key
                      UNION
                      SELECT s.item_id FROM source_references AS r CROSS JOIN search_items AS s
                          ON s.object_type = 'source_reference' AND s.object_id = r.id AND s.result_key = r.result_id
-                      WHERE json_extract(r.locator_json, '$.message_id') = :query AND r.scope_key = :scope_key
+                      WHERE json_extract(r.locator_json, '$.message_id') IN (:query, :narrow)
+                        AND r.scope_key = :scope_key
                      UNION
                      SELECT s.item_id FROM source_references AS r CROSS JOIN search_items AS s
                          ON s.object_type = 'source_reference' AND s.object_id = r.id AND s.result_key = r.result_id
-                      WHERE json_extract(r.locator_json, '$.task_id') = :query AND r.scope_key = :scope_key)
+                      WHERE json_extract(r.locator_json, '$.task_id') IN (:query, :narrow)
+                        AND r.scope_key = :scope_key)
 {types}{time}
 """
 IDENTIFIER_TYPES: Final = "   AND (i.item_id >> 38) & 15 IN (SELECT value FROM json_each(:codes))"
