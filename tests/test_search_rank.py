@@ -369,7 +369,7 @@ async def test_the_index_is_the_same_whoever_writes_it(tmp_path: Path) -> None:
     with sqlite3.connect(imported) as a, sqlite3.connect(raw) as b:
         assert sorted(a.execute(query).fetchall()) == sorted(b.execute(query).fetchall())
         for conn in (a, b):
-            conn.execute("INSERT INTO search_fts (search_fts) VALUES ('integrity-check')")
+            conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
             assert conn.execute("SELECT count(*) FROM search_dirty").fetchone()[0] == 0
 
 
@@ -521,7 +521,7 @@ async def test_a_time_range_keeps_exactly_the_items_whose_stored_time_is_in_it(t
     with sqlite3.connect(db) as conn:  # a raw SQL writer's times, not in the importer's form
         conn.execute("UPDATE events SET event_time_start = '2025-1-9', event_time_end = '2025-1-9' WHERE id = 'ev1'")
         conn.execute("UPDATE events SET recorded_at = '2025-01' WHERE id = 'ev2'")
-        conn.execute("INSERT INTO search_fts (search_fts) VALUES ('integrity-check')")  # old tokens went out
+        conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")  # old tokens went out
     async with client_for(db) as client:
         for basis, test in IN_RANGE_SQL.items():
             time_column = test.split()[0]

@@ -73,7 +73,7 @@ def test_upgrading_a_version_1_database_keeps_its_data_and_backfills_the_search_
         hits = conn.execute("SELECT rowid FROM search_fts WHERE search_fts MATCH '\"每晚备\"'").fetchall()
         item = conn.execute("SELECT object_id FROM search_items WHERE item_id = ?", hits[0]).fetchone()
         grams = conn.execute("SELECT rowid FROM search_fts WHERE search_fts MATCH ?", ['"备\x02\x02"']).fetchall()
-        conn.execute("INSERT INTO search_fts (search_fts) VALUES ('integrity-check')")
+        conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
     assert sorted(items) == [
         ("event", "ev-1", "title\x01\x01", "description\x01\x01event_type\x01\x01"),
         ("story_line", "sl-1", "topic\x01\x01", ""),
@@ -198,7 +198,7 @@ async def test_upgrading_a_version_8_database_puts_its_times_in_the_index(tmp_pa
         assert (await ok(client, "story_graph_search", april))["items"] == []
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE events SET event_time_start = '2026-04-02T10:00:00.000Z' WHERE id = 'ev-1'")
-        conn.execute("INSERT INTO search_fts (search_fts) VALUES ('integrity-check')")
+        conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
     async with client_for(path) as client:
         assert (await ok(client, "story_graph_search", march))["items"] == []
         assert [i["object_ref"]["id"] for i in (await ok(client, "story_graph_search", april))["items"]] == ["ev-1"]

@@ -165,7 +165,7 @@ def _revisions(conn: sqlite3.Connection) -> tuple[int, int, int, int]:
 
 def _assert_index_consistent(conn: sqlite3.Connection) -> None:
     # FTS5 checks that its index matches the external content table exactly.
-    conn.execute("INSERT INTO search_fts (search_fts) VALUES ('integrity-check')")
+    conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
 
 
 @pytest.mark.parametrize("write", WRITES, ids=[write.table for write in WRITES])
