@@ -4,16 +4,19 @@ port) or stdio, started by the test and stopped after it. Only loopback, only pr
 from __future__ import annotations
 
 import os
+import select
 import socket
+import subprocess
 import sys
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
+import orjson
 from anyio.abc import Process
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -26,6 +29,14 @@ PYTHON = sys.executable
 SECRET = "transport-test-cursor-secret-0123456789"
 TOKENS = {"alpha": "sgm_test-alpha-token-0000000000", "beta": "sgm_test-beta-token-1111111111"}
 START_TIMEOUT = 30.0
+REPLY_WAIT = 120.0
+"""Seconds a raw stdio test waits for a reply or an exit before it fails (a wait, not a speed limit)."""
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+}
 
 
 def free_port() -> int:
@@ -160,3 +171,65 @@ async def stdio_session(args: Sequence[str], log_dir: Path, mode: str = "auto") 
     with (log_dir / "stdio-server.log").open("a") as errlog:
         async with Client(stdio_client(params, errlog=errlog), mode=mode) as client:
             yield client
+
+
+class RawStdio:
+    """A `python -m server serve` subprocess on raw pipes, for what an SDK client will not do: send hostile
+    bytes, cancel by hand, close one pipe and keep the other."""
+
+    def __init__(self, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.process = process
+        self.log = log
+        assert process.stdin is not None and process.stdout is not None
+        self.stdin = process.stdin
+        self.stdout = process.stdout
+
+    def send(self, message: dict[str, Any] | bytes) -> None:
+        self.stdin.write((message if isinstance(message, bytes) else orjson.dumps(message)) + b"\n")
+        self.stdin.flush()
+
+    def receive(self) -> dict[str, Any]:
+        ready, _, _ = select.select([self.stdout], [], [], REPLY_WAIT)
+        assert ready, "no reply: the client would wait forever"
+        line = self.stdout.readline()
+        assert line.endswith(b"\n"), line
+        reply: dict[str, Any] = orjson.loads(line)
+        return reply
+
+    def call(self, message: dict[str, Any]) -> dict[str, Any]:
+        self.send(message)
+        return self.receive()
+
+    def initialize(self) -> None:
+        assert self.call(INITIALIZE)["result"]["serverInfo"]["name"] == "story-graph-mcp"
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def wait(self) -> int:
+        return self.process.wait(timeout=REPLY_WAIT)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@contextmanager
+def raw_stdio(args: Sequence[str], log_dir: Path) -> Iterator[RawStdio]:
+    """`python -m server serve ARGS` with its pipes in the test's hands; killed afterwards if still running."""
+    log = log_dir / "stdio-server.log"
+    with log.open("wb") as errors:
+        process = subprocess.Popen(
+            [PYTHON, "-m", "server", "serve", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            cwd=REPO,
+            env=server_env(),
+        )
+    try:
+        yield RawStdio(process, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()

@@ -10,6 +10,9 @@ from typing import Any
 
 import orjson
 
+from server.store.importer import import_file
+from server.store.migrate import migrate
+
 Line = dict[str, Any]
 
 ALPHA = {"kind": "projects", "projectIds": ["alpha"]}
@@ -288,6 +291,14 @@ def write_jsonl(path: Path, lines: Iterable[Line | str]) -> Path:
     encoded = (item.encode() if isinstance(item, str) else orjson.dumps(item) for item in lines)
     path.write_bytes(b"\n".join(encoded) + b"\n")
     return path
+
+
+def imported_graph(folder: Path, lines: Iterable[Line | str], name: str = "graph") -> Path:
+    """A new graph database `folder/NAME.db` holding `lines` (written to `folder/NAME.jsonl`, imported)."""
+    db = folder / f"{name}.db"
+    migrate(db)
+    import_file(db, write_jsonl(folder / f"{name}.jsonl", lines))
+    return db
 
 
 def dump(db: Path) -> list[str]:

@@ -5,9 +5,7 @@ nobody; a cancelled call leaves the server serving."""
 
 from __future__ import annotations
 
-import select
 import socket
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -16,63 +14,36 @@ import anyio
 import orjson
 import pytest
 from http_support import (
-    PYTHON,
-    REPO,
+    INITIALIZE,
+    REPLY_WAIT,
     TOKENS,
     HttpServer,
     http_client,
     http_server,
     policy_text,
-    server_env,
+    raw_stdio,
     write_secret,
 )
 from support import demo_db, ok
 from test_read_failures import rollback_journal, writer_holding_the_lock
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-}
 IN_FLIGHT = 100
-EXIT_WAIT = 60.0
-"""Seconds the test waits for the server to exit before it fails (it exits in about one second)."""
 
 
 def test_stdio_server_exits_cleanly_when_the_client_closes_its_pipes_mid_call(tmp_path: Path) -> None:
-    db = demo_db(tmp_path)
-    log = tmp_path / "stderr.log"
-    with log.open("wb") as errors:
-        process = subprocess.Popen(
-            [PYTHON, "-m", "server", "serve", "--db", str(db), "--project", "atlas"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            cwd=REPO,
-            env=server_env(),
-        )
-    assert process.stdin is not None and process.stdout is not None
-    try:
-        process.stdin.write(orjson.dumps(INITIALIZE) + b"\n")
-        process.stdin.flush()
-        assert b'"story-graph-mcp"' in process.stdout.readline()
+    with raw_stdio(["--db", str(demo_db(tmp_path)), "--project", "atlas"], tmp_path) as server:
+        server.call(INITIALIZE)
         lines = [orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})]
         for n in range(IN_FLIGHT):
             arguments = {"query": "session cache", "page_size": 50}
             params = {"name": "story_graph_search", "arguments": arguments}
             lines.append(orjson.dumps({"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call", "params": params}))
-        process.stdin.write(b"\n".join(lines) + b"\n")
-        process.stdin.flush()
+        server.send(b"\n".join(lines))
         # The client exits: both of its pipe ends close while the server is still answering.
-        process.stdout.close()
-        process.stdin.close()
-        returncode = process.wait(timeout=EXIT_WAIT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    output = log.read_text(errors="replace")
+        server.stdout.close()
+        server.stdin.close()
+        returncode = server.wait()
+        output = server.output()
     assert returncode == 0, output
     assert "Traceback" not in output and "Error" not in output, output
 
@@ -80,30 +51,11 @@ def test_stdio_server_exits_cleanly_when_the_client_closes_its_pipes_mid_call(tm
 def test_stdio_server_exits_when_the_client_closes_its_output_but_keeps_its_input_open(tmp_path: Path) -> None:
     """A client that stops reading (closes our stdout) but leaves our stdin open: the server notices without
     having to write anything, stops, and exits 0 without a traceback."""
-    db = demo_db(tmp_path)
-    log = tmp_path / "stderr.log"
-    with log.open("wb") as errors:
-        process = subprocess.Popen(
-            [PYTHON, "-m", "server", "serve", "--db", str(db), "--project", "atlas"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            cwd=REPO,
-            env=server_env(),
-        )
-    assert process.stdin is not None and process.stdout is not None
-    try:
-        process.stdin.write(orjson.dumps(INITIALIZE) + b"\n")
-        process.stdin.flush()
-        assert b'"story-graph-mcp"' in process.stdout.readline()
-        process.stdout.close()  # stdin stays open
-        returncode = process.wait(timeout=EXIT_WAIT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        process.stdin.close()
-    output = log.read_text(errors="replace")
+    with raw_stdio(["--db", str(demo_db(tmp_path)), "--project", "atlas"], tmp_path) as server:
+        server.call(INITIALIZE)
+        server.stdout.close()  # stdin stays open
+        returncode = server.wait()
+        output = server.output()
     assert returncode == 0, output
     assert "the client closed the server's output" in output, output
     assert "Traceback" not in output, output
@@ -124,13 +76,13 @@ def post(port: int, body: bytes) -> bytes:
     )
 
 
-def search_call(request_id: int) -> bytes:
+def search_call(request_id: int) -> dict[str, Any]:
     params = {"name": "story_graph_search", "arguments": {"query": "session cache"}}
-    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
 async def wait_for_line(server: HttpServer, prefix: str) -> str:
-    with anyio.fail_after(EXIT_WAIT):
+    with anyio.fail_after(REPLY_WAIT):
         while True:
             lines = [line for line in server.output().splitlines() if prefix in line]
             if lines:
@@ -149,7 +101,7 @@ async def test_http_call_of_a_client_that_disconnects_is_stopped_and_the_server_
     args = ["--db", str(db), "--policy", str(policy), "--cursor-secret-file", str(secret), "--busy-timeout", "20"]
     async with http_server(args, tmp_path) as server:
         with writer_holding_the_lock(db), socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
-            sock.sendall(post(server.port, search_call(7)))
+            sock.sendall(post(server.port, orjson.dumps(search_call(7))))
             await anyio.sleep(0.5)  # the call is waiting for the lock (a later hang-up gives the same line)
         # The lock is released once the client has hung up: unstopped, the call would now answer, to nobody.
         line = await wait_for_line(server, "alpha POST /mcp")
@@ -165,49 +117,17 @@ def test_stdio_call_cancelled_while_waiting_for_a_lock_leaves_every_connection_u
     """notifications/cancelled for a call waiting for a writer's lock: no answer for it, and the next calls, on
     every pooled connection, are answered (none was left inside a read transaction)."""
     db = rollback_journal(demo_db(tmp_path))
-    log = tmp_path / "stderr.log"
-    with log.open("wb") as errors:
-        process = subprocess.Popen(
-            [PYTHON, "-m", "server", "serve", "--db", str(db), "--project", "atlas", "--busy-timeout", "20"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            cwd=REPO,
-            env=server_env(),
-        )
-    assert process.stdin is not None and process.stdout is not None
-
-    def send(message: dict[str, Any]) -> None:
-        assert process.stdin is not None
-        process.stdin.write(orjson.dumps(message) + b"\n")
-        process.stdin.flush()
-
-    def receive() -> dict[str, Any]:
-        assert process.stdout is not None
-        ready, _, _ = select.select([process.stdout], [], [], EXIT_WAIT)
-        assert ready, "no reply"
-        reply: dict[str, Any] = orjson.loads(process.stdout.readline())
-        return reply
-
-    try:
-        send(INITIALIZE)
-        assert receive()["result"]["serverInfo"]["name"] == "story-graph-mcp"
-        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    with raw_stdio(["--db", str(db), "--project", "atlas", "--busy-timeout", "20"], tmp_path) as server:
+        server.initialize()
         with writer_holding_the_lock(db):
-            send(orjson.loads(search_call(7)))
+            server.send(search_call(7))
             time.sleep(0.5)  # the call is waiting for the lock (a cancel before it starts gives the same outcome)
-            send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+            server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
             time.sleep(0.5)
         for n in range(8):  # more than the pool's connections
-            send(orjson.loads(search_call(100 + n)))
-            reply = receive()
+            reply = server.call(search_call(100 + n))
             assert reply["id"] == 100 + n, reply  # never an answer to the cancelled call
             assert reply["result"]["isError"] is False, reply
-        process.stdin.close()
-        assert process.wait(timeout=EXIT_WAIT) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        process.stdout.close()
-    assert "Traceback" not in log.read_text(errors="replace")
+        server.stdin.close()
+        assert server.wait() == 0
+        assert "Traceback" not in server.output()

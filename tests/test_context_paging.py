@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
-from jsonl_graph import write_jsonl
+from jsonl_graph import imported_graph, write_jsonl
 from support import all_pages, client_for, demo_db, error, ok
 
 from server.store.importer import import_file
@@ -145,10 +145,7 @@ def _graph(fragments: int = 3, fragment_text: str = ASTRAL * 5) -> list[dict[str
 
 @pytest.fixture
 def graph_db(tmp_path: Path) -> Path:
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", _graph()))
-    return db
+    return imported_graph(tmp_path, _graph())
 
 
 def _key(item: dict[str, Any]) -> Key:

@@ -14,21 +14,15 @@ never runs on the loop, is pinned by test_reader_db.py::test_a_full_text_stateme
 
 from __future__ import annotations
 
-import select
-import subprocess
 import time
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
-import orjson
 import pytest
-from http_support import PYTHON, REPO, server_env, stdio_session
-from jsonl_graph import ALPHA, T0, T1, write_jsonl
+from http_support import raw_stdio, stdio_session
+from jsonl_graph import ALPHA, T0, T1, imported_graph
 from support import ok
-
-from server.store.importer import import_file
-from server.store.migrate import migrate
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +36,6 @@ HEAVY: Final = (  # "...limacharliedelta" is in no description; each of its trig
 UNDER_WAY: Final = 0.3
 """Seconds the test gives the server to start the long search before it sends the next message (the search's
 statements take several times longer; a message sent before they start would prove nothing)."""
-REPLY_WAIT: Final = 120.0
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +58,7 @@ def heavy_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         }
         for i in range(ENTITIES)
     ]
-    db = folder / "heavy.db"
-    migrate(db)
-    import_file(db, write_jsonl(folder / "heavy.jsonl", lines))
-    return db
+    return imported_graph(folder, lines, name="heavy")
 
 
 @pytest.mark.anyio
@@ -99,56 +89,24 @@ def test_a_long_search_cancelled_while_it_runs_is_stopped_and_the_session_keeps_
 ) -> None:
     """notifications/cancelled during the long statement: the call gets no answer, the next message is answered at
     once (before the search would have ended), and so are searches on every pooled connection afterwards."""
-    log = tmp_path / "stderr.log"
-    with log.open("wb") as errors:
-        process = subprocess.Popen(
-            [PYTHON, "-m", "server", "serve", "--db", str(heavy_db), "--project", "alpha"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            cwd=REPO,
-            env=server_env(),
-        )
-    assert process.stdin is not None and process.stdout is not None
-
-    def send(message: dict[str, Any]) -> None:
-        assert process.stdin is not None
-        process.stdin.write(orjson.dumps(message) + b"\n")
-        process.stdin.flush()
-
-    def receive() -> dict[str, Any]:
-        assert process.stdout is not None
-        ready, _, _ = select.select([process.stdout], [], [], REPLY_WAIT)
-        assert ready, "no reply"
-        reply: dict[str, Any] = orjson.loads(process.stdout.readline())
-        return reply
 
     def search(request_id: int, query: str) -> dict[str, Any]:
         params = {"name": SEARCH, "arguments": {"query": query}}
         return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
-    initialize = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
-    try:
-        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize})
-        assert receive()["result"]["serverInfo"]["name"] == "story-graph-mcp"
-        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        send(search(7, HEAVY[1]))
+    with raw_stdio(["--db", str(heavy_db), "--project", "alpha"], tmp_path) as server:
+        server.initialize()
+        server.send(search(7, HEAVY[1]))
         time.sleep(UNDER_WAY)
-        send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
-        send({"jsonrpc": "2.0", "id": 8, "method": "tools/list"})
-        send(search(9, HEAVY[1]))  # the same search again, not cancelled: it runs to its end
-        assert receive()["id"] == 8  # answered while the cancelled search's statement was still running
-        assert receive()["id"] == 9  # never an answer to the cancelled call
+        server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
+        server.send({"jsonrpc": "2.0", "id": 8, "method": "tools/list"})
+        server.send(search(9, HEAVY[1]))  # the same search again, not cancelled: it runs to its end
+        assert server.receive()["id"] == 8  # answered while the cancelled search's statement was still running
+        assert server.receive()["id"] == 9  # never an answer to the cancelled call
         for n in range(8):  # more than the pool's connections
-            send(search(100 + n, f"ent-{n:05d}"))
-            reply = receive()
+            reply = server.call(search(100 + n, f"ent-{n:05d}"))
             assert reply["id"] == 100 + n, reply
             assert reply["result"]["isError"] is False, reply
-        process.stdin.close()
-        assert process.wait(timeout=REPLY_WAIT) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        process.stdout.close()
-    assert "Traceback" not in log.read_text(errors="replace")
+        server.stdin.close()
+        assert server.wait() == 0
+        assert "Traceback" not in server.output()

@@ -8,13 +8,11 @@ from typing import Any
 
 import orjson
 import pytest
-from jsonl_graph import T1, small_graph, write_jsonl
+from jsonl_graph import T1, imported_graph, small_graph
 from support import all_pages, client_for, ok
 from test_context_paging import reassemble
 
 from server.contracts.common import Grant
-from server.store.importer import import_file
-from server.store.migrate import migrate
 
 CITED = 3000
 """Enough 40-character ids to pass the 100,000-byte response limit on their own."""
@@ -50,10 +48,7 @@ def graph_db(tmp_path: Path) -> Path:
             **cited,
         }
     )
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
-    return db
+    return imported_graph(tmp_path, lines)
 
 
 def listed(part: dict[str, Any]) -> None:

@@ -9,12 +9,10 @@ from typing import Any
 
 import orjson
 import pytest
-from jsonl_graph import PAIR, story_graph, write_jsonl
+from jsonl_graph import PAIR, imported_graph, story_graph
 from support import all_pages, client_for, ok
 
 from server.contracts.common import Grant
-from server.store.importer import import_file
-from server.store.migrate import migrate
 
 pytestmark = pytest.mark.anyio
 
@@ -33,10 +31,7 @@ def _graph(extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _db(tmp_path: Path, lines: list[dict[str, Any]]) -> Path:
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
-    return db
+    return imported_graph(tmp_path, lines)
 
 
 def _db_lines(tmp_path: Path, lines: list[dict[str, Any]]) -> Path:
@@ -92,9 +87,7 @@ async def test_renaming_the_primary_story_of_an_event_an_experience_lists_reache
     # ex-pair ({alpha, beta}) lists ev-1 (alpha) with its primary story's id and name (st-thread, alpha). The
     # rename is a write to alpha only; the pair scope reads it too, so its revision must change (else the
     # remembered get_context selection, and any cursor, keep the old name).
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", story_graph()))
+    db = imported_graph(tmp_path, story_graph())
     args = {"object_ref": {"type": "experience", "id": "ex-pair"}, "scope": PAIR, "page_size": 50}
 
     def story_names(page: dict[str, Any]) -> set[str]:

@@ -105,27 +105,32 @@ async def test_a_statement_over_its_budget_runs_again_on_the_thread_in_the_same_
         await db.close()
 
 
+class Ticker:
+    """Counts the turns the event loop gave another task: a statement run inline gives none."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.done = anyio.Event()
+
+    async def run(self) -> None:
+        while not self.done.is_set():
+            self.ticks += 1
+            await anyio.lowlevel.checkpoint()
+
+
 async def test_a_long_statement_does_not_hold_up_the_event_loop(tmp_path: Path) -> None:
     """Over its inline budget, a statement finishes on the connection's thread while other tasks keep running."""
     db = await Database.open(demo_db(tmp_path), size=1)
-    ticks = 0
-    done = anyio.Event()
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while not done.is_set():
-            ticks += 1
-            await anyio.lowlevel.checkpoint()
-
+    ticker = Ticker()
     try:
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(ticker)
+            tasks.start_soon(ticker.run)
             async with db.snapshot() as conn:
                 rows = await conn.execute_fetchall(LONG_COUNT)
                 assert isinstance(conn, ReadConnection) and conn.thread_runs == 1
-            done.set()
+            ticker.done.set()
         assert [r[0] for r in rows] == [300000]
-        assert ticks > 10  # the loop ran the ticker while SQLite counted
+        assert ticker.ticks > 10  # the loop ran the ticker while SQLite counted
     finally:
         await db.close()
 
@@ -135,32 +140,24 @@ async def test_a_full_text_statement_never_runs_on_the_event_loop(tmp_path: Path
     unbounded time inside one step, where the inline step budget cannot stop it (server/reader/db.py). Other tasks
     run while such a statement runs; a short statement on an ordinary table still finishes without a yield."""
     db = await Database.open(demo_db(tmp_path), size=1)
-    ticks = 0
-    done = anyio.Event()
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while not done.is_set():
-            ticks += 1
-            await anyio.lowlevel.checkpoint()
-
+    ticker = Ticker()
     try:
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(ticker)
+            tasks.start_soon(ticker.run)
             async with db.snapshot() as conn:
                 await anyio.lowlevel.checkpoint()  # the ticker is running
-                before = ticks
+                before = ticker.ticks
                 found = await conn.execute_fetchall(
                     "SELECT rowid FROM search_fts WHERE search_fts MATCH :q LIMIT 5", {"q": '"atlas"'}
                 )
-                during_fts = ticks - before
-                before = ticks
+                during_fts = ticker.ticks - before
+                before = ticker.ticks
                 await conn.execute_fetchall("SELECT count(*) FROM search_terms WHERE term >= 'at' AND term < 'au'")
-                during_vocabulary = ticks - before
-                before = ticks
+                during_vocabulary = ticker.ticks - before
+                before = ticker.ticks
                 await conn.execute_fetchall("SELECT name FROM projects")
-                during_plain = ticks - before
-            done.set()
+                during_plain = ticker.ticks - before
+            ticker.done.set()
         assert len(list(found)) > 0
         assert during_fts > 0 and during_vocabulary > 0  # the loop served the ticker meanwhile
         assert during_plain == 0  # inline: no hop to the thread for a short ordinary statement

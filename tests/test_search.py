@@ -12,14 +12,12 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonl_graph import write_jsonl
+from jsonl_graph import imported_graph
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # the MCP client's validator
 from support import all_items, client_for, demo_db, error, ok
 
 from server.contracts.common import Grant
 from server.contracts.search import SearchResponse
-from server.store.importer import import_file
-from server.store.migrate import migrate
 
 pytestmark = pytest.mark.anyio
 
@@ -90,10 +88,7 @@ def _graph(event_count: int = 23) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def graph_db(tmp_path: Path) -> Path:
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", _graph()))
-    return db
+    return imported_graph(tmp_path, _graph())
 
 
 def _keys(items: list[dict[str, Any]]) -> list[tuple[str, str, str | None]]:

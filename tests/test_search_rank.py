@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonl_graph import write_jsonl
+from jsonl_graph import imported_graph, write_jsonl
 from support import all_items, client_for, ok
 
 from server.contracts.common import Grant
@@ -258,9 +258,7 @@ QUERIES = [
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_every_page_follows_the_documented_rank_exactly(tmp_path: Path, seed: int) -> None:
     lines = random_graph(seed)
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    db = imported_graph(tmp_path, lines)
     items = reference_items(lines)
     ids = _item_ids(db)
     async with client_for(db) as client:
@@ -284,9 +282,7 @@ async def test_every_page_follows_the_documented_rank_exactly(tmp_path: Path, se
 
 async def test_an_identifier_puts_its_object_first(tmp_path: Path) -> None:
     lines = random_graph(4)
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    db = imported_graph(tmp_path, lines)
     async with client_for(db) as client:
         by_id = await ok(client, SEARCH, {"query": "ev1"})
         by_source = await ok(client, SEARCH, {"query": "msg-2", "page_size": 50})
@@ -318,9 +314,7 @@ async def test_more_matches_than_are_counted_give_an_unknown_total_with_its_lowe
         }
         for i in range(10_050)
     ]
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    db = imported_graph(tmp_path, lines)
     async with client_for(db) as client:
         broad = await ok(client, SEARCH, {"query": "warmup"})
         cjk = await ok(client, SEARCH, {"query": "预"})
@@ -419,9 +413,7 @@ async def test_a_grant_scoped_search_never_counts_other_scopes(tmp_path: Path) -
             for i in range(30)
         ),
     ]
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    db = imported_graph(tmp_path, lines)
     expected = reference_classes(reference_items(random_graph(6)), "cache")
     async with client_for(db, Grant(default_project="atlas", projects=["atlas"])) as client:
         found = await all_items(client, SEARCH, {"query": "cache", "page_size": 50})
@@ -431,9 +423,7 @@ async def test_a_grant_scoped_search_never_counts_other_scopes(tmp_path: Path) -
 async def test_queries_that_look_like_fts_syntax_or_hold_nul_are_just_text(tmp_path: Path) -> None:
     lines = random_graph(7)
     lines[2]["topic"] = 'say "NEAR(a b)" * OR * {hi}: AND'
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    db = imported_graph(tmp_path, lines)
     async with client_for(db) as client:
         answers = {
             query: await ok(client, SEARCH, {"query": query})
@@ -515,9 +505,7 @@ async def test_a_time_range_keeps_exactly_the_items_whose_stored_time_is_in_it(t
                 "recorded_at": rng.choice(INSTANTS),
             }
         )
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+    db = imported_graph(tmp_path, lines)
     with sqlite3.connect(db) as conn:  # a raw SQL writer's times, not in the importer's form
         conn.execute("UPDATE events SET event_time_start = '2025-1-9', event_time_end = '2025-1-9' WHERE id = 'ev1'")
         conn.execute("UPDATE events SET recorded_at = '2025-01' WHERE id = 'ev2'")

@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonl_graph import write_jsonl
+from jsonl_graph import imported_graph
 from support import all_items, client_for, ok
 
 from server.reader.fold import WIDE, Folder
-from server.store.importer import import_file
 from server.store.migrate import SCHEMA_VERSION, migrate, migration_files
 
 pytestmark = pytest.mark.anyio
@@ -55,10 +54,7 @@ def _graph() -> list[dict[str, Any]]:
 
 @pytest.fixture
 def graph_db(tmp_path: Path) -> Path:
-    db = tmp_path / "graph.db"
-    migrate(db)
-    import_file(db, write_jsonl(tmp_path / "graph.jsonl", _graph()))
-    return db
+    return imported_graph(tmp_path, _graph())
 
 
 async def _ids(client: Any, query: str, **arguments: Any) -> list[str]:

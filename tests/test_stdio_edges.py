@@ -4,78 +4,24 @@ and the server keeps serving the next request."""
 
 from __future__ import annotations
 
-import select
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
-from http_support import PYTHON, REPO, server_env
+from http_support import RawStdio, raw_stdio
 from support import demo_db
 
-REPLY_TIMEOUT = 15.0
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
-}
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
-
-
-class RawStdio:
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
-        self.process = process
-
-    def send(self, line: bytes) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line + b"\n")
-        self.process.stdin.flush()
-
-    def receive(self) -> dict[str, Any]:
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], REPLY_TIMEOUT)
-        assert ready, "no reply: the client would wait forever"
-        line = self.process.stdout.readline()
-        assert line.endswith(b"\n"), line
-        reply: dict[str, Any] = orjson.loads(line)
-        return reply
-
-    def call(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.send(orjson.dumps(message))
-        return self.receive()
 
 
 @pytest.fixture
 def stdio(tmp_path: Path) -> Iterator[RawStdio]:
-    db = demo_db(tmp_path)
-    with (tmp_path / "stderr.log").open("wb") as log:
-        process = subprocess.Popen(
-            [PYTHON, "-m", "server", "serve", "--db", str(db), "--project", "atlas"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            cwd=REPO,
-            env=server_env(),
-        )
-    raw = RawStdio(process)
-    try:
-        assert raw.call(INITIALIZE)["result"]["serverInfo"]["name"] == "story-graph-mcp"
-        raw.send(orjson.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+    with raw_stdio(["--db", str(demo_db(tmp_path)), "--project", "atlas"], tmp_path) as raw:
+        raw.initialize()
         yield raw
-    finally:
-        assert process.stdin is not None
-        process.stdin.close()
-        try:
-            process.wait(timeout=10)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        assert process.stdout is not None
-        process.stdout.close()
+        raw.stdin.close()
+        assert raw.wait() == 0
 
 
 HOSTILE: dict[str, tuple[bytes, int, Any]] = {
