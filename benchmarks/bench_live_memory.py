@@ -26,7 +26,6 @@ import logging
 import os
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,18 +33,15 @@ import tracemalloc
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from bench_common import (
     BIG_PROJECT,
     CURSOR_SECRET,
-    PYTHON,
-    REPO,
     SEARCH,
     add_graph_options,
     call_structured,
     ensure_graph,
-    free_port,
     machine_header,
     machine_report,
     machine_state,
@@ -53,9 +49,9 @@ from bench_common import (
     parse_sizes,
     rss_kib,
     run_cli,
-    server_env,
     stdio_client_for,
 )
+from http_servers import Setup, start_server, wait_ready
 from tool_cases import all_cases
 
 if TYPE_CHECKING:
@@ -155,48 +151,20 @@ async def http_client_for(db: Path, folder: Path) -> AsyncIterator[tuple[Client,
         f'version = 1\n[clients.bench]\ntoken_sha256 = ["{hash_token(token)}"]\n'
         'projects = ["big", "small"]\ndefault_project = "big"\n'
     )
-    port = free_port()
-    log = (folder / "http-server.log").open("wb")
-    process = start_http_server(db, policy, port, log)
+    secret = folder / "cursor-secret"
+    secret.write_text("bench-live-memory-cursor-secret-0123456789")
+    setup = Setup(db, policy, secret, token, launcher="serve", uvicorn_args=(), log_dir=folder)
+    server = start_server("ours", 1, setup)
     try:
-        await _wait_healthy(port, process)
+        await wait_ready(server, 1, setup.launcher)
         headers = {"Authorization": f"Bearer {token}"}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=120) as http,
-            Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client,
+            Client(streamable_http_client(f"http://127.0.0.1:{server.port}/mcp", http_client=http)) as client,
         ):
-            yield client, process.pid
+            yield client, server.process.pid
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-
-
-def start_http_server(db: Path, policy: Path, port: int, log: BinaryIO) -> subprocess.Popen[bytes]:
-    argv = [PYTHON, "-m", "server", "serve", "--transport", "http", "--db", str(db), "--policy", str(policy)]
-    argv += ["--port", str(port)]
-    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=server_env(), cwd=REPO)
-
-
-async def _wait_healthy(port: int, process: subprocess.Popen[bytes]) -> None:
-    import httpx2
-
-    deadline = time.monotonic() + 60
-    async with httpx2.AsyncClient() as http:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise RuntimeError("the HTTP server exited during start-up")
-            try:
-                if (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200:
-                    return
-            except httpx2.HTTPError:
-                pass
-            await asyncio.sleep(0.2)
-    raise RuntimeError("the HTTP server did not answer /healthz within 60 s")
+        server.stop()
 
 
 @asynccontextmanager
