@@ -533,3 +533,45 @@ async def test_a_time_range_keeps_exactly_the_items_whose_stored_time_is_in_it(t
         for low, high in (TIME_RANGES[3], TIME_RANGES[6]):
             args = {"query": "cache", "time_range": {"from": low, "to": high}}
             assert (await ok(client, SEARCH, args))["page"]["total_count"] > 0, (low, high)
+
+
+async def test_a_query_of_many_terms_counts_the_matches_its_time_range_leaves_out(tmp_path: Path) -> None:
+    """A query of more than eight terms is matched by checking candidates' text; the matches a time range leaves
+    out for their unknown time are counted the same way, exactly, not reported as "unknown" on a small graph."""
+    words = ["cache", "decision", "rollback", "budget", "session", "alpha", "beta", "gamma", "delta"]
+    query = " ".join(words)
+    titles = {
+        "ev-dated-5": " ".join(words[:5]),  # five of nine terms: a match
+        "ev-dated-whole": query,
+        "ev-undated-5": " ".join(words[4:]),  # the last five: a match
+        "ev-undated-6": " ".join(words[:6]),
+        "ev-undated-whole": f"notes: {query}",  # the whole query: counted once
+        "ev-undated-4": " ".join(words[:4]),  # four of nine: no match
+    }
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "result", "id": "r1", "scope": ATLAS, "review_generated_at": _time(0), "recorded_at": _time(0)},
+    ]
+    lines += [
+        {
+            "kind": "event",
+            "id": event_id,
+            "result_id": "r1",
+            "event_type": "decision",
+            "title": title,
+            "event_time": {"start": _time(3)} if "-dated-" in event_id else None,
+            "recorded_at": _time(3),
+        }
+        for event_id, title in titles.items()
+    ]
+    db = imported_graph(tmp_path, lines)
+    window = {"from": _time(0), "to": _time(10)}
+    async with client_for(db) as client:
+        everything = await all_items(client, SEARCH, {"query": query, "page_size": 50})
+        page = await ok(client, SEARCH, {"query": query, "time_range": window, "page_size": 50})
+    assert len(page["query_terms"]) == 9
+    assert {i["object_ref"]["id"] for i in everything} == set(titles) - {"ev-undated-4"}
+    assert sorted(i["object_ref"]["id"] for i in page["items"]) == ["ev-dated-5", "ev-dated-whole"]
+    assert page["page"]["total_count"] == 2
+    assert page["unknown_time_excluded_count"] == 3
