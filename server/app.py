@@ -186,7 +186,7 @@ class StoryGraphServer(MCPServer[Any]):
             grant = self.access.current_grant()
             as_of = _as_of_fields(arguments)
             if as_of:
-                raise unsupported_mode(as_of)
+                raise unsupported_mode(as_of, name)
             args = validate_arguments(spec.input_model, arguments)
             if self._db is None:
                 raise RuntimeError("the database is not open; the server lifespan has not started")
