@@ -283,6 +283,24 @@ async def test_as_of_unknown_arguments_and_bad_times_are_refused_clearly(graph_d
     assert padding["items"] == [] and padding["page"]["total_count"] == 0
 
 
+async def test_a_range_whose_ends_are_reversed_once_in_utc_says_so_with_both_instants(graph_db: Path) -> None:
+    """Written with two offsets the ends look ordered (00:00 before 08:00) but are not as instants: the refusal
+    shows both in UTC so the caller sees why."""
+    reversed_ = {"from": "2026-01-01T00:00:00-05:00", "to": "2026-01-01T08:00:00+08:00"}
+    async with client_for(graph_db) as client:
+        refused = await error(client, SEARCH, {"query": "x", "time_range": reversed_})
+        one_instant = await ok(
+            client,
+            SEARCH,
+            {"query": "x", "time_range": {"from": "2026-01-01T05:00:00Z"} | {"to": "2026-01-01T13:00:00+08:00"}},
+        )
+    assert refused["error"] == "invalid_arguments" and refused["field"] == "time_range"
+    [problem] = refused["problems"]
+    assert "2026-01-01T05:00:00.000Z" in problem["problem"] and "2026-01-01T00:00:00.000Z" in problem["problem"]
+    assert "compared as instants" in problem["problem"] and "Value error" not in problem["problem"]
+    assert one_instant["time_range"] == {"from": "2026-01-01T05:00:00.000Z", "to": "2026-01-01T05:00:00.000Z"}
+
+
 async def test_without_a_current_project_a_scope_is_required_never_global(graph_db: Path) -> None:
     async with client_for(graph_db, Grant(default_project=None)) as client:
         missing = await error(client, SEARCH, {"query": "cache"})

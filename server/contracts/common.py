@@ -43,7 +43,11 @@ class TimeRange(Contract):
     @model_validator(mode="after")
     def _ordered(self) -> TimeRange:
         if self.to < self.from_:
-            raise ValueError("time_range.from must not be after time_range.to")
+            # Show both in UTC: with two offsets, ends that read as ordered may not be as instants.
+            raise ValueError(
+                f"time_range.from ({self.from_} in UTC) is after time_range.to ({self.to} in UTC); the ends are "
+                "compared as instants: swap them or correct an offset"
+            )
         return self
 
 
