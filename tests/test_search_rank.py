@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from jsonl_graph import imported_graph, write_jsonl
 from support import all_items, client_for, ok
@@ -17,6 +18,7 @@ from support import all_items, client_for, ok
 from server.contracts.common import Grant
 from server.reader.fold import Folder
 from server.reader.search_query import MAX_EXACT_TERMS, needed, query_terms
+from server.store.demo import demo_path
 from server.store.importer import import_file
 from server.store.migrate import migrate
 from server.store.search_index import grams
@@ -575,3 +577,57 @@ async def test_a_query_of_many_terms_counts_the_matches_its_time_range_leaves_ou
     assert sorted(i["object_ref"]["id"] for i in page["items"]) == ["ev-dated-5", "ev-dated-whole"]
     assert page["page"]["total_count"] == 2
     assert page["unknown_time_excluded_count"] == 3
+
+
+DECISION_STORY = {
+    "decision A": {("entity", "ent-decision-a"), ("event", "evt-decision-a")},
+    "revision evidence": {
+        ("event", "evt-revision-a-to-b"),
+        ("relation", "rel-b-replaces-a"),
+        ("relation", "rel-b-revised-a"),
+        ("source_reference", "ref-revision-1"),
+        ("source_reference", "ref-revision-2"),
+        ("source_reference", "ref-revision-3"),
+        ("entity_change", "ent-decision-a#revised-2026-05"),
+    },
+    "decision B": {("entity", "ent-decision-b"), ("event", "evt-decision-b")},
+}
+
+
+@pytest.mark.parametrize("query", ["session cache decision", "Redis SQLite", "会话缓存"])
+async def test_the_decision_story_leads_the_first_page_among_many_newer_objects_mentioning_its_words(
+    tmp_path: Path, query: str
+) -> None:
+    """SPEC §7, decision evolution: a search for the decision's subject puts A, the revision evidence and B on the
+    first page at the default page size, in a project where hundreds of newer objects mention the same words (in
+    passing: in descriptions, one or two of them at a time, never the whole subject as one phrase)."""
+    demo = [orjson.loads(line) for line in demo_path().read_bytes().splitlines() if line.strip()]
+    passing = [
+        "cache hit rate per session",
+        "the decision log was tidied",
+        "Redis memory graphs",
+        "SQLite file sizes per box",
+        "会话 counts and 缓存 sizes",
+        "session counts; the cache is warm",
+    ]
+    noise = [
+        {
+            "kind": "event",
+            "id": f"evt-noise-{i:04d}",
+            "result_id": "res-atlas-2026-07",
+            "story_line_id": "sl-atlas-cache",
+            "event_type": "discussion",
+            "title": f"Weekly sync {i}",
+            "description": f"{passing[i % len(passing)]}; {passing[(i * 7 + 1) % len(passing)]}",
+            "event_time": {"start": f"2026-07-{1 + i % 28:02d}T10:00:00Z"},
+            "recorded_at": "2026-07-15T10:03:00Z",  # newer than every object of the decision story
+        }
+        for i in range(300)
+    ]
+    db = imported_graph(tmp_path, demo + noise)
+    async with client_for(db) as client:
+        page = await ok(client, SEARCH, {"query": query})
+    on_page = {(i["object_ref"]["type"], i["object_ref"]["id"]) for i in page["items"]}
+    assert page["page"]["total_count"] > 100 and len(page["items"]) == 10  # the noise really matches
+    missing = [need for need, refs in DECISION_STORY.items() if not refs & on_page]
+    assert missing == [], (query, sorted(on_page))
