@@ -186,7 +186,7 @@ class StoryGraphServer(MCPServer[Any]):
             grant = self.access.current_grant()
             as_of = _as_of_fields(arguments)
             if as_of:
-                raise unsupported_mode(as_of)
+                raise unsupported_mode(as_of, name)
             args = validate_arguments(spec.input_model, arguments)
             if self._db is None:
                 raise RuntimeError("the database is not open; the server lifespan has not started")
@@ -299,6 +299,8 @@ def _as_of_fields(arguments: dict[str, Any]) -> str:
 def _problem(err: Any) -> str:
     if err["type"] == "extra_forbidden":
         return "unknown argument; remove it (see the input schema for accepted names)"
+    if err["type"] == "value_error" and "error" in err.get("ctx", {}):
+        return str(err["ctx"]["error"])  # our own sentence, without pydantic's "Value error, " prefix
     return str(err["msg"])
 
 

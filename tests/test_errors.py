@@ -45,9 +45,24 @@ async def test_an_error_has_no_structured_content_and_carries_its_payload_in_the
         "error": "unsupported_mode",
         "message": "as_of is not supported.",
         "field": "as_of",
-        "next_step": "Use mode 'current' or 'timeline'; a timeline shows stored history, not what was known then.",
+        "next_step": "Remove as_of and search the stored graph as it is now; time_range with time_basis filters "
+        "objects by their stored times, it does not rebuild an earlier state.",
     }
     assert payload["error"] in ERROR_CODES
+
+
+async def test_as_of_is_refused_with_a_next_step_that_tool_accepts(demo: Path) -> None:
+    """Each tool's refusal names what that tool can do instead: only get_context has modes, only read_source
+    reads a stored version."""
+    as_of = {"as_of": "2026-05-01T00:00:00Z"}
+    async with client_for(demo) as client:
+        steps = {tool: (await error(client, tool, VALID[tool] | as_of))["next_step"] for tool in VALID}
+        follow_context = await ok(client, CONTEXT, VALID[CONTEXT] | {"mode": "timeline", "page_size": 1})
+        follow_source = await ok(client, SOURCE, VALID[SOURCE] | {"content_kind": "version", "source_version": "v1"})
+    assert "mode 'current' or 'timeline'" in steps[CONTEXT] and follow_context["mode"] == "timeline"
+    assert "mode" not in steps[SEARCH] and "time_range" in steps[SEARCH]
+    assert "mode" not in steps[SOURCE] and "content_kind 'version'" in steps[SOURCE]
+    assert follow_source["source_version"] == "v1"
 
 
 async def test_every_offending_field_is_named(demo: Path) -> None:

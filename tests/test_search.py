@@ -213,6 +213,38 @@ async def test_an_empty_scope_with_unknown_coverage_differs_from_zero_hits_in_a_
     assert empty["coverage"]["unprocessed_sources"] == "unknown"
 
 
+async def test_coverage_lists_the_processed_ranges_so_a_gap_between_them_is_never_claimed(tmp_path: Path) -> None:
+    """January and March were reviewed, February was not: the hull (January to March) alone would say February was
+    processed. The ranges themselves are listed, merged where they meet to the second."""
+
+    def result(result_id: str, start: str, end: str) -> dict[str, Any]:
+        record = {"kind": "detailed", "unprocessed_sources": 0, "processed_range": {"from": start, "to": end}}
+        times = {"review_generated_at": end, "recorded_at": end}
+        return {"kind": "result", "id": result_id, "scope": ATLAS, **times, "coverage": record}
+
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        result("r-mar-2", "2026-03-16T00:00:00+08:00", "2026-03-31T23:59:59+08:00"),
+        result("r-jan", "2026-01-01T00:00:00Z", "2026-01-31T23:59:59Z"),
+        result("r-mar-1", "2026-03-01T00:00:00+08:00", "2026-03-15T23:59:59+08:00"),  # meets r-mar-2 to the second
+        result("r-mar-3", "2026-03-10T00:00:00Z", "2026-03-20T00:00:00Z"),  # inside March
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
+    ]
+    db = imported_graph(tmp_path, lines)
+    february = {"from": "2026-02-01T00:00:00Z", "to": "2026-02-28T23:59:59Z"}
+    async with client_for(db) as client:
+        page = await ok(client, SEARCH, {"query": "cache", "time_range": february})
+    coverage = page["coverage"]
+    assert coverage["status"] == "complete"  # every record says its own range was processed whole
+    assert coverage["processed_range"] == {"from": "2026-01-01T00:00:00.000Z", "to": "2026-03-31T15:59:59.000Z"}
+    assert coverage["processed_ranges"] == [
+        {"from": "2026-01-01T00:00:00.000Z", "to": "2026-01-31T23:59:59.000Z"},
+        {"from": "2026-02-28T16:00:00.000Z", "to": "2026-03-31T15:59:59.000Z"},
+    ]
+    assert coverage["processed_range_count"] == 2
+
+
 async def test_time_range_filters_before_paging_and_counts_unknown_times(graph_db: Path) -> None:
     window = {"from": "2026-04-01T00:00:00Z", "to": "2026-04-05T23:59:59+00:00"}
     async with client_for(graph_db) as client:
@@ -249,6 +281,24 @@ async def test_as_of_unknown_arguments_and_bad_times_are_refused_clearly(graph_d
     assert naive["error"] == "invalid_arguments" and "offset" in naive["message"]
     assert blank["error"] == "invalid_arguments" and blank["field"] == "query"
     assert padding["items"] == [] and padding["page"]["total_count"] == 0
+
+
+async def test_a_range_whose_ends_are_reversed_once_in_utc_says_so_with_both_instants(graph_db: Path) -> None:
+    """Written with two offsets the ends look ordered (00:00 before 08:00) but are not as instants: the refusal
+    shows both in UTC so the caller sees why."""
+    reversed_ = {"from": "2026-01-01T00:00:00-05:00", "to": "2026-01-01T08:00:00+08:00"}
+    async with client_for(graph_db) as client:
+        refused = await error(client, SEARCH, {"query": "x", "time_range": reversed_})
+        one_instant = await ok(
+            client,
+            SEARCH,
+            {"query": "x", "time_range": {"from": "2026-01-01T05:00:00Z"} | {"to": "2026-01-01T13:00:00+08:00"}},
+        )
+    assert refused["error"] == "invalid_arguments" and refused["field"] == "time_range"
+    [problem] = refused["problems"]
+    assert "2026-01-01T05:00:00.000Z" in problem["problem"] and "2026-01-01T00:00:00.000Z" in problem["problem"]
+    assert "compared as instants" in problem["problem"] and "Value error" not in problem["problem"]
+    assert one_instant["time_range"] == {"from": "2026-01-01T05:00:00.000Z", "to": "2026-01-01T05:00:00.000Z"}
 
 
 async def test_without_a_current_project_a_scope_is_required_never_global(graph_db: Path) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from jsonl_graph import imported_graph, write_jsonl
 from support import all_items, client_for, ok
@@ -17,6 +18,7 @@ from support import all_items, client_for, ok
 from server.contracts.common import Grant
 from server.reader.fold import Folder
 from server.reader.search_query import MAX_EXACT_TERMS, needed, query_terms
+from server.store.demo import demo_path
 from server.store.importer import import_file
 from server.store.migrate import migrate
 from server.store.search_index import grams
@@ -533,3 +535,99 @@ async def test_a_time_range_keeps_exactly_the_items_whose_stored_time_is_in_it(t
         for low, high in (TIME_RANGES[3], TIME_RANGES[6]):
             args = {"query": "cache", "time_range": {"from": low, "to": high}}
             assert (await ok(client, SEARCH, args))["page"]["total_count"] > 0, (low, high)
+
+
+async def test_a_query_of_many_terms_counts_the_matches_its_time_range_leaves_out(tmp_path: Path) -> None:
+    """A query of more than eight terms is matched by checking candidates' text; the matches a time range leaves
+    out for their unknown time are counted the same way, exactly, not reported as "unknown" on a small graph."""
+    words = ["cache", "decision", "rollback", "budget", "session", "alpha", "beta", "gamma", "delta"]
+    query = " ".join(words)
+    titles = {
+        "ev-dated-5": " ".join(words[:5]),  # five of nine terms: a match
+        "ev-dated-whole": query,
+        "ev-undated-5": " ".join(words[4:]),  # the last five: a match
+        "ev-undated-6": " ".join(words[:6]),
+        "ev-undated-whole": f"notes: {query}",  # the whole query: counted once
+        "ev-undated-4": " ".join(words[:4]),  # four of nine: no match
+    }
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "result", "id": "r1", "scope": ATLAS, "review_generated_at": _time(0), "recorded_at": _time(0)},
+    ]
+    lines += [
+        {
+            "kind": "event",
+            "id": event_id,
+            "result_id": "r1",
+            "event_type": "decision",
+            "title": title,
+            "event_time": {"start": _time(3)} if "-dated-" in event_id else None,
+            "recorded_at": _time(3),
+        }
+        for event_id, title in titles.items()
+    ]
+    db = imported_graph(tmp_path, lines)
+    window = {"from": _time(0), "to": _time(10)}
+    async with client_for(db) as client:
+        everything = await all_items(client, SEARCH, {"query": query, "page_size": 50})
+        page = await ok(client, SEARCH, {"query": query, "time_range": window, "page_size": 50})
+    assert len(page["query_terms"]) == 9
+    assert {i["object_ref"]["id"] for i in everything} == set(titles) - {"ev-undated-4"}
+    assert sorted(i["object_ref"]["id"] for i in page["items"]) == ["ev-dated-5", "ev-dated-whole"]
+    assert page["page"]["total_count"] == 2
+    assert page["unknown_time_excluded_count"] == 3
+
+
+DECISION_STORY = {
+    "decision A": {("entity", "ent-decision-a"), ("event", "evt-decision-a")},
+    "revision evidence": {
+        ("event", "evt-revision-a-to-b"),
+        ("relation", "rel-b-replaces-a"),
+        ("relation", "rel-b-revised-a"),
+        ("source_reference", "ref-revision-1"),
+        ("source_reference", "ref-revision-2"),
+        ("source_reference", "ref-revision-3"),
+        ("entity_change", "ent-decision-a#revised-2026-05"),
+    },
+    "decision B": {("entity", "ent-decision-b"), ("event", "evt-decision-b")},
+}
+
+
+@pytest.mark.parametrize("query", ["session cache decision", "Redis SQLite", "会话缓存"])
+async def test_the_decision_story_leads_the_first_page_among_many_newer_objects_mentioning_its_words(
+    tmp_path: Path, query: str
+) -> None:
+    """SPEC §7, decision evolution: a search for the decision's subject puts A, the revision evidence and B on the
+    first page at the default page size, in a project where hundreds of newer objects mention the same words (in
+    passing: in descriptions, one or two of them at a time, never the whole subject as one phrase)."""
+    demo = [orjson.loads(line) for line in demo_path().read_bytes().splitlines() if line.strip()]
+    passing = [
+        "cache hit rate per session",
+        "the decision log was tidied",
+        "Redis memory graphs",
+        "SQLite file sizes per box",
+        "会话 counts and 缓存 sizes",
+        "session counts; the cache is warm",
+    ]
+    noise = [
+        {
+            "kind": "event",
+            "id": f"evt-noise-{i:04d}",
+            "result_id": "res-atlas-2026-07",
+            "story_line_id": "sl-atlas-cache",
+            "event_type": "discussion",
+            "title": f"Weekly sync {i}",
+            "description": f"{passing[i % len(passing)]}; {passing[(i * 7 + 1) % len(passing)]}",
+            "event_time": {"start": f"2026-07-{1 + i % 28:02d}T10:00:00Z"},
+            "recorded_at": "2026-07-15T10:03:00Z",  # newer than every object of the decision story
+        }
+        for i in range(300)
+    ]
+    db = imported_graph(tmp_path, demo + noise)
+    async with client_for(db) as client:
+        page = await ok(client, SEARCH, {"query": query})
+    on_page = {(i["object_ref"]["type"], i["object_ref"]["id"]) for i in page["items"]}
+    assert page["page"]["total_count"] > 100 and len(page["items"]) == 10  # the noise really matches
+    missing = [need for need, refs in DECISION_STORY.items() if not refs & on_page]
+    assert missing == [], (query, sorted(on_page))

@@ -43,7 +43,11 @@ class TimeRange(Contract):
     @model_validator(mode="after")
     def _ordered(self) -> TimeRange:
         if self.to < self.from_:
-            raise ValueError("time_range.from must not be after time_range.to")
+            # Show both in UTC: with two offsets, ends that read as ordered may not be as instants.
+            raise ValueError(
+                f"time_range.from ({self.from_} in UTC) is after time_range.to ({self.to} in UTC); the ends are "
+                "compared as instants: swap them or correct an offset"
+            )
         return self
 
 
@@ -109,7 +113,13 @@ class Coverage(Contract):
     result_records: dict[Literal["detailed", "legacy_count", "absent"], int]
     """How many results have each kind of coverage record."""
     processed_range: dict[Literal["from", "to"], str] | Unknown
-    """The hull of the recorded processed ranges; 'unknown' unless every result records one."""
+    """The hull of the recorded processed ranges; 'unknown' unless every result records one. It may span gaps no
+    record covers: `processed_ranges` lists them."""
+    processed_ranges: list[dict[Literal["from", "to"], str]] | Unknown = "unknown"
+    """The recorded processed ranges, merged where they overlap or meet to the second, in time order (the first
+    COVERAGE_LIST_LIMIT); a time between two of them was not processed by any record. 'unknown' as processed_range."""
+    processed_range_count: int | Unknown = "unknown"
+    """How many merged processed ranges there are."""
     processed_source_version_count: int | Unknown
     """How many source versions the detailed records list; 'unknown' unless every result is detailed."""
     processed_source_versions: list[dict[str, Any]] | Unknown

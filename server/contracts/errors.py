@@ -120,12 +120,23 @@ def _compact(scope: dict[str, Any]) -> str:
     return orjson.dumps(scope).decode()
 
 
-def unsupported_mode(field: str = "as_of") -> StoryGraphError:
+AS_OF_NEXT_STEPS: dict[str, str] = {
+    "story_graph_search": "Remove as_of and search the stored graph as it is now; time_range with time_basis filters "
+    "objects by their stored times, it does not rebuild an earlier state.",
+    "story_graph_get_context": "Use mode 'current' or 'timeline'; a timeline shows stored history, not what was "
+    "known then.",
+    "story_graph_read_source": "Remove as_of; read the fragment saved with the reference (content_kind 'snapshot') "
+    "or one stored version of the source (content_kind 'version' with source_version).",
+}
+"""What each tool offers instead of as_of: only get_context has modes, only read_source reads a stored version."""
+
+
+def unsupported_mode(field: str = "as_of", tool: str = "story_graph_get_context") -> StoryGraphError:
     return StoryGraphError(
         "unsupported_mode",
         "as_of is not supported.",
         field=field,
-        next_step="Use mode 'current' or 'timeline'; a timeline shows stored history, not what was known then.",
+        next_step=AS_OF_NEXT_STEPS.get(tool, AS_OF_NEXT_STEPS["story_graph_get_context"]),
     )
 
 

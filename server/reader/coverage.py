@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 import aiosqlite
 import orjson
 
+from server.contracts.base import format_utc
 from server.contracts.common import COVERAGE_LIST_LIMIT, Coverage, CoverageMissing
 from server.reader.memo import Memo
 
 RESULT_COVERAGE: Final = "SELECT id, coverage_json FROM results WHERE scope_key = :scope_key ORDER BY id"
+MEETS: Final = timedelta(seconds=1)
+"""Two processed ranges are joined when the second starts at most this long after the first ends."""
 
 
 async def read_coverage(
@@ -65,6 +69,7 @@ def summarise(records: dict[str, dict[str, Any] | None]) -> Coverage:
         if all_detailed and all(ranges)
         else "unknown"
     )
+    merged = _merged([r for r in ranges if r]) if processed_range != "unknown" else "unknown"
     versions: list[dict[str, Any]] | str = (
         [
             {"result_id": result_id, **source}
@@ -99,6 +104,8 @@ def summarise(records: dict[str, dict[str, Any] | None]) -> Coverage:
             "published_result_count": len(records),
             "result_records": counts,
             "processed_range": processed_range,
+            "processed_ranges": merged[:COVERAGE_LIST_LIMIT] if isinstance(merged, list) else merged,
+            "processed_range_count": len(merged) if isinstance(merged, list) else merged,
             "processed_source_version_count": len(versions) if isinstance(versions, list) else "unknown",
             "processed_source_versions": versions[:COVERAGE_LIST_LIMIT] if isinstance(versions, list) else versions,
             "missing_count": len(missing),
@@ -107,3 +114,19 @@ def summarise(records: dict[str, dict[str, Any] | None]) -> Coverage:
             "object_types_not_included": [],
         }
     )
+
+
+def _merged(ranges: list[dict[str, str]]) -> list[dict[str, str]] | str:
+    """The ranges in time order, joined where they overlap or meet to the second (one ends 23:59:59, the next
+    starts 00:00:00: no whole second lies between them); 'unknown' if a stored time is not an instant."""
+    try:
+        spans = sorted((datetime.fromisoformat(r["from"]), datetime.fromisoformat(r["to"])) for r in ranges)
+    except (KeyError, TypeError, ValueError):
+        return "unknown"
+    joined: list[list[datetime]] = []
+    for start, end in spans:
+        if joined and start <= joined[-1][1] + MEETS:
+            joined[-1][1] = max(joined[-1][1], end)
+        else:
+            joined.append([start, end])
+    return [{"from": format_utc(start), "to": format_utc(end)} for start, end in joined]

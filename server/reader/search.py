@@ -369,24 +369,34 @@ async def _checked(
 
 
 async def _walk(
-    q: Query, ranges: list[tuple[int, int]], limit: int, budget: int, *, heavy: bool | None
+    q: Query,
+    ranges: list[tuple[int, int]],
+    limit: int,
+    budget: int,
+    *,
+    heavy: bool | None,
+    unknown_time: list[int] | None = None,
 ) -> tuple[list[int], int | None, int]:
+    """Candidates checked against their text, in batches. `unknown_time`: walk instead the items whose time on the
+    basis is unknown, leaving out these identifier matches, and accept whole-query matches too (every whole-query
+    match holds every term)."""
     found: list[int] = []
     expression = q.plan.accept
     if expression is None:
         return found, None, budget
-    leave_out = q.listed
-    sql = statement(RANGE_PAGE, q.filters, leave_out, text=", i.hi, i.lo")
+    leave_out = q.listed if unknown_time is None else unknown_time
+    time = None if unknown_time is None else UNKNOWN_TIME[q.filters.time_basis]
+    sql = statement(RANGE_PAGE, q.filters, leave_out, time=time, text=", i.hi, i.lo")
     for low, high in ranges:
         while True:
             if budget <= 0:
                 return found, high + 1, budget
             batch = min(CHECK_BATCH, budget)
-            params = parameters(q.filters, leave_out, expression, (low, high)) | {"limit": batch}
+            params = parameters(q.filters, leave_out, expression, (low, high), time=time) | {"limit": batch}
             rows = list(await q.conn.execute_fetchall(sql, params))
             budget -= len(rows)
             for item_id, hi, lo in rows:
-                if _accepts(q, hi, lo, heavy):
+                if _accepts(q, hi, lo, heavy, whole_too=unknown_time is not None):
                     found.append(int(item_id))
                     if len(found) == limit:
                         return found, None, budget
@@ -396,11 +406,11 @@ async def _walk(
     return found, None, budget
 
 
-def _accepts(q: Query, hi: str, lo: str, heavy: bool | None) -> bool:
-    """Whether an item's text holds enough terms and not the whole query (listed in classes 1–4), and — unless
-    `heavy` is None — whether one of the terms is in a weight-3 field."""
+def _accepts(q: Query, hi: str, lo: str, heavy: bool | None, *, whole_too: bool = False) -> bool:
+    """Whether an item's text holds enough terms and — unless `whole_too` — not the whole query (listed in classes
+    1–4), and — unless `heavy` is None — whether one of the terms is in a weight-3 field."""
     hi_folded, lo_folded = q.folder.fold(hi), q.folder.fold(lo)
-    if q.whole is None and (q.plan.whole.text in hi_folded or q.plan.whole.text in lo_folded):
+    if not whole_too and q.whole is None and (q.plan.whole.text in hi_folded or q.plan.whole.text in lo_folded):
         return False
     in_heavy = {t.text for t in q.plan.terms if t.text in hi_folded}
     held = in_heavy | {t.text for t in q.plan.terms if t.text in lo_folded}
@@ -444,13 +454,18 @@ async def _total(q: Query) -> Total:
 
 async def _unknown_time_excluded(q: Query, unknown_ids: list[int]) -> Total | None:
     """Matches the time range left out because their time on the basis is unknown: identifier matches
-    (`unknown_ids`) and text matches (for a query of very many terms only its whole-query matches are counted,
-    so the number is a lower bound)."""
+    (`unknown_ids`) and text matches, counted as `_total` counts (a query of very many terms: its candidates
+    checked against their text, up to CHECK_BUDGET of them; beyond it the number is unknown)."""
     if q.filters.time_range is None:
         return None
-    expression = q.plan.whole.anywhere if q.plan.checked or not q.plan.terms else q.plan.accept
+    if q.plan.checked:
+        cap = TOTAL_CAP - len(unknown_ids)
+        accepted, stopped_at, _ = await _walk(
+            q, q.filters.ranges(), cap, CHECK_BUDGET, heavy=None, unknown_time=unknown_ids
+        )
+        return Total(len(unknown_ids) + len(accepted), len(accepted) < cap and stopped_at is None)
+    expression = q.plan.whole.anywhere if not q.plan.terms else q.plan.accept
     found = (
         0 if expression is None else await _count(q, expression, unknown_ids, time=UNKNOWN_TIME[q.filters.time_basis])
     )
-    count = len(unknown_ids) + found
-    return Total(count, found < TOTAL_CAP and not q.plan.checked)
+    return Total(len(unknown_ids) + found, found < TOTAL_CAP)
