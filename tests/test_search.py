@@ -245,6 +245,36 @@ async def test_coverage_lists_the_processed_ranges_so_a_gap_between_them_is_neve
     assert coverage["processed_range_count"] == 2
 
 
+async def test_missing_parts_are_counted_only_when_every_record_could_name_them(tmp_path: Path) -> None:
+    """A count-only or absent coverage record cannot say what its review left out: beside one, the number of missing
+    parts is unknown, never the detailed records' count passed off as the whole (0 when they name none)."""
+    gap = {"source_id": "src-1", "ranges": [[0, 40]], "reason": "too long"}
+    detailed = {"kind": "detailed", "unprocessed_sources": 0, "missing": [gap]}
+    times = {"review_generated_at": T, "recorded_at": T}
+    base: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "result", "id": "r-1", "scope": ATLAS, **times, "coverage": detailed},
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
+    ]
+    legacy = {
+        "kind": "result",
+        "id": "r-2",
+        "scope": ATLAS,
+        **times,
+        "coverage": {"kind": "legacy_count", "count": 3},
+    }
+    absent = {"kind": "result", "id": "r-2", "scope": ATLAS, **times}
+    counted: list[Any] = []
+    for name, extra in (("detailed", []), ("legacy", [legacy]), ("absent", [absent])):
+        db = imported_graph(tmp_path, [*base, *extra], name=name)
+        async with client_for(db) as client:
+            coverage = (await ok(client, SEARCH, {"query": "cache"}))["coverage"]
+        assert [m["source_id"] for m in coverage["missing"]] == ["src-1"]  # what the detailed record names
+        counted.append(coverage["missing_count"])
+    assert counted == [1, "unknown", "unknown"]
+
+
 async def test_time_range_filters_before_paging_and_counts_unknown_times(graph_db: Path) -> None:
     window = {"from": "2026-04-01T00:00:00Z", "to": "2026-04-05T23:59:59+00:00"}
     async with client_for(graph_db) as client:

@@ -124,9 +124,11 @@ class Coverage(Contract):
     """How many source versions the detailed records list; 'unknown' unless every result is detailed."""
     processed_source_versions: list[dict[str, Any]] | Unknown
     """The first COVERAGE_LIST_LIMIT of them, with their processed fragment ranges (see the count for the rest)."""
-    missing_count: int
+    missing_count: int | Unknown
+    """How many unprocessed parts the records name; 'unknown' unless every result is detailed (a count-only or absent
+    record cannot say what it left out, so a number would claim none)."""
     missing: list[CoverageMissing]
-    """The first COVERAGE_LIST_LIMIT unprocessed parts the records name (only what they name)."""
+    """The first COVERAGE_LIST_LIMIT unprocessed parts the detailed records name (only what they name)."""
     source_types_not_included: list[str] | Unknown
     object_types_not_included: list[str]
     """Requested object types this server does not read: none (every type of the input enum is read, stories and

@@ -108,7 +108,7 @@ def summarise(records: dict[str, dict[str, Any] | None]) -> Coverage:
             "processed_range_count": len(merged) if isinstance(merged, list) else merged,
             "processed_source_version_count": len(versions) if isinstance(versions, list) else "unknown",
             "processed_source_versions": versions[:COVERAGE_LIST_LIMIT] if isinstance(versions, list) else versions,
-            "missing_count": len(missing),
+            "missing_count": len(missing) if all_detailed else "unknown",
             "missing": missing[:COVERAGE_LIST_LIMIT],
             "source_types_not_included": not_included,
             "object_types_not_included": [],
