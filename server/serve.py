@@ -20,9 +20,9 @@ import anyio
 from server.app import Access, StaticAccess, build_server
 from server.contracts.common import Grant
 from server.logs import configure_logging
-from server.policy import PolicyFile
+from server.policy import STDIO_CALLER, PolicyFile
 from server.reader.cursor import CursorCodec
-from server.settings import ServeSettings, check_startup, policy_warnings, settle_heap
+from server.settings import INSPECTOR, ServeSettings, check_startup, policy_warnings, settle_heap
 from server.stdio import serve_stdio
 
 DEMO_DEFAULT_PROJECT = "atlas"
@@ -50,7 +50,7 @@ def serve(args: argparse.Namespace) -> int:
             fallback = DEMO_DEFAULT_PROJECT if args.demo else None
             access = StdioPolicyAccess(PolicyFile(settings.policy), project=args.project, fallback_project=fallback)
         else:
-            access = StaticAccess(Grant(default_project=project))
+            access = StaticAccess(Grant(client_id=STDIO_CALLER, default_project=project))
         server = build_server(
             settings.db, access, CursorCodec(settings.cursor_secret), busy_timeout=settings.busy_timeout
         )
@@ -64,8 +64,6 @@ def serve(args: argparse.Namespace) -> int:
 def _stdio_hint() -> None:
     """Started by hand in a terminal, a stdio server would otherwise sit silent, waiting for JSON-RPC on its input.
     (An agent runtime gives it a pipe, never a terminal, so it never sees this.)"""
-    from server.http import INSPECTOR
-
     command = shlex.join(["story-graph-mcp", *sys.argv[1:]])
     print(
         "story-graph-mcp: serving MCP on stdio: an MCP client launches this command and talks to it over "

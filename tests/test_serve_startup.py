@@ -111,8 +111,25 @@ def test_serve_checks_the_project_at_start_in_one_line(
         (["--transport", "http", "--public-url", "mcp.example.com"], "--public-url must be an http(s) URL such as"),
         (["--transport", "http", "--public-url", "ftp://mcp.example.com/mcp"], "--public-url must be an http(s) URL"),
         (["--transport", "http", "--public-url", "https://mcp.example.com:99999/mcp"], "--public-url must be an"),
+        # The OAuth resource identifier: the metadata's URL drops a query, and a fragment is never allowed.
+        (
+            ["--transport", "http", "--public-url", "https://mcp.example.com/mcp?tenant=a"],
+            "--public-url is the URL clients use for the MCP endpoint, without a query: https://mcp.example.com/mcp",
+        ),
+        (["--transport", "http", "--public-url", "https://mcp.example.com/mcp#x"], "without a fragment: https://"),
+        (["--transport", "http", "--public-url", "https://u:p@mcp.example.com/mcp"], "without a user name or password"),
     ],
-    ids=["port-on-stdio", "host-on-stdio", "port-out-of-range", "url-without-scheme", "url-not-http", "url-bad-port"],
+    ids=[
+        "port-on-stdio",
+        "host-on-stdio",
+        "port-out-of-range",
+        "url-without-scheme",
+        "url-not-http",
+        "url-bad-port",
+        "url-with-query",
+        "url-with-fragment",
+        "url-with-credentials",
+    ],
 )
 def test_serve_refuses_misused_http_options_in_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
     """An HTTP option without --transport http would start a stdio server that silently waits on its input."""
@@ -280,3 +297,28 @@ def test_a_relative_db_that_is_not_there_names_where_it_was_looked_for(tmp_path:
     [line] = [line for line in result.stderr.splitlines() if line.strip()]
     assert f"looked for {elsewhere / 'demo.db'}" in line and "give an absolute path" in line
     assert f"story-graph-mcp db migrate --db {elsewhere / 'demo.db'}" in line
+
+
+def test_a_non_loopback_bind_without_a_public_url_says_to_give_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --public-url the OAuth resource names the bind address, which no remote client uses."""
+    from server.http import _warn_if_not_loopback
+    from server.settings import HttpSettings
+
+    _warn_if_not_loopback(HttpSettings(host="0.0.0.0", port=9000))
+    assert "and --public-url (now http://127.0.0.1:9000/mcp) for the URL they use" in capsys.readouterr().err
+    _warn_if_not_loopback(HttpSettings(host="0.0.0.0", public_url="https://mcp.example.com/mcp"))
+    _warn_if_not_loopback(HttpSettings(host="127.0.0.1"))
+    assert "--public-url" not in capsys.readouterr().err
+
+
+def test_stdio_serving_and_http_serving_do_not_import_each_other() -> None:
+    """Shared start-up settings live in server/settings.py; `serve` loads the HTTP stack only to serve HTTP."""
+    for module, other in (("server.serve", "server.http"), ("server.http", "server.serve")):
+        loaded = subprocess.run(
+            [sys.executable, "-c", f"import sys, {module}; print({other!r} in sys.modules)"],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert loaded.stdout.strip() == "False", (module, other)
