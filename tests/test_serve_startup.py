@@ -322,3 +322,32 @@ def test_stdio_serving_and_http_serving_do_not_import_each_other() -> None:
             check=True,
         )
         assert loaded.stdout.strip() == "False", (module, other)
+
+
+def test_ctrl_c_stops_a_stdio_server_in_a_terminal_and_removes_the_demo_folder(tmp_path: Path) -> None:
+    """The hint says "Ctrl-C to stop": asyncio's own Ctrl-C handling cancelled the serving task and then waited
+    for the stdin read that no signal interrupts, so the server kept running (a second Ctrl-C printed
+    "interrupted" and it still waited)."""
+    import orjson
+    from http_support import INITIALIZE, REPO
+
+    terminal, side = pty.openpty()
+    command = [sys.executable, "-m", "server", "serve", "--demo"]
+    with subprocess.Popen(
+        command, stdin=side, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=_demo_env(tmp_path)
+    ) as server:
+        os.close(side)
+        assert server.stdout is not None
+        os.write(terminal, orjson.dumps(INITIALIZE) + b"\n")  # answered: serving, and reading stdin again
+        assert select.select([server.stdout], [], [], 60)[0], "no answer to initialize"
+        assert b'"story-graph-mcp"' in server.stdout.readline()
+        assert _demo_folders(tmp_path)
+        server.send_signal(signal.SIGINT)
+        try:
+            _, stderr = server.communicate(timeout=30)
+        finally:
+            server.kill()
+    os.close(terminal)
+    assert server.returncode == 130, stderr.decode()
+    assert stderr.decode().endswith("story-graph-mcp: interrupted\n") and "Traceback" not in stderr.decode()
+    assert _demo_folders(tmp_path) == []
