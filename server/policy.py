@@ -363,8 +363,10 @@ def policy_command(command: str, path: Path | None, db: Path | None = None) -> i
         return 0
     assert path is not None
     policy = PolicyFile(path).last_good()
-    from server.settings import policy_warnings  # the database is read only when --db is given
+    from server.settings import check_database_file, policy_warnings  # the database is read only with --db
 
+    if db is not None:
+        check_database_file(db)  # missing, not a database, wrong schema: one line, as for `serve`
     warnings = policy_warnings(policy, db) if db is not None else []
     print_out(
         f"{path}: valid policy; {describe(policy)}"

@@ -436,3 +436,17 @@ async def test_a_refusal_on_stdio_names_the_stdio_caller_as_http_names_its_clien
     log = (tmp_path / "stdio-server.log").read_text()
     assert "story_graph_search refused for stdio: story_graph_unavailable" in log, log
     assert "story_graph_search refused for stdio: scope_unavailable" in log, log
+
+
+def test_check_with_a_database_that_is_missing_or_not_one_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy check FILE --db DB` with a DB path that is wrong: the line `serve` would give, not a traceback."""
+    path = write(tmp_path / "policy.toml", both_clients())
+    missing = tmp_path / "nothere.db"
+    assert main(["policy", "check", str(path), "--db", str(missing)]) == 2
+    assert capsys.readouterr().err.startswith(f"story-graph-mcp: {missing}: no such database file")
+    (tmp_path / "notes.db").write_text("not a database")
+    assert main(["policy", "check", str(path), "--db", str(tmp_path / "notes.db")]) == 2
+    assert "is not a SQLite database" in capsys.readouterr().err
+    assert not missing.exists()
