@@ -65,7 +65,7 @@ def serve(args: argparse.Namespace) -> int:
 def _stdio_hint() -> None:
     """Started by hand in a terminal, a stdio server would otherwise sit silent, waiting for JSON-RPC on its input.
     (An agent runtime gives it a pipe, never a terminal, so it never sees this.)"""
-    command = shlex.join(["story-graph-mcp", *sys.argv[1:]])
+    command = shlex.join([*_launcher(), *sys.argv[1:]])
     print(
         "story-graph-mcp: serving MCP on stdio: an MCP client launches this command and talks to it over "
         f"stdin/stdout (docs/clients.md). To try it by hand (Node 22 or later):\n  npx -y {INSPECTOR} {command}\n"
@@ -73,6 +73,19 @@ def _stdio_hint() -> None:
         file=sys.stderr,
         flush=True,
     )
+
+
+def _launcher() -> list[str]:
+    """This server's command as it was started, so the hint's Inspector command starts the same one: the console
+    script by its bare name only when that is what PATH finds (`.venv/bin/story-graph-mcp serve --demo` from the
+    README runs without the virtualenv on PATH), and `python -m server` with this interpreter."""
+    script = Path(sys.argv[0])
+    if script.name == "__main__.py":
+        return [sys.executable, "-m", "server"]
+    found = shutil.which(script.name)
+    if found is not None and Path(found).resolve() == script.resolve():
+        return [script.name]
+    return [str(script)]
 
 
 @contextmanager

@@ -6,6 +6,7 @@ import argparse
 import os
 import pty
 import select
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -247,19 +248,38 @@ def test_serve_demo_over_http_removes_its_temporary_folder_on_sigterm(tmp_path: 
     assert _demo_folders(tmp_path) == []
 
 
-def test_serve_on_stdio_started_in_a_terminal_says_what_it_is_waiting_for(tmp_path: Path) -> None:
-    """By hand in a terminal, a stdio server would sit silent; an agent runtime's pipe gets no such line."""
+SCRIPT = Path(sys.executable).parent / "story-graph-mcp"
+
+
+@pytest.mark.parametrize(
+    ("launcher", "on_path", "shown"),
+    [
+        ([sys.executable, "-m", "server"], False, [sys.executable, "-m", "server"]),
+        ([str(SCRIPT)], False, [str(SCRIPT)]),  # the README's `.venv/bin/story-graph-mcp serve --demo`
+        (["story-graph-mcp"], True, ["story-graph-mcp"]),  # found on PATH: the bare name works as it is
+    ],
+    ids=["python-m-server", "script-by-path", "script-on-path"],
+)
+def test_serve_on_stdio_started_in_a_terminal_says_what_it_is_waiting_for(
+    tmp_path: Path, launcher: list[str], on_path: bool, shown: list[str]
+) -> None:
+    """By hand in a terminal, a stdio server would sit silent; an agent runtime's pipe gets no such line. The
+    Inspector command it shows starts this same server: it used to say `story-graph-mcp` whatever was run, which
+    the Inspector cannot spawn when the virtualenv is not on PATH."""
     from http_support import REPO, server_env
     from support import demo_db
 
     db = demo_db(tmp_path)
-    command = [sys.executable, "-m", "server", "serve", "--db", str(db), "--project", "atlas"]
-    piped = subprocess.run(command, input="", capture_output=True, text=True, timeout=60, cwd=REPO, check=False)
+    env = server_env()
+    path = [part for part in env["PATH"].split(os.pathsep) if Path(part) != SCRIPT.parent]
+    env["PATH"] = os.pathsep.join([str(SCRIPT.parent)] * on_path + path)
+    command = [*launcher, "serve", "--db", str(db), "--project", "atlas"]
+    piped = subprocess.run(command, input="", capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
     assert (piped.returncode, piped.stderr) == (0, "")
 
     terminal, side = pty.openpty()
     with subprocess.Popen(
-        command, stdin=side, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=server_env()
+        command, stdin=side, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env
     ) as server:
         os.close(side)
         assert server.stderr is not None
@@ -273,7 +293,8 @@ def test_serve_on_stdio_started_in_a_terminal_says_what_it_is_waiting_for(tmp_pa
     os.close(terminal)
     text = hint.decode()
     assert text.startswith("story-graph-mcp: serving MCP on stdio: an MCP client launches this command"), text
-    assert f"npx -y @modelcontextprotocol/inspector@2.12.0 story-graph-mcp serve --db {db} --project atlas" in text
+    expected = shlex.join([*shown, "serve", "--db", str(db), "--project", "atlas"])
+    assert f"npx -y @modelcontextprotocol/inspector@2.12.0 {expected}\n" in text, text
 
 
 def test_a_relative_db_that_is_not_there_names_where_it_was_looked_for(tmp_path: Path) -> None:
