@@ -345,7 +345,14 @@ def test_stdio_serving_and_http_serving_do_not_import_each_other() -> None:
         assert loaded.stdout.strip() == "False", (module, other)
 
 
-def test_ctrl_c_stops_a_stdio_server_in_a_terminal_and_removes_the_demo_folder(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("stop", "status", "said"),
+    [(signal.SIGINT, 130, "story-graph-mcp: interrupted\n"), (signal.SIGHUP, 129, "")],
+    ids=["ctrl-c", "terminal-closed"],
+)
+def test_ctrl_c_stops_a_stdio_server_in_a_terminal_and_removes_the_demo_folder(
+    tmp_path: Path, stop: signal.Signals, status: int, said: str
+) -> None:
     """The hint says "Ctrl-C to stop": asyncio's own Ctrl-C handling cancelled the serving task and then waited
     for the stdin read that no signal interrupts, so the server kept running (a second Ctrl-C printed
     "interrupted" and it still waited)."""
@@ -363,12 +370,12 @@ def test_ctrl_c_stops_a_stdio_server_in_a_terminal_and_removes_the_demo_folder(t
         assert select.select([server.stdout], [], [], 60)[0], "no answer to initialize"
         assert b'"story-graph-mcp"' in server.stdout.readline()
         assert _demo_folders(tmp_path)
-        server.send_signal(signal.SIGINT)
+        server.send_signal(stop)
         try:
             _, stderr = server.communicate(timeout=30)
         finally:
             server.kill()
     os.close(terminal)
-    assert server.returncode == 130, stderr.decode()
-    assert stderr.decode().endswith("story-graph-mcp: interrupted\n") and "Traceback" not in stderr.decode()
+    assert server.returncode == status, stderr.decode()
+    assert stderr.decode().endswith(said) and "Traceback" not in stderr.decode()
     assert _demo_folders(tmp_path) == []
