@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
-from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
@@ -68,6 +67,10 @@ class Access(Protocol):
         """The caller's grant; raises `story_graph_unavailable` when the server or this client is switched off."""
         ...
 
+    def caller(self) -> str | None:
+        """Who is calling, switched on or not (for the log): the stdio caller, or the verified token's client."""
+        ...
+
 
 @dataclass(frozen=True)
 class StaticAccess:
@@ -80,6 +83,9 @@ class StaticAccess:
         if not (self.enabled and self.grant.enabled):
             raise story_graph_unavailable()
         return self.grant
+
+    def caller(self) -> str:
+        return self.grant.client_id
 
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -217,12 +223,16 @@ class StoryGraphServer(MCPServer[Any]):
             if exc.code in ("scope_required", "scope_unavailable") and grant is not None:
                 exc = await self._with_readable_scopes(exc, grant)
             if exc.code != "read_failed":  # read failures are logged as errors, with their detail, where they happen
-                log.info("%s refused for %s: %s", name, _caller(grant), exc.code)
+                log.info("%s refused for %s: %s", name, self._caller(grant), exc.code)
             return _error_result(exc)
         except Exception:  # a fault of ours: the caller gets a code and an incident id, the log the traceback
             incident = secrets.token_hex(4)
-            log.exception("%s failed for %s (incident %s)", name, _caller(grant), incident)
+            log.exception("%s failed for %s (incident %s)", name, self._caller(grant), incident)
             return _error_result(internal_error(incident))
+
+    def _caller(self, grant: Grant | None) -> str:
+        """Who to name in the log: the grant's client, or (switched off, so no grant) the caller `Access` knows."""
+        return (grant.client_id if grant is not None else self.access.caller()) or "-"
 
     async def _with_readable_scopes(self, exc: StoryGraphError, grant: Grant) -> StoryGraphError:
         """Name the scopes this caller's grant can read, so it can choose one (never scopes outside the grant)."""
@@ -235,14 +245,6 @@ class StoryGraphServer(MCPServer[Any]):
             return exc  # the refusal stands on its own; a read failure here must not replace it
         listed = [scope.model_dump(mode="json", by_alias=True) for scope in scopes]
         return exc.with_readable_scopes(listed, total)
-
-
-def _caller(grant: Grant | None) -> str:
-    """Who to name in the log: the grant's client, or (switched off, so no grant) the verified token's client."""
-    if grant is not None:
-        return grant.client_id or "-"
-    token = get_access_token()
-    return token.client_id if token is not None and token.client_id else "-"
 
 
 def _error_result(exc: StoryGraphError) -> CallToolResult:

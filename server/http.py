@@ -39,7 +39,7 @@ from server.app import StoryGraphServer, build_server
 from server.logs import configure_logging
 from server.policy import FixedPolicy, HttpPolicyAccess, PolicyFile, PolicySource, PolicyTokenVerifier, one_run_policy
 from server.reader.cursor import CursorCodec
-from server.settings import HttpSettings, ServeSettings, check_startup, settle_heap
+from server.settings import INSPECTOR, HttpSettings, ServeSettings, check_startup, settle_heap
 from server.store.errors import StoreError
 
 log = logging.getLogger("story_graph_mcp.http")
@@ -47,14 +47,12 @@ access_log = logging.getLogger("story_graph_mcp.access")
 
 MCP_PATH = "/mcp"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
-INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 KEEP_ALIVE_SECONDS: Final = 75
 """How long an idle keep-alive connection stays open. Longer than the clients' and proxies' own idle limits
 (httpx, which the MCP Python SDK uses, 5 s; Node 4 s; aiohttp 15 s; nginx and cloud load balancers 60 s), so
 the client side always drops an idle connection first. uvicorn's default is 5 s, as long as httpx's: a
 request sent on a pooled connection just as the server closed it failed with a connection error (a POST is
 not retried)."""
-"""The MCP Inspector version the docs and CI use (pinned: an unpinned npx on Node 20 picks 0.15.0)."""
 
 
 def transport_security(settings: HttpSettings) -> TransportSecuritySettings:
@@ -286,7 +284,7 @@ def serve_http(settings: ServeSettings) -> int:
     if http.workers > 1:
         from server.workers import serve_workers
 
-        _warn_if_not_loopback(http.host)
+        _warn_if_not_loopback(http)
         return serve_workers(settings)
     policy: PolicySource
     if settings.policy is not None:
@@ -305,7 +303,7 @@ def serve_http(settings: ServeSettings) -> int:
             file=sys.stderr,
             flush=True,
         )
-    _warn_if_not_loopback(http.host)
+    _warn_if_not_loopback(http)
     app = build_http_app(settings, policy)
     settle_heap()
     # log_config=None: uvicorn's lines go through the root handler (server.logs), in one format on stderr;
@@ -323,11 +321,14 @@ def serve_http(settings: ServeSettings) -> int:
     return 0
 
 
-def _warn_if_not_loopback(host: str) -> None:
-    if host not in LOOPBACK:
+def _warn_if_not_loopback(http: HttpSettings) -> None:
+    if http.host not in LOOPBACK:
+        # Without --public-url the OAuth resource (401 answers, metadata) names the bind address, which is not
+        # the URL a remote client uses.
+        public = "" if http.public_url else f", and --public-url (now {_resource_url(http)}) for the URL they use"
         print(
-            f"story-graph-mcp: listening on {host}, not loopback; put TLS in front "
-            "(docs/deployment.md) and pass --allowed-host for the names clients use",
+            f"story-graph-mcp: listening on {http.host}, not loopback; put TLS in front "
+            f"(docs/deployment.md) and pass --allowed-host for the names clients use{public}",
             file=sys.stderr,
             flush=True,
         )

@@ -14,7 +14,9 @@ from typing import Final
 
 from starlette.requests import ClientDisconnect
 
-FORMAT: Final = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+FORMAT: Final = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
+"""The process id names the worker that wrote a line (`serve --workers N`): uvicorn's `Started server process
+[PID]` line says which worker has it."""
 QUIET: Final = {
     # Logs "Terminating session: None" at INFO for every stateless request.
     "mcp.server.streamable_http": logging.WARNING,

@@ -278,6 +278,10 @@ def _grant(client_id: str, spec: StdioPolicy | ClientPolicy, default_project: st
     )
 
 
+STDIO_CALLER = "stdio"
+"""The name of the one caller on stdio (there is no token): its grant's client id and its name in the log."""
+
+
 @dataclass(frozen=True)
 class StdioPolicyAccess:
     """`Access` for stdio (and in-process clients): the policy's server switch and its `[stdio]` grant."""
@@ -293,7 +297,10 @@ class StdioPolicyAccess:
         if policy is None or not policy.enabled or not policy.stdio.enabled:
             raise story_graph_unavailable()
         stdio = policy.stdio
-        return _grant("stdio", stdio, self.project or stdio.default_project or self.fallback_project)
+        return _grant(STDIO_CALLER, stdio, self.project or stdio.default_project or self.fallback_project)
+
+    def caller(self) -> str:
+        return STDIO_CALLER
 
 
 @dataclass(frozen=True)
@@ -311,6 +318,10 @@ class HttpPolicyAccess:
         if client is None or not client.enabled:
             raise story_graph_unavailable()
         return _grant(token.client_id, client, client.default_project)
+
+    def caller(self) -> str | None:
+        token = get_access_token()
+        return token.client_id if token is not None else None
 
 
 @dataclass(frozen=True)
@@ -352,8 +363,10 @@ def policy_command(command: str, path: Path | None, db: Path | None = None) -> i
         return 0
     assert path is not None
     policy = PolicyFile(path).last_good()
-    from server.settings import policy_warnings  # the database is read only when --db is given
+    from server.settings import check_database_file, policy_warnings  # the database is read only with --db
 
+    if db is not None:
+        check_database_file(db)  # missing, not a database, wrong schema: one line, as for `serve`
     warnings = policy_warnings(policy, db) if db is not None else []
     print_out(
         f"{path}: valid policy; {describe(policy)}"

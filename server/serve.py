@@ -14,15 +14,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Final
 
 import anyio
 
 from server.app import Access, StaticAccess, build_server
 from server.contracts.common import Grant
 from server.logs import configure_logging
-from server.policy import PolicyFile
+from server.policy import STDIO_CALLER, PolicyFile
 from server.reader.cursor import CursorCodec
-from server.settings import ServeSettings, check_startup, policy_warnings, settle_heap
+from server.settings import INSPECTOR, ServeSettings, check_startup, policy_warnings, settle_heap
 from server.stdio import serve_stdio
 
 DEMO_DEFAULT_PROJECT = "atlas"
@@ -50,7 +51,7 @@ def serve(args: argparse.Namespace) -> int:
             fallback = DEMO_DEFAULT_PROJECT if args.demo else None
             access = StdioPolicyAccess(PolicyFile(settings.policy), project=args.project, fallback_project=fallback)
         else:
-            access = StaticAccess(Grant(default_project=project))
+            access = StaticAccess(Grant(client_id=STDIO_CALLER, default_project=project))
         server = build_server(
             settings.db, access, CursorCodec(settings.cursor_secret), busy_timeout=settings.busy_timeout
         )
@@ -64,9 +65,7 @@ def serve(args: argparse.Namespace) -> int:
 def _stdio_hint() -> None:
     """Started by hand in a terminal, a stdio server would otherwise sit silent, waiting for JSON-RPC on its input.
     (An agent runtime gives it a pipe, never a terminal, so it never sees this.)"""
-    from server.http import INSPECTOR
-
-    command = shlex.join(["story-graph-mcp", *sys.argv[1:]])
+    command = shlex.join([*_launcher(), *sys.argv[1:]])
     print(
         "story-graph-mcp: serving MCP on stdio: an MCP client launches this command and talks to it over "
         f"stdin/stdout (docs/clients.md). To try it by hand (Node 22 or later):\n  npx -y {INSPECTOR} {command}\n"
@@ -76,37 +75,64 @@ def _stdio_hint() -> None:
     )
 
 
+def _launcher() -> list[str]:
+    """This server's command as it was started, so the hint's Inspector command starts the same one: the console
+    script by its bare name only when that is what PATH finds (`.venv/bin/story-graph-mcp serve --demo` from the
+    README runs without the virtualenv on PATH), and `python -m server` with this interpreter."""
+    script = Path(sys.argv[0])
+    if script.name == "__main__.py":
+        return [sys.executable, "-m", "server"]
+    found = shutil.which(script.name)
+    if found is not None and Path(found).resolve() == script.resolve():
+        return [script.name]
+    return [str(script)]
+
+
 @contextmanager
 def _database(args: argparse.Namespace) -> Iterator[Path]:
     """The database to serve: --db, or with --demo a fresh copy of the demo graph in a temporary folder that
-    is removed when the server exits: end of input, Ctrl-C, or SIGTERM (uvicorn handles SIGTERM itself while it
-    serves HTTP and returns normally)."""
-    if not args.demo:
-        yield args.db
-        return
-    from server.store.demo import write_demo
+    is removed when the server exits: end of input, Ctrl-C, a closed terminal or SIGTERM (uvicorn handles
+    SIGINT and SIGTERM itself while it serves HTTP, and returns normally)."""
+    folder = Path(tempfile.mkdtemp(prefix="story-graph-demo-")) if args.demo else None
 
-    folder = Path(tempfile.mkdtemp(prefix="story-graph-demo-"))
+    def cleanup() -> None:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
     try:
-        with _on_sigterm(lambda: shutil.rmtree(folder, ignore_errors=True)):
+        with _stop_on_signals(cleanup):
+            if folder is None:
+                yield args.db
+                return
+            from server.store.demo import write_demo
+
             write_demo(folder / "demo.db")
             yield folder / "demo.db"
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        cleanup()
+
+
+STOP_SIGNALS: Final = {signal.SIGTERM: 0, signal.SIGINT: 130, signal.SIGHUP: 129}
+"""The exit status for each signal that stops the server: SIGTERM is an orderly stop, Ctrl-C and a closed
+terminal say so as a shell does (128 + the signal number)."""
 
 
 @contextmanager
-def _on_sigterm(cleanup: Callable[[], None]) -> Iterator[None]:
-    """SIGTERM: clean up, then exit at once. Unwinding is not an option on stdio: the SDK reads stdin in a worker
-    thread that a signal cannot interrupt, so an orderly shutdown would wait for the client to close stdin. The
-    server only reads, so there is nothing else to finish."""
+def _stop_on_signals(cleanup: Callable[[], None]) -> Iterator[None]:
+    """Clean up, then exit at once. Unwinding is not an option on stdio: the SDK reads stdin in a worker thread
+    that a signal cannot interrupt, so an orderly shutdown would wait for the client to close stdin (asyncio's
+    own Ctrl-C handling cancels the serving task and then waits for that read: Ctrl-C did nothing until a
+    second one, and then the process still waited). The server only reads, so there is nothing else to finish."""
 
-    def stop(_signum: int, _frame: FrameType | None) -> None:
+    def stop(signum: int, _frame: FrameType | None) -> None:
         cleanup()
-        os._exit(0)
+        if signum == signal.SIGINT:
+            print("story-graph-mcp: interrupted", file=sys.stderr, flush=True)
+        os._exit(STOP_SIGNALS[signal.Signals(signum)])
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from server.policy import Policy, granted_projects
 from server.reader.db import check_database
 from server.store.errors import DatabaseUnusable, StoreError
+from server.store.migrate import open_for_reading
 from server.store.paths import sqlite_uri
 
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
@@ -28,6 +29,9 @@ MAX_BUSY_TIMEOUT: Final = 600.0
 MIN_SECRET_BYTES: Final = 16
 PROJECTS_LISTED: Final = 10
 SQLITE_HEADER: Final = b"SQLite format 3\x00"
+INSPECTOR: Final = "@modelcontextprotocol/inspector@2.12.0"
+"""The MCP Inspector the start-up hints of stdio and HTTP, the docs and CI name (pinned: an unpinned npx on
+Node 20 picks 0.15.0)."""
 WAL_FORMAT: Final = 2
 """File format read/write version (header bytes 18 and 19) of a database in WAL journal mode."""
 
@@ -238,7 +242,7 @@ def policy_warnings(policy: Policy, db: Path) -> list[str]:
     wanted = sorted({project for ids in named.values() for project in ids})
     if not wanted:
         return []
-    conn = sqlite3.connect(sqlite_uri(db, "ro"), uri=True)
+    conn = open_for_reading(db)  # `policy check --db` leaves no -wal/-shm files behind
     try:
         marks = ",".join("?" * len(wanted))
         status = dict(conn.execute(f"SELECT id, status FROM projects WHERE id IN ({marks})", wanted).fetchall())
@@ -277,7 +281,10 @@ def _port(text: str, name: str) -> int:
 
 
 def _public_url(text: str | None, name: str) -> str | None:
-    """The URL clients reach /mcp at: http(s), with a host (and a valid port, if any)."""
+    """The URL clients reach /mcp at: http(s), with a host (and a valid port, if any), and nothing else. It is
+    the OAuth resource identifier (RFC 9728): the protected-resource metadata says it as `resource`, and the
+    metadata's own URL is built from its path alone, so a query, a fragment or credentials would make the two
+    disagree (and a fragment is not allowed in a resource identifier at all)."""
     if text is None:
         return None
     parts = urlsplit(text)
@@ -287,6 +294,20 @@ def _public_url(text: str | None, name: str) -> str | None:
         valid = False
     if not valid:
         raise StoreError(f"{name} must be an http(s) URL such as https://mcp.example.com/mcp, not {text!r}")
+    extra = [
+        what
+        for what, present in (
+            ("a query", "?" in text),
+            ("a fragment", "#" in text),
+            ("a user name or password", "@" in parts.netloc),
+        )
+        if present
+    ]
+    if extra:
+        raise StoreError(
+            f"{name} is the URL clients use for the MCP endpoint, without {' or '.join(extra)}: "
+            f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"  # never echoes a password
+        )
     return text
 
 

@@ -22,7 +22,7 @@ import pytest
 from support import all_pages, client_for, demo_db, ok
 
 from server.contracts.errors import ERROR_CODES
-from server.http import INSPECTOR
+from server.settings import INSPECTOR
 from server.tools import TOOLS
 
 REPO = Path(__file__).resolve().parent.parent

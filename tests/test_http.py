@@ -9,6 +9,7 @@ import socket
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -101,6 +102,26 @@ def test_http_binds_loopback_by_default() -> None:
     args = _parser().parse_args(["serve", "--transport", "http", "--db", "x.db"])
     settings = ServeSettings.from_args(args, Path("x.db"), None)
     assert (settings.http.host, settings.http.port) == ("127.0.0.1", 8765)
+
+
+@pytest.mark.parametrize("public_url", ["https://mcp.example.test/mcp", "https://mcp.example.test/story/mcp/"])
+async def test_the_oauth_resource_is_the_public_url_in_the_metadata_and_the_challenge(
+    tmp_path: Path, public_url: str
+) -> None:
+    """RFC 9728: `resource` is the URL clients use for the MCP endpoint (behind a proxy, `--public-url`, whatever
+    path the proxy serves it at), and the 401's `resource_metadata` is that resource's metadata URL, which the
+    server answers at the path a proxy forwards unchanged."""
+    db, policy, secret = setup(tmp_path)
+    args = serve_args(db, policy, secret, "--public-url", public_url)
+    resource = public_url.rstrip("/")  # one URL for the endpoint: /mcp/ is redirected to /mcp
+    path = urlsplit(resource).path
+    async with http_server(args, tmp_path) as server, httpx2.AsyncClient() as http:
+        refused = await http.post(server.url, json=LIST, headers=JSON_HEADERS)
+        metadata_url = f"https://mcp.example.test/.well-known/oauth-protected-resource{path}"
+        assert refused.status_code == 401
+        assert f'resource_metadata="{metadata_url}"' in refused.headers["www-authenticate"]
+        metadata = (await http.get(f"{server.base}{urlsplit(metadata_url).path}")).json()
+        assert metadata["resource"] == resource
 
 
 async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
@@ -290,6 +311,10 @@ async def test_several_workers_from_the_factory(tmp_path: Path) -> None:
             assert (await http.post(server.url, json=LIST, headers=JSON_HEADERS)).status_code == 401
 
 
+FRESH_CONNECTIONS = 32
+"""Connections SO_REUSEPORT spreads over 2 workers: all on one worker has a chance of 2 in 2**32."""
+
+
 async def test_serve_with_workers_pages_across_processes_and_names_its_own_port(tmp_path: Path) -> None:
     """`serve --transport http --workers 2`: the workers share the secret, the policy and the real port."""
     db, policy, secret = setup(tmp_path)
@@ -303,8 +328,16 @@ async def test_serve_with_workers_pages_across_processes_and_names_its_own_port(
                 refused.status_code == 401
                 and f'resource_metadata="{metadata_url}"' in refused.headers["www-authenticate"]
             )
-    workers = [line for line in server.output().splitlines() if "Started server process" in line]
-    assert len(workers) == 2, server.output()
+        for _ in range(FRESH_CONNECTIONS):
+            async with httpx2.AsyncClient() as http:  # a new connection each: the kernel picks a worker for each
+                assert (await http.get(f"{server.base}/healthz")).status_code == 200
+    output = server.output()
+    workers = {int(pid) for pid in re.findall(r"Started server process \[(\d+)\]", output)}
+    assert len(workers) == 2, output
+    # Every access line names the worker process that served it, and both workers served.
+    access = re.findall(r"^\S+ \S+ INFO \[(\d+)\] story_graph_mcp\.access: ", output, re.MULTILINE)
+    served = [int(pid) for pid in access]
+    assert len(served) >= FRESH_CONNECTIONS and set(served) == workers, output
     assert f"serving on http://127.0.0.1:{server.port}/mcp with 2 worker processes" in server.output()
 
 

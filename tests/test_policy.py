@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from http_support import TOKENS, policy_text
+from http_support import TOKENS, policy_text, stdio_session
 from mcp import Client
 from mcp.server.auth.middleware.auth_context import auth_context_var
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -420,3 +420,33 @@ def test_a_granted_project_the_database_does_not_hold_is_named_by_check_and_at_s
     write(path, both_clients())
     assert main(["policy", "check", str(path), "--db", str(db)]) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+async def test_a_refusal_on_stdio_names_the_stdio_caller_as_http_names_its_client(tmp_path: Path) -> None:
+    """The stdio caller has a name (`stdio`, its grant's client id), switched off or not; it used to be logged
+    as `-` once switched off (no grant, and no token to name it by), and as `local` without a policy."""
+    db = demo_db(tmp_path)
+    policy = write(tmp_path / "policy.toml", "version = 1\n[stdio]\nenabled = false\n")
+    async with stdio_session(["--db", str(db), "--policy", str(policy)], tmp_path) as client:
+        assert (await error(client, "story_graph_search", {"query": "cache"}))["error"] == "story_graph_unavailable"
+    async with stdio_session(["--db", str(db), "--project", "atlas"], tmp_path) as client:
+        nowhere = {"kind": "projects", "projectIds": ["nope"]}
+        refused = await error(client, "story_graph_search", {"query": "cache", "scope": nowhere})
+        assert refused["error"] == "scope_unavailable"
+    log = (tmp_path / "stdio-server.log").read_text()
+    assert "story_graph_search refused for stdio: story_graph_unavailable" in log, log
+    assert "story_graph_search refused for stdio: scope_unavailable" in log, log
+
+
+def test_check_with_a_database_that_is_missing_or_not_one_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`policy check FILE --db DB` with a DB path that is wrong: the line `serve` would give, not a traceback."""
+    path = write(tmp_path / "policy.toml", both_clients())
+    missing = tmp_path / "nothere.db"
+    assert main(["policy", "check", str(path), "--db", str(missing)]) == 2
+    assert capsys.readouterr().err.startswith(f"story-graph-mcp: {missing}: no such database file")
+    (tmp_path / "notes.db").write_text("not a database")
+    assert main(["policy", "check", str(path), "--db", str(tmp_path / "notes.db")]) == 2
+    assert "is not a SQLite database" in capsys.readouterr().err
+    assert not missing.exists()

@@ -6,6 +6,7 @@ import argparse
 import os
 import pty
 import select
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -111,8 +112,25 @@ def test_serve_checks_the_project_at_start_in_one_line(
         (["--transport", "http", "--public-url", "mcp.example.com"], "--public-url must be an http(s) URL such as"),
         (["--transport", "http", "--public-url", "ftp://mcp.example.com/mcp"], "--public-url must be an http(s) URL"),
         (["--transport", "http", "--public-url", "https://mcp.example.com:99999/mcp"], "--public-url must be an"),
+        # The OAuth resource identifier: the metadata's URL drops a query, and a fragment is never allowed.
+        (
+            ["--transport", "http", "--public-url", "https://mcp.example.com/mcp?tenant=a"],
+            "--public-url is the URL clients use for the MCP endpoint, without a query: https://mcp.example.com/mcp",
+        ),
+        (["--transport", "http", "--public-url", "https://mcp.example.com/mcp#x"], "without a fragment: https://"),
+        (["--transport", "http", "--public-url", "https://u:p@mcp.example.com/mcp"], "without a user name or password"),
     ],
-    ids=["port-on-stdio", "host-on-stdio", "port-out-of-range", "url-without-scheme", "url-not-http", "url-bad-port"],
+    ids=[
+        "port-on-stdio",
+        "host-on-stdio",
+        "port-out-of-range",
+        "url-without-scheme",
+        "url-not-http",
+        "url-bad-port",
+        "url-with-query",
+        "url-with-fragment",
+        "url-with-credentials",
+    ],
 )
 def test_serve_refuses_misused_http_options_in_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
     """An HTTP option without --transport http would start a stdio server that silently waits on its input."""
@@ -230,19 +248,38 @@ def test_serve_demo_over_http_removes_its_temporary_folder_on_sigterm(tmp_path: 
     assert _demo_folders(tmp_path) == []
 
 
-def test_serve_on_stdio_started_in_a_terminal_says_what_it_is_waiting_for(tmp_path: Path) -> None:
-    """By hand in a terminal, a stdio server would sit silent; an agent runtime's pipe gets no such line."""
+SCRIPT = Path(sys.executable).parent / "story-graph-mcp"
+
+
+@pytest.mark.parametrize(
+    ("launcher", "on_path", "shown"),
+    [
+        ([sys.executable, "-m", "server"], False, [sys.executable, "-m", "server"]),
+        ([str(SCRIPT)], False, [str(SCRIPT)]),  # the README's `.venv/bin/story-graph-mcp serve --demo`
+        (["story-graph-mcp"], True, ["story-graph-mcp"]),  # found on PATH: the bare name works as it is
+    ],
+    ids=["python-m-server", "script-by-path", "script-on-path"],
+)
+def test_serve_on_stdio_started_in_a_terminal_says_what_it_is_waiting_for(
+    tmp_path: Path, launcher: list[str], on_path: bool, shown: list[str]
+) -> None:
+    """By hand in a terminal, a stdio server would sit silent; an agent runtime's pipe gets no such line. The
+    Inspector command it shows starts this same server: it used to say `story-graph-mcp` whatever was run, which
+    the Inspector cannot spawn when the virtualenv is not on PATH."""
     from http_support import REPO, server_env
     from support import demo_db
 
     db = demo_db(tmp_path)
-    command = [sys.executable, "-m", "server", "serve", "--db", str(db), "--project", "atlas"]
-    piped = subprocess.run(command, input="", capture_output=True, text=True, timeout=60, cwd=REPO, check=False)
+    env = server_env()
+    path = [part for part in env["PATH"].split(os.pathsep) if Path(part) != SCRIPT.parent]
+    env["PATH"] = os.pathsep.join([str(SCRIPT.parent)] * on_path + path)
+    command = [*launcher, "serve", "--db", str(db), "--project", "atlas"]
+    piped = subprocess.run(command, input="", capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
     assert (piped.returncode, piped.stderr) == (0, "")
 
     terminal, side = pty.openpty()
     with subprocess.Popen(
-        command, stdin=side, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=server_env()
+        command, stdin=side, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env
     ) as server:
         os.close(side)
         assert server.stderr is not None
@@ -256,7 +293,8 @@ def test_serve_on_stdio_started_in_a_terminal_says_what_it_is_waiting_for(tmp_pa
     os.close(terminal)
     text = hint.decode()
     assert text.startswith("story-graph-mcp: serving MCP on stdio: an MCP client launches this command"), text
-    assert f"npx -y @modelcontextprotocol/inspector@2.12.0 story-graph-mcp serve --db {db} --project atlas" in text
+    expected = shlex.join([*shown, "serve", "--db", str(db), "--project", "atlas"])
+    assert f"npx -y @modelcontextprotocol/inspector@2.12.0 {expected}\n" in text, text
 
 
 def test_a_relative_db_that_is_not_there_names_where_it_was_looked_for(tmp_path: Path) -> None:
@@ -280,3 +318,64 @@ def test_a_relative_db_that_is_not_there_names_where_it_was_looked_for(tmp_path:
     [line] = [line for line in result.stderr.splitlines() if line.strip()]
     assert f"looked for {elsewhere / 'demo.db'}" in line and "give an absolute path" in line
     assert f"story-graph-mcp db migrate --db {elsewhere / 'demo.db'}" in line
+
+
+def test_a_non_loopback_bind_without_a_public_url_says_to_give_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --public-url the OAuth resource names the bind address, which no remote client uses."""
+    from server.http import _warn_if_not_loopback
+    from server.settings import HttpSettings
+
+    _warn_if_not_loopback(HttpSettings(host="0.0.0.0", port=9000))
+    assert "and --public-url (now http://127.0.0.1:9000/mcp) for the URL they use" in capsys.readouterr().err
+    _warn_if_not_loopback(HttpSettings(host="0.0.0.0", public_url="https://mcp.example.com/mcp"))
+    _warn_if_not_loopback(HttpSettings(host="127.0.0.1"))
+    assert "--public-url" not in capsys.readouterr().err
+
+
+def test_stdio_serving_and_http_serving_do_not_import_each_other() -> None:
+    """Shared start-up settings live in server/settings.py; `serve` loads the HTTP stack only to serve HTTP."""
+    for module, other in (("server.serve", "server.http"), ("server.http", "server.serve")):
+        loaded = subprocess.run(
+            [sys.executable, "-c", f"import sys, {module}; print({other!r} in sys.modules)"],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert loaded.stdout.strip() == "False", (module, other)
+
+
+@pytest.mark.parametrize(
+    ("stop", "status", "said"),
+    [(signal.SIGINT, 130, "story-graph-mcp: interrupted\n"), (signal.SIGHUP, 129, "")],
+    ids=["ctrl-c", "terminal-closed"],
+)
+def test_ctrl_c_stops_a_stdio_server_in_a_terminal_and_removes_the_demo_folder(
+    tmp_path: Path, stop: signal.Signals, status: int, said: str
+) -> None:
+    """The hint says "Ctrl-C to stop": asyncio's own Ctrl-C handling cancelled the serving task and then waited
+    for the stdin read that no signal interrupts, so the server kept running (a second Ctrl-C printed
+    "interrupted" and it still waited)."""
+    import orjson
+    from http_support import INITIALIZE, REPO
+
+    terminal, side = pty.openpty()
+    command = [sys.executable, "-m", "server", "serve", "--demo"]
+    with subprocess.Popen(
+        command, stdin=side, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=_demo_env(tmp_path)
+    ) as server:
+        os.close(side)
+        assert server.stdout is not None
+        os.write(terminal, orjson.dumps(INITIALIZE) + b"\n")  # answered: serving, and reading stdin again
+        assert select.select([server.stdout], [], [], 60)[0], "no answer to initialize"
+        assert b'"story-graph-mcp"' in server.stdout.readline()
+        assert _demo_folders(tmp_path)
+        server.send_signal(stop)
+        try:
+            _, stderr = server.communicate(timeout=30)
+        finally:
+            server.kill()
+    os.close(terminal)
+    assert server.returncode == status, stderr.decode()
+    assert stderr.decode().endswith(said) and "Traceback" not in stderr.decode()
+    assert _demo_folders(tmp_path) == []

@@ -63,6 +63,26 @@ def test_migrate_import_export_and_stats_work_end_to_end(tmp_path: Path) -> None
     assert "relations" in stats.stdout
 
 
+def test_commands_that_only_read_leave_no_wal_or_shm_files_beside_the_database(tmp_path: Path) -> None:
+    """`demo` then `db export` (README, docs/demo.md) used to leave empty `demo.db-wal` and `demo.db-shm` files: a
+    read-only connection to a WAL database creates them and cannot remove them when it closes."""
+    db = tmp_path / "demo.db"
+    assert _cli("demo", db).returncode == 0
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = 1\n[stdio]\nprojects = ["atlas"]\n')
+    for command in (
+        ("db", "export", "--db", db, tmp_path / "graph.jsonl"),
+        ("db", "export", "--db", db),
+        ("db", "stats", "--db", db),
+        ("policy", "check", policy, "--db", db),
+    ):
+        run = _cli(*command)
+        assert run.returncode == 0, run.stderr
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.db", "graph.jsonl", "policy.toml"], command
+    with sqlite3.connect(db) as conn:  # still in WAL mode: nothing was changed to get there
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
 def test_import_and_stats_on_a_missing_database_fail_with_one_line(tmp_path: Path) -> None:
     graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
     missing = tmp_path / "missing.db"

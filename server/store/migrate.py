@@ -98,9 +98,10 @@ def open_store(path: Path, *, write: bool) -> sqlite3.Connection:
     if path.is_dir():
         raise DatabaseUnusable(f"{path} is a directory, not a database file")
     try:
-        conn = sqlite3.connect(
-            sqlite_uri(path, "rw" if write else "ro"), uri=True, isolation_level=None, timeout=WRITE_LOCK_WAIT
-        )
+        if write:
+            conn = sqlite3.connect(sqlite_uri(path, "rw"), uri=True, isolation_level=None, timeout=WRITE_LOCK_WAIT)
+        else:
+            conn = open_for_reading(path)
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"cannot open {path}: {exc}") from None
     try:
@@ -109,6 +110,20 @@ def open_store(path: Path, *, write: bool) -> sqlite3.Connection:
         if write:
             # Scope consistency is enforced by composite foreign keys; SQLite checks them only when asked.
             conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def open_for_reading(path: Path, *, timeout: float = WRITE_LOCK_WAIT) -> sqlite3.Connection:
+    """A connection of a command that only reads (export, stats, `policy check --db`): `mode=rw` with
+    `PRAGMA query_only`, not `mode=ro`. Reading a WAL database creates its `-wal` and `-shm` files, and only a
+    connection that may write removes them when it closes as the last one; a `mode=ro` reader leaves them behind.
+    SQLite opens a file the user cannot write read-only anyway (the files then stay, as they must)."""
+    conn = sqlite3.connect(sqlite_uri(path, "rw"), uri=True, isolation_level=None, timeout=timeout)
+    try:
+        conn.execute("PRAGMA query_only = 1")
     except BaseException:
         conn.close()
         raise
