@@ -322,6 +322,45 @@ def test_a_bad_row_aborts_the_import_naming_table_and_row(tmp_path: Path, app: P
     assert dump(graph) == before
 
 
+def _locator(app: Path, source_id: str, **changes: Any) -> str:
+    """The saved fragment's locator JSON with `changes` made to it (a damaged or hand-edited app database)."""
+    conn = sqlite3.connect(app)
+    try:
+        (text,) = conn.execute("SELECT locator_json FROM supervision_sources WHERE id = ?", (source_id,)).fetchone()
+    finally:
+        conn.close()
+    return orjson.dumps(orjson.loads(text) | changes).decode()
+
+
+# A damaged row: (the app's write (SQL, parameters) given the database; the row the error names; its field; the problem)
+DAMAGED_ROWS: dict[str, tuple[Any, str, str, str]] = {
+    "a fragment length beyond 64 bits": (
+        lambda app: (
+            "UPDATE supervision_sources SET locator_json = ? WHERE id = ?",
+            (_locator(app, S1, length=2**64 - 1), S1),
+        ),
+        f"table supervision_sources row id={S1}",
+        "source_length",
+        "less than or equal to 9223372036854775807",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED_ROWS), ids=list(DAMAGED_ROWS))
+def test_a_damaged_row_aborts_the_import_with_one_error_naming_it(case: str, app: Path, graph: Path) -> None:
+    change, location, field, problem = DAMAGED_ROWS[case]
+    sql, params = change(app)
+    write(app, sql, *params)
+    before = dump(graph)
+
+    with pytest.raises(ImportRejected) as caught:
+        import_goodbuddy(graph, app)
+
+    assert (caught.value.location, caught.value.field) == (location, field)
+    assert problem in caught.value.problem
+    assert dump(graph) == before
+
+
 def test_the_cli_prints_the_report_and_what_was_left_out(tmp_path: Path, app: Path) -> None:
     db = tmp_path / "graph.db"
     migrate(db)

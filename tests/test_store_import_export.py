@@ -244,6 +244,12 @@ BAD_IMPORTS = {
         "no version 'v9'",
     ),
     "duplicate in a list": (_append(_event(entity_ids=["ent-a", "ent-a"])), N + 2, "entity_ids[1]", "more than once"),
+    "integer beyond 64 bits": (
+        _append({**by_id(GRAPH, "ref-1"), "id": "ref-9", "fragment": {"text": "first text", "start": 6, "end": 2**63}}),
+        N + 2,
+        "fragment.end",
+        "less than or equal to 9223372036854775807",
+    ),
 }
 
 

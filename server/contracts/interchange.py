@@ -8,7 +8,7 @@ database.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
 
@@ -16,6 +16,9 @@ from server.contracts.base import Contract, GlobalScope, Instant, ObjectRef, Pro
 
 Id = Annotated[str, Field(min_length=1, max_length=256)]
 Text = Annotated[str, Field(max_length=20_000_000)]
+INT64: Final = 2**63 - 1
+Int = Annotated[int, Field(ge=-INT64 - 1, le=INT64)]
+"""A whole number SQLite can store (64-bit): a larger one is refused on its line, not an overflow when written."""
 
 
 class ProjectLine(Contract):
@@ -37,14 +40,14 @@ class CoverageSource(Contract):
     source_id: Id
     source_version: str | None = None
     """The version processed; null when it was not recorded."""
-    fragments: list[tuple[int, int]] = Field(default_factory=list)
+    fragments: list[tuple[Int, Int]] = Field(default_factory=list)
     """Processed `[start, end)` code-point ranges."""
     status: Literal["processed", "partial", "unprocessed"] = "processed"
 
 
 class CoverageMissing(Contract):
     source_id: Id
-    ranges: list[tuple[int, int]] = Field(default_factory=list)
+    ranges: list[tuple[Int, Int]] = Field(default_factory=list)
     reason: str = ""
 
 
@@ -56,7 +59,7 @@ class DetailedCoverage(Contract):
     """`{"from", "to"}` of source time processed; null when not recorded."""
     sources: list[CoverageSource] = Field(default_factory=list)
     missing: list[CoverageMissing] = Field(default_factory=list)
-    unprocessed_sources: int | None = None
+    unprocessed_sources: Int | None = None
     """Count of selected sources not processed; null when not recorded (never 0 for unknown)."""
     source_types_included: list[str] | None = None
     source_types_not_included: list[str] | None = None
@@ -66,7 +69,7 @@ class LegacyCountCoverage(Contract):
     """An old record holding only a count: it yields no time, version or semantic coverage."""
 
     kind: Literal["legacy_count"]
-    count: int = Field(ge=0)
+    count: Int = Field(ge=0)
 
 
 Coverage = Annotated[DetailedCoverage | LegacyCountCoverage, Field(discriminator="kind")]
@@ -338,7 +341,7 @@ class Locator(Contract):
     project_id: str | None = None
     conversation_id: str | None = None
     message_id: str | None = None
-    order: int | None = None
+    order: Int | None = None
     role: str | None = None
     document_id: str | None = None
     chunk_id: str | None = None
@@ -348,8 +351,8 @@ class Locator(Contract):
 
 class Fragment(Contract):
     text: Text
-    start: int | None = Field(default=None, ge=0)
-    end: int | None = Field(default=None, ge=0)
+    start: Int | None = Field(default=None, ge=0)
+    end: Int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _range(self) -> Fragment:
@@ -369,7 +372,7 @@ class SourceReferenceLine(Contract):
     """Null: an old reference without a locator (its position is reported missing)."""
     title: str | None = None
     fragment: Fragment
-    source_length: int | None = Field(default=None, ge=0)
+    source_length: Int | None = Field(default=None, ge=0)
     availability: str = "available"
     source_record_time: str | None = None
     recorded_at: Instant
