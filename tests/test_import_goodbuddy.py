@@ -47,7 +47,7 @@ from goodbuddy_fixture import (
     build_goodbuddy,
     write,
 )
-from jsonl_graph import dump, file_hash, revisions
+from jsonl_graph import dump, file_hash, nested_json, revisions
 from mcp import Client
 from support import client_for, error, ok
 
@@ -342,6 +342,15 @@ DAMAGED_ROWS: dict[str, tuple[Any, str, str, str]] = {
         f"table supervision_sources row id={S1}",
         "source_length",
         "less than or equal to 9223372036854775807",
+    ),
+    "a locator nested too deep": (
+        lambda app: (
+            "UPDATE supervision_sources SET locator_json = ? WHERE id = ?",
+            (_locator(app, S1, deep="@deep").replace('"@deep"', nested_json(300)), S1),
+        ),
+        f"table supervision_sources row id={S1}",
+        "locator.external",
+        "nested more than 100 levels deep",
     ),
 }
 

@@ -15,6 +15,7 @@ from jsonl_graph import (
     content,
     dump,
     file_hash,
+    nested_json,
     revisions,
     small_graph,
     write_jsonl,
@@ -249,6 +250,16 @@ BAD_IMPORTS = {
         N + 2,
         "fragment.end",
         "less than or equal to 9223372036854775807",
+    ),
+    "external locator nested too deep": (
+        _append(
+            orjson.dumps({**by_id(GRAPH, "ref-1"), "id": "ref-9", "locator": {"external": "@deep"}})
+            .decode()
+            .replace('"@deep"', nested_json(300))
+        ),
+        N + 2,
+        "locator.external",
+        "nested more than 100 levels deep",
     ),
 }
 

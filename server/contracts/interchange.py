@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, TypeAdapter, ValidationInfo, field_validator, model_validator
 
 from server.contracts.base import Contract, GlobalScope, Instant, ObjectRef, ProjectsScope, Scope
 
@@ -335,6 +335,24 @@ class SourceVersionLine(Contract):
     recorded_at: Instant
 
 
+MAX_DEPTH: Final = 100
+"""Levels of nesting a JSON value kept as stored may have; the JSON writer stops at 254 (the whole line's)."""
+
+
+def _not_too_deep(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    level: list[Any] = [value]
+    for _ in range(MAX_DEPTH):
+        level = [
+            item
+            for parent in level
+            if isinstance(parent, dict | list)
+            for item in (parent.values() if isinstance(parent, dict) else parent)
+        ]
+    if any(isinstance(item, dict | list) for item in level):
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep; keep a flatter locator")
+    return value
+
+
 class Locator(Contract):
     """Where a saved fragment came from. Absent fields are unknown and stay unknown."""
 
@@ -345,8 +363,8 @@ class Locator(Contract):
     role: str | None = None
     document_id: str | None = None
     chunk_id: str | None = None
-    external: dict[str, Any] | None = None
-    """An external fragment's own locator, kept as stored."""
+    external: Annotated[dict[str, Any] | None, AfterValidator(_not_too_deep)] = None
+    """An external fragment's own locator, kept as stored (at most 100 levels of nesting)."""
 
 
 class Fragment(Contract):
