@@ -36,6 +36,7 @@ from goodbuddy_fixture import (
     RES1,
     RES2,
     RES3,
+    RUN2,
     S1,
     S2,
     S3,
@@ -43,6 +44,7 @@ from goodbuddy_fixture import (
     S6,
     S7,
     STORY_F,
+    TASK,
     TEXT,
     build_goodbuddy,
     write,
@@ -351,6 +353,21 @@ DAMAGED_ROWS: dict[str, tuple[Any, str, str, str]] = {
         f"table supervision_sources row id={S1}",
         "locator.external",
         "nested more than 100 levels deep",
+    ),
+    "open items that are not a list": (
+        lambda app: ("UPDATE supervision_results SET open_items_json = '5' WHERE id = ?", (RES1,)),
+        f"table supervision_results row id={RES1}",
+        "open_items_json",
+        "expected a JSON array",
+    ),
+    "a processed offset that is not a whole number": (
+        lambda app: (
+            "UPDATE supervision_review_sources SET processed_offset = 'all' WHERE source = ?",
+            (f"task:{TASK}",),
+        ),
+        f"table supervision_review_sources row run_id={RUN2}, source=task:{TASK}",
+        "processed_offset",
+        "expected a whole number",
     ),
 }
 
