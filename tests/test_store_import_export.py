@@ -251,6 +251,24 @@ BAD_IMPORTS = {
         "fragment.end",
         "less than or equal to 9223372036854775807",
     ),
+    "a number written as text": (
+        _append({**by_id(GRAPH, "ref-1"), "id": "ref-9", "fragment": {"text": "first text", "start": "6", "end": 16}}),
+        N + 2,
+        "fragment.start",
+        "Input should be a valid integer",
+    ),
+    "true or false for a number": (
+        _append({**by_id(GRAPH, "ref-1"), "id": "ref-9", "fragment": {"text": "first text", "start": False}}),
+        N + 2,
+        "fragment.start",
+        "Input should be a valid integer",
+    ),
+    "text for true or false": (
+        _append({"kind": "story_event", "story_id": "st-9", "event_id": "ev-1", "primary": "false"}),
+        N + 2,
+        "primary",
+        "Input should be a valid boolean",
+    ),
     "external locator nested too deep": (
         _append(
             orjson.dumps({**by_id(GRAPH, "ref-1"), "id": "ref-9", "locator": {"external": "@deep"}})

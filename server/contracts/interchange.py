@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import AfterValidator, Field, TypeAdapter, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, Strict, TypeAdapter, ValidationInfo, field_validator, model_validator
 
 from server.contracts.base import Contract, GlobalScope, Instant, ObjectRef, ProjectsScope, Scope
 
 Id = Annotated[str, Field(min_length=1, max_length=256)]
 Text = Annotated[str, Field(max_length=20_000_000)]
 INT64: Final = 2**63 - 1
-Int = Annotated[int, Field(ge=-INT64 - 1, le=INT64)]
-"""A whole number SQLite can store (64-bit): a larger one is refused on its line, not an overflow when written."""
+Int = Annotated[int, Strict(), Field(ge=-INT64 - 1, le=INT64)]
+"""A whole number SQLite can store (64-bit): a larger one is refused on its line, not an overflow when written.
+Strict: `"6"`, `6.0` and `true` are mistyped, not silently read as numbers."""
+Flag = Annotated[bool, Strict()]
+"""`true` or `false`; `"false"`, `0` or `"no"` are mistyped (lax parsing would read `"false"` as false)."""
 
 
 class ProjectLine(Contract):
@@ -281,8 +284,8 @@ class StoryEventLine(Contract):
     kind: Literal["story_event"]
     story_id: Id
     event_id: Id
-    primary: bool = False
-    user_set: bool = False
+    primary: Flag = False
+    user_set: Flag = False
     """A user placed the event in this story (rather than the automatic assignment)."""
 
 
