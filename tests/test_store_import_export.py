@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -354,6 +355,47 @@ def test_blank_lines_are_skipped_but_counted(migrated_db: Path, tmp_path: Path) 
         import_file(migrated_db, path)
 
     assert (caught.value.location, caught.value.field) == ("line 4", "name")
+
+
+def _database_bytes(path: Path) -> bytes:
+    migrate(path)
+    return path.read_bytes()
+
+
+PROJECT_LINE = '{"kind": "project", "id": "a", "name": "Café 咖啡"}\n'
+# A file that is not UTF-8 JSON Lines text: (its bytes, given a folder; the error must say what it is and what to do)
+NOT_JSONL_TEXT: dict[str, tuple[Callable[[Path], bytes], str, str]] = {
+    "gzip-compressed": (lambda _: gzip.compress(PROJECT_LINE.encode()), "gzip-compressed", "gunzip"),
+    "a SQLite database": (
+        lambda folder: migrate(folder / "x.db") and (folder / "x.db").read_bytes(),
+        "SQLite",
+        "--from",
+    ),
+    "UTF-16": (lambda _: PROJECT_LINE.encode("utf-16"), "UTF-16", "iconv -f UTF-16 -t UTF-8"),
+    "Windows-1252": (
+        lambda _: PROJECT_LINE.replace(" 咖啡", "").encode("cp1252"),
+        "not UTF-8",
+        "iconv -f WINDOWS-1252",
+    ),
+    "GBK": (lambda _: PROJECT_LINE.encode("gbk"), "not UTF-8", "-f GBK"),
+    "a lone surrogate escape": (lambda _: PROJECT_LINE.replace("咖啡", "\\ud83d").encode(), "surrogate", "\\ufffd"),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_JSONL_TEXT), ids=list(NOT_JSONL_TEXT))
+def test_a_file_that_is_not_utf8_json_lines_is_refused_saying_what_it_is_and_what_to_do(
+    case: str, migrated_db: Path, tmp_path: Path
+) -> None:
+    make, what, fix = NOT_JSONL_TEXT[case]
+    path = tmp_path / "graph.jsonl"
+    path.write_bytes(make(tmp_path))
+
+    with pytest.raises(ImportRejected) as caught:
+        import_file(migrated_db, path)
+
+    assert caught.value.location == "line 1"
+    assert what in caught.value.problem
+    assert fix in caught.value.problem
 
 
 def test_the_demo_is_written_to_a_new_file_only(tmp_path: Path) -> None:

@@ -23,6 +23,29 @@ UNION_TAGS: Final[dict[str, frozenset[str]]] = {
     "coverage": frozenset({"detailed", "legacy_count"}),
 }
 BOM: Final = b"\xef\xbb\xbf"
+# What a file given by mistake starts with, and what to do with it: named when its first line is not JSON.
+_UTF16: Final = "UTF-16 text: convert it to UTF-8 first (iconv -f UTF-16 -t UTF-8 FILE > FILE.utf8)"
+NOT_TEXT: Final = (
+    (
+        b"SQLite format 3\x00",
+        "a SQLite database, not JSON Lines: a GoodBuddy app database is imported with --from goodbuddy",
+    ),
+    (b"\x1f\x8b", "gzip-compressed: decompress it first (gunzip -k FILE)"),
+    (b"\xfd7zXZ\x00", "xz-compressed: decompress it first (unxz -k FILE)"),
+    (b"BZh", "bzip2-compressed: decompress it first (bunzip2 -k FILE)"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed: decompress it first (unzstd FILE)"),
+    (b"PK\x03\x04", "a zip archive: extract the JSON Lines file from it first (unzip FILE)"),
+    (b"\xff\xfe", _UTF16),
+    (b"\xfe\xff", _UTF16),
+)
+TO_UTF8: Final = (
+    "the file must be UTF-8: convert it from the encoding it was saved in, e.g. iconv -f WINDOWS-1252 -t UTF-8"
+    " FILE > FILE.utf8 (or -f GBK for Chinese text)"
+)
+LONE_SURROGATE: Final = (
+    "a \\uD800-\\uDFFF escape without the other half of its surrogate pair (text cut inside an emoji?) names no"
+    " character: replace it, e.g. with \\ufffd"
+)
 
 
 class JsonLinesFile:
@@ -69,15 +92,22 @@ class JsonlSource:
 
 
 def parse_json_line(number: int, raw: bytes) -> Any:
-    """One line of a JSON Lines file as a JSON value; a bad line is refused with its number."""
+    """One line of a JSON Lines file as a JSON value; a bad line is refused with its number and what to do."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        if number == 1:
+            for magic, what in NOT_TEXT:
+                if raw.startswith(magic):
+                    raise ImportRejected(number, "", f"the file is {what}") from None
         try:
             raw.decode("utf-8")
         except UnicodeDecodeError as bad:
-            raise ImportRejected(number, "", f"not UTF-8 text (byte {bad.start + 1} of the line)") from None
-        raise ImportRejected(number, "", f"malformed JSON at column {exc.colno}: {exc.msg}") from None
+            raise ImportRejected(number, "", f"not UTF-8 text (byte {bad.start + 1} of the line); {TO_UTF8}") from None
+        problem = f"malformed JSON at column {exc.colno}: {exc.msg}"
+        if "surrogate" in exc.msg:
+            problem += f"; {LONE_SURROGATE}"
+        raise ImportRejected(number, "", problem) from None
 
 
 def validate_line(where: Where, value: dict[str, Any]) -> Line:
