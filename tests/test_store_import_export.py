@@ -252,6 +252,12 @@ BAD_IMPORTS = {
         "fragment.end",
         "less than or equal to 9223372036854775807",
     ),
+    "a line of the memory server's graph": (
+        _append({"type": "entity", "name": "John", "entityType": "person", "observations": []}),
+        N + 2,
+        "kind",
+        "a line of the memory server's graph: import it with --from memory-jsonl --project P",
+    ),
     "a number written as text": (
         _append({**by_id(GRAPH, "ref-1"), "id": "ref-9", "fragment": {"text": "first text", "start": "6", "end": 16}}),
         N + 2,

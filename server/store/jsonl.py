@@ -116,6 +116,12 @@ def validate_line(where: Where, value: dict[str, Any]) -> Line:
     Every source builds its lines through here, whatever it reads: a JSONL file or a foreign database.
     """
     kind = value.get("kind")
+    if kind is None and value.get("type") in ("entity", "relation"):
+        raise ImportRejected(
+            where,
+            "kind",
+            "missing: this is a line of the memory server's graph: import it with --from memory-jsonl --project P",
+        )
     if kind not in KIND_ORDER:
         problem = "missing" if kind is None else f"unknown kind {kind!r}"
         raise ImportRejected(where, "kind", f"{problem}; the kinds are: {', '.join(KIND_ORDER)}")
