@@ -258,6 +258,21 @@ BAD_IMPORTS = {
         "kind",
         "a line of the memory server's graph: import it with --from memory-jsonl --project P",
     ),
+    "a key twice in one object": (
+        _append('{"kind": "project", "id": "gamma", "name": "Gamma", "id": "delta"}'),
+        N + 2,
+        "id",
+        "the key 'id' appears twice in one JSON object",
+    ),
+    "a key twice in a nested object, spaced and escaped": (
+        _append(
+            '{"kind" : "memory_item", "id": "m-9", "body": "a \\u0022quoted\\"", "updated_at": "2026-03-01T10:00:00Z",'
+            ' "memory_type": {"x": 1, "x": 2}}'
+        ),
+        N + 2,
+        "x",
+        "the key 'x' appears twice in one JSON object",
+    ),
     "a number written as text": (
         _append({**by_id(GRAPH, "ref-1"), "id": "ref-9", "fragment": {"text": "first text", "start": "6", "end": 16}}),
         N + 2,
