@@ -387,6 +387,18 @@ def test_a_damaged_row_aborts_the_import_with_one_error_naming_it(case: str, app
     assert dump(graph) == before
 
 
+def test_a_source_key_whose_index_is_not_ascii_digits_names_no_live_record(tmp_path: Path, app: Path) -> None:
+    key = f"knowledge:{M_A}:²"  # str.isdigit() holds for '²', int() refuses it
+    write(app, "UPDATE supervision_sources SET locator_json = ? WHERE id = ?", _locator(app, S1, source=key), S1)
+    db = tmp_path / "fresh.db"
+    migrate(db)
+
+    import_goodbuddy(db, app)
+
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status FROM sources WHERE id = ?", (key,)).fetchall() == [("deleted",)]
+
+
 def test_the_cli_prints_the_report_and_what_was_left_out(tmp_path: Path, app: Path) -> None:
     db = tmp_path / "graph.db"
     migrate(db)

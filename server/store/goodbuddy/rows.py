@@ -118,7 +118,7 @@ def live_record(key: str) -> tuple[str, int, str] | None:
         return (rest, 0, "task")
     if kind == "knowledge":
         record, _, index = rest.rpartition(":")
-        return (record, int(index), "knowledge") if index.isdigit() else None
+        return (record, int(index), "knowledge") if index.isascii() and index.isdigit() else None
     return None
 
 
