@@ -273,6 +273,30 @@ BAD_IMPORTS = {
         "x",
         "the key 'x' appears twice in one JSON object",
     ),
+    "an id holding U+0000": (
+        _append(_event(id="ev\u00009")),
+        N + 2,
+        "id",
+        "U+0000",
+    ),
+    "a link to an id holding U+0000": (
+        _append(_event(entity_ids=["ent-a\u0000b"])),
+        N + 2,
+        "entity_ids[0]",
+        "U+0000",
+    ),
+    "a fact ref to an id holding U+0000": (
+        _append({**by_id(GRAPH, "sum-1"), "id": "sum-9", "fact_refs": [{"type": "event", "id": "ev-1\u0000x"}]}),
+        N + 2,
+        "fact_refs[0].id",
+        "U+0000",
+    ),
+    "a scope of a project id holding U+0000": (
+        _append({"kind": "scope", "scope": {"kind": "projects", "projectIds": ["alpha\u0000x"]}}),
+        N + 2,
+        "scope.projectIds[0]",
+        "U+0000",
+    ),
     "a number written as text": (
         _append({**by_id(GRAPH, "ref-1"), "id": "ref-9", "fragment": {"text": "first text", "start": "6", "end": 16}}),
         N + 2,

@@ -12,9 +12,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field, Strict, TypeAdapter, ValidationInfo, field_validator, model_validator
 
-from server.contracts.base import Contract, GlobalScope, Instant, ObjectRef, ProjectsScope, Scope
+from server.contracts.base import Contract, GlobalScope, Id, Instant, ObjectRef, ProjectsScope, Scope, no_nul
 
-Id = Annotated[str, Field(min_length=1, max_length=256)]
 Text = Annotated[str, Field(max_length=20_000_000)]
 INT64: Final = 2**63 - 1
 Int = Annotated[int, Strict(), Field(ge=-INT64 - 1, le=INT64)]
@@ -165,7 +164,7 @@ class EntityRevisionLine(Contract):
 class EntityChangeLine(Contract):
     kind: Literal["entity_change"]
     entity_id: Id
-    association_key: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^#]+$")]
+    association_key: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^#]+$"), AfterValidator(no_nul)]
     """Stable within its entity; `#` is reserved (the change is addressed as `<entity_id>#<key>`)."""
     result_id: Id
     event_id: Id | None = None
