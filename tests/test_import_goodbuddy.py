@@ -36,6 +36,7 @@ from goodbuddy_fixture import (
     RES1,
     RES2,
     RES3,
+    RUN1,
     RUN2,
     S1,
     S2,
@@ -385,6 +386,21 @@ def test_a_damaged_row_aborts_the_import_with_one_error_naming_it(case: str, app
     assert (caught.value.location, caught.value.field) == (location, field)
     assert problem in caught.value.problem
     assert dump(graph) == before
+
+
+def test_a_review_time_range_that_ends_before_it_starts_is_imported_as_unknown(tmp_path: Path, app: Path) -> None:
+    reversed_range = '{"from": "2026-03-03T00:00:00.000Z", "to": "2026-03-01T00:00:00.000Z"}'
+    write(app, "UPDATE supervision_runs SET time_range_json = ? WHERE id = ?", reversed_range, RUN1)
+    db = tmp_path / "fresh.db"
+    migrate(db)
+
+    _, notes = import_goodbuddy(db, app)
+
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT interval_from, interval_to FROM summaries WHERE id = ?", (RES1,)).fetchall() == [
+            (None, None)
+        ]
+    assert "review time ranges that end before they start (stored as unknown): 1" in notes
 
 
 def test_a_source_key_whose_index_is_not_ascii_digits_names_no_live_record(tmp_path: Path, app: Path) -> None:

@@ -11,6 +11,7 @@ from jsonl_graph import (
     ALPHA_KEY,
     LONG_TEXT,
     T0,
+    T1,
     Line,
     by_id,
     content,
@@ -296,6 +297,20 @@ BAD_IMPORTS = {
         N + 2,
         "scope.projectIds[0]",
         "U+0000",
+    ),
+    "a processed range without its end": (
+        _append(
+            {**by_id(GRAPH, "r-beta"), "id": "r-9", "coverage": {"kind": "detailed", "processed_range": {"from": T0}}}
+        ),
+        N + 2,
+        "coverage.processed_range",
+        "needs both 'from' and 'to'",
+    ),
+    "a summary interval that ends before it starts": (
+        _append({**by_id(GRAPH, "sum-1"), "id": "sum-9", "interval": {"from": T1, "to": T0}}),
+        N + 2,
+        "interval",
+        "'to' is before 'from'",
     ),
     "a number written as text": (
         _append({**by_id(GRAPH, "ref-1"), "id": "ref-9", "fragment": {"text": "first text", "start": "6", "end": 16}}),

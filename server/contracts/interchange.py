@@ -23,6 +23,20 @@ Flag = Annotated[bool, Strict()]
 """`true` or `false`; `"false"`, `0` or `"no"` are mistyped (lax parsing would read `"false"` as false)."""
 
 
+def _span(value: dict[str, str]) -> dict[str, str]:
+    missing = [name for name in ("from", "to") if name not in value]
+    if missing:
+        raise ValueError(f"needs both 'from' and 'to' (missing: {', '.join(missing)})")
+    if value["to"] < value["from"]:  # UTC text: text order is time order
+        raise ValueError("'to' is before 'from'")
+    return value
+
+
+Span = Annotated[dict[Literal["from", "to"], Instant], AfterValidator(_span)]
+"""`{"from": T, "to": T}`, both given, `to` not before `from`. The readers take both ends of every span they
+find (a processed range with one end made every search of its scope fail)."""
+
+
 class ProjectLine(Contract):
     kind: Literal["project"]
     id: Id
@@ -57,7 +71,7 @@ class DetailedCoverage(Contract):
     """What one review run really recorded about its own progress."""
 
     kind: Literal["detailed"]
-    processed_range: dict[str, Instant] | None = None
+    processed_range: Span | None = None
     """`{"from", "to"}` of source time processed; null when not recorded."""
     sources: list[CoverageSource] = Field(default_factory=list)
     missing: list[CoverageMissing] = Field(default_factory=list)
@@ -197,7 +211,7 @@ class SummaryLine(Contract):
     kind: Literal["summary"]
     id: Id
     result_id: Id
-    interval: dict[Literal["from", "to"], Instant] | None = None
+    interval: Span | None = None
     body: str
     open_items: list[str] = Field(default_factory=list)
     recorded_at: Instant

@@ -134,6 +134,9 @@ def result_lines(
     span = json_column(run_where, "time_range_json", row["time_range_json"])
     start, end = (maybe_instant(span.get(name)) if isinstance(span, dict) else None for name in ("from", "to"))
     interval = {"from": start, "to": end} if start is not None and end is not None else None
+    if interval is not None and interval["to"] < interval["from"]:  # UTC text: text order is time order
+        seen.notes.add("review time ranges that end before they start (stored as unknown)")
+        interval = None
     review_sources = [dict(r) for r in conn.execute(REVIEW_SOURCES, (row["run_id"],))]
     state = json_column(at("supervision_review_runs", run_id=row["run_id"]), "state_json", row["state_json"])
     omitted = state.get("omittedSources", 0) if isinstance(state, dict) else 0
