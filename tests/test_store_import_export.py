@@ -312,6 +312,26 @@ BAD_IMPORTS = {
         "interval",
         "'to' is before 'from'",
     ),
+    "source text holding U+0000": (
+        _append(
+            {"kind": "source_version", "source_id": "src-1", "version": "v9", "text": "a\u0000b", "recorded_at": T0}
+        ),
+        N + 2,
+        "text",
+        "U+0000",
+    ),
+    "a leaf's description holding U+0000": (
+        _append(
+            {
+                **by_id(GRAPH, "leaf-1"),
+                "id": "leaf-9",
+                "facts": [{"object_ref": {"type": "event", "id": "ev-1"}, "description": "cut\u0000here"}],
+            }
+        ),
+        N + 2,
+        "facts[0].description",
+        "U+0000",
+    ),
     "a number written as text": (
         _append({**by_id(GRAPH, "ref-1"), "id": "ref-9", "fragment": {"text": "first text", "start": "6", "end": 16}}),
         N + 2,

@@ -15,6 +15,20 @@ from pydantic import AfterValidator, Field, Strict, TypeAdapter, ValidationInfo,
 from server.contracts.base import Contract, GlobalScope, Id, Instant, ObjectRef, ProjectsScope, Scope, no_nul
 
 Text = Annotated[str, Field(max_length=20_000_000)]
+
+
+def _no_nul_in_text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError(
+            "holds the character U+0000 (NUL): this text is written through SQLite's JSON functions, which end a"
+            " text at it, so it cannot be stored whole; remove it"
+        )
+    return value
+
+
+ChildText = Annotated[str, Field(max_length=20_000_000), AfterValidator(_no_nul_in_text)]
+"""Text stored in child rows (a source version's chunks, a leaf's description of a fact): without U+0000, which
+SQLite's JSON functions (3.40) end a text at - a source cut there could not be read back at all."""
 INT64: Final = 2**63 - 1
 Int = Annotated[int, Strict(), Field(ge=-INT64 - 1, le=INT64)]
 """A whole number SQLite can store (64-bit): a larger one is refused on its line, not an overflow when written.
@@ -222,7 +236,7 @@ class SummaryLine(Contract):
 
 class LeafFact(Contract):
     object_ref: ObjectRef
-    description: str | None = None
+    description: ChildText | None = None
     """The leaf's own description of the object, kept independent of the current projection."""
 
 
@@ -347,7 +361,7 @@ class SourceVersionLine(Contract):
     kind: Literal["source_version"]
     source_id: Id
     version: Id
-    text: Text
+    text: ChildText
     recorded_at: Instant
 
 
