@@ -307,6 +307,21 @@ def test_files_that_are_not_assistant_databases_are_refused(tmp_path: Path) -> N
         open_app_database(tmp_path / "missing.db")
 
 
+def test_a_schema_62_database_missing_a_column_is_refused_saying_so(tmp_path: Path, app: Path, graph: Path) -> None:
+    write(app, "ALTER TABLE supervision_results DROP COLUMN graph_snapshot_json")
+    before = dump(graph)
+
+    with pytest.raises(DatabaseUnusable) as caught:
+        import_goodbuddy(graph, app)
+
+    assert str(caught.value) == (
+        f"{app} claims GoodBuddy schema 62 but its tables differ from that schema (no such column:"
+        " r.graph_snapshot_json); it may come from a development build of the app: only databases written by a"
+        " GoodBuddy release that uses schema 62 can be imported"
+    )
+    assert dump(graph) == before
+
+
 def test_a_bad_row_aborts_the_import_naming_table_and_row(tmp_path: Path, app: Path, graph: Path) -> None:
     write(
         app,
