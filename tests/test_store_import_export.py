@@ -238,7 +238,7 @@ BAD_IMPORTS = {
         _append({"kind": "project", "id": "beta", "name": "Another beta"}),
         N + 2,
         "id",
-        "already defined by line 2 with different content (differs in: name)",
+        "already defined by line 2 with different content (differs in: name); keep one of the two lines",
     ),
     "source version missing": (
         _replace(10, {**GRAPH[10], "current_version": "v9"}),
@@ -393,8 +393,9 @@ def test_an_id_stored_with_different_content_is_refused(migrated_db: Path, tmp_p
         import_file(migrated_db, write_jsonl(tmp_path / "changed.jsonl", [changed]))
 
     assert (caught.value.location, caught.value.field) == ("line 1", "id")
-    assert "event 'ev-1' is already defined by the database with different content (differs in: title)" in str(
-        caught.value
+    assert caught.value.problem == (
+        "event 'ev-1' is already defined by the database with different content (differs in: title); this import"
+        " does not change it: give the new content its own id, or import into a new database"
     )
     assert dump(migrated_db) == before
 
