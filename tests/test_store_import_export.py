@@ -459,6 +459,11 @@ NOT_JSONL_TEXT: dict[str, tuple[Callable[[Path], bytes], str, str]] = {
         "iconv -f WINDOWS-1252",
     ),
     "GBK": (lambda _: PROJECT_LINE.encode("gbk"), "not UTF-8", "-f GBK"),
+    "a JSON array of objects": (
+        lambda _: b"[" + PROJECT_LINE.strip().encode() + b", " + PROJECT_LINE.strip().encode() + b"]\n",
+        "a JSON array",
+        "jq -c '.[]'",
+    ),
     "a lone surrogate escape": (lambda _: PROJECT_LINE.replace("咖啡", "\\ud83d").encode(), "surrogate", "\\ufffd"),
 }
 

@@ -44,6 +44,10 @@ TO_UTF8: Final = (
     "the file must be UTF-8: convert it from the encoding it was saved in, e.g. iconv -f WINDOWS-1252 -t UTF-8"
     " FILE > FILE.utf8 (or -f GBK for Chinese text)"
 )
+ARRAY: Final = (
+    "a JSON array, not one object: JSON Lines has one object per line (a JSON document holding a list of them can"
+    " be turned into it with jq -c '.[]' FILE > FILE.jsonl)"
+)
 LONE_SURROGATE: Final = (
     "a \\uD800-\\uDFFF escape without the other half of its surrogate pair (text cut inside an emoji?) names no"
     " character: replace it, e.g. with \\ufffd"
@@ -85,6 +89,8 @@ class JsonlSource:
 
     def __iter__(self) -> Iterator[tuple[Where, Line]]:
         for number, value in self.file:
+            if isinstance(value, list):
+                raise ImportRejected(number, "", ARRAY)
             if not isinstance(value, dict):
                 raise ImportRejected(number, "", "each line must be one JSON object with a 'kind'")
             yield number, validate_line(number, value)
