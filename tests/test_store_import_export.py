@@ -28,6 +28,7 @@ from server.store.demo import demo_path, write_demo
 from server.store.errors import DatabaseUnusable, ImportRejected, StoreError
 from server.store.exporter import export_file
 from server.store.importer import CHUNK_CODE_POINTS, import_file
+from server.store.jsonl import JsonLinesFile
 from server.store.migrate import migrate
 from server.store.stats import stats_text
 
@@ -482,6 +483,19 @@ def test_a_file_that_is_not_utf8_json_lines_is_refused_saying_what_it_is_and_wha
     assert caught.value.location == "line 1"
     assert what in caught.value.problem
     assert fix in caught.value.problem
+
+
+def test_a_line_longer_than_the_limit_is_refused_before_it_is_held_in_memory(tmp_path: Path) -> None:
+    path = tmp_path / "one-line.json"
+    path.write_bytes(b'{"kind": "project", "id": "a", "name": "A"}\n[' + b'{"kind": "project"}, ' * 100 + b"{}]")
+    lines = JsonLinesFile(path, max_line=1000)
+
+    with pytest.raises(ImportRejected) as caught:
+        list(lines)
+
+    assert caught.value.location == "line 2"
+    assert caught.value.problem.startswith("longer than 1,000 bytes, the most a line may hold")
+    assert lines.fraction_read() == (44 + 1001) / path.stat().st_size  # read no further than the limit
 
 
 def test_the_demo_is_written_to_a_new_file_only(tmp_path: Path) -> None:

@@ -25,6 +25,8 @@ UNION_TAGS: Final[dict[str, frozenset[str]]] = {
     "coverage": frozenset({"detailed", "legacy_count"}),
 }
 BOM: Final = b"\xef\xbb\xbf"
+MAX_LINE_BYTES: Final = 256 * 1024 * 1024
+"""The longest line read: a text at its 20,000,000-character limit fits even written as \\u escapes (240 MB)."""
 # What a file given by mistake starts with, and what to do with it: named when its first line is not JSON.
 _UTF16: Final = "UTF-16 text: convert it to UTF-8 first (iconv -f UTF-16 -t UTF-8 FILE > FILE.utf8)"
 NOT_TEXT: Final = (
@@ -57,8 +59,9 @@ LONE_SURROGATE: Final = (
 class JsonLinesFile:
     """A JSON Lines file read one line at a time: `(N, value)` for every non-blank line N, a bad one refused."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_line: int = MAX_LINE_BYTES) -> None:
         self.path = path
+        self.max_line = max_line
         self._size = 0
         self._read = 0
 
@@ -69,8 +72,17 @@ class JsonLinesFile:
         except OSError as exc:
             raise StoreError(f"cannot read {self.path}: {exc.strerror or exc}") from None
         with stream:
-            for number, raw in enumerate(stream, start=1):
+            # At most max_line bytes (and its newline) are read for a line, so a file without newlines (one JSON
+            # document) is refused without being held in memory whole.
+            for number, raw in enumerate(iter(lambda: stream.readline(self.max_line + 1), b""), start=1):
                 self._read += len(raw)
+                if len(raw) > self.max_line and not raw.endswith(b"\n"):
+                    raise ImportRejected(
+                        number,
+                        "",
+                        f"longer than {self.max_line:,} bytes, the most a line may hold: JSON Lines has one object per"
+                        " line (is the file one JSON document? jq -c '.[]' FILE > FILE.jsonl turns a list into lines)",
+                    )
                 if number == 1:
                     raw = raw.removeprefix(BOM)
                 if raw.strip():
