@@ -465,6 +465,16 @@ NOT_JSONL_TEXT: dict[str, tuple[Callable[[Path], bytes], str, str]] = {
         "a JSON array",
         "jq -c '.[]'",
     ),
+    "lines ended by CR alone": (
+        lambda _: PROJECT_LINE.replace("\n", "\r").encode() * 2,
+        "ends lines with CR alone",
+        "tr '\\r' '\\n'",
+    ),
+    "two objects on one line": (
+        lambda _: PROJECT_LINE.strip().encode() * 2 + b"\n",
+        "more than one JSON value on this line",
+        "one object per line",
+    ),
     "a lone surrogate escape": (lambda _: PROJECT_LINE.replace("咖啡", "\\ud83d").encode(), "surrogate", "\\ufffd"),
 }
 

@@ -50,6 +50,10 @@ ARRAY: Final = (
     "a JSON array, not one object: JSON Lines has one object per line (a JSON document holding a list of them can"
     " be turned into it with jq -c '.[]' FILE > FILE.jsonl)"
 )
+CR_ONLY: Final = (
+    "the file ends lines with CR alone (old Mac style): convert them, e.g. tr '\\r' '\\n' < FILE > FILE.jsonl"
+)
+TWO_VALUES: Final = "more than one JSON value on this line: JSON Lines has one object per line"
 LONE_SURROGATE: Final = (
     "a \\uD800-\\uDFFF escape without the other half of its surrogate pair (text cut inside an emoji?) names no"
     " character: replace it, e.g. with \\ufffd"
@@ -163,6 +167,9 @@ def _refuse(number: int, raw: bytes, exc: orjson.JSONDecodeError) -> NoReturn:
     problem = f"malformed JSON at column {exc.colno}: {exc.msg}"
     if "surrogate" in exc.msg:
         problem += f"; {LONE_SURROGATE}"
+    elif exc.msg == "unexpected content after document":
+        cr_only = b"\r" in raw.rstrip(b"\r\n")  # a CR inside the line ends a line only on old Macs
+        problem += "; " + (CR_ONLY if cr_only else TWO_VALUES)
     raise ImportRejected(number, "", problem) from None
 
 
