@@ -353,6 +353,11 @@ def content(db: Path) -> dict[str, list[tuple[object, ...]]]:
     return tables
 
 
+def nested_json(depth: int) -> str:
+    """A JSON object `depth` levels deep, `{"a":{"a":...{}...}}`, as text: orjson writes at most 254 levels."""
+    return '{"a":' * (depth - 1) + "{}" + "}" * (depth - 1)
+
+
 def by_id(lines: list[Line], identifier: str) -> Line:
     return next(line for line in lines if line.get("id") == identifier)
 

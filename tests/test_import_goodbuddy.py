@@ -36,6 +36,8 @@ from goodbuddy_fixture import (
     RES1,
     RES2,
     RES3,
+    RUN1,
+    RUN2,
     S1,
     S2,
     S3,
@@ -43,11 +45,12 @@ from goodbuddy_fixture import (
     S6,
     S7,
     STORY_F,
+    TASK,
     TEXT,
     build_goodbuddy,
     write,
 )
-from jsonl_graph import dump, file_hash, revisions
+from jsonl_graph import dump, file_hash, nested_json, revisions
 from mcp import Client
 from support import client_for, error, ok
 
@@ -304,6 +307,21 @@ def test_files_that_are_not_assistant_databases_are_refused(tmp_path: Path) -> N
         open_app_database(tmp_path / "missing.db")
 
 
+def test_a_schema_62_database_missing_a_column_is_refused_saying_so(tmp_path: Path, app: Path, graph: Path) -> None:
+    write(app, "ALTER TABLE supervision_results DROP COLUMN graph_snapshot_json")
+    before = dump(graph)
+
+    with pytest.raises(DatabaseUnusable) as caught:
+        import_goodbuddy(graph, app)
+
+    assert str(caught.value) == (
+        f"{app} claims GoodBuddy schema 62 but its tables differ from that schema (no such column:"
+        " r.graph_snapshot_json); it may come from a development build of the app: only databases written by a"
+        " GoodBuddy release that uses schema 62 can be imported"
+    )
+    assert dump(graph) == before
+
+
 def test_a_bad_row_aborts_the_import_naming_table_and_row(tmp_path: Path, app: Path, graph: Path) -> None:
     write(
         app,
@@ -320,6 +338,96 @@ def test_a_bad_row_aborts_the_import_naming_table_and_row(tmp_path: Path, app: P
     assert str(caught.value).startswith("import aborted, nothing was written: table supervision_runs row id=")
     assert "field 'scope_json': not valid JSON" in str(caught.value)
     assert dump(graph) == before
+
+
+def _locator(app: Path, source_id: str, **changes: Any) -> str:
+    """The saved fragment's locator JSON with `changes` made to it (a damaged or hand-edited app database)."""
+    conn = sqlite3.connect(app)
+    try:
+        (text,) = conn.execute("SELECT locator_json FROM supervision_sources WHERE id = ?", (source_id,)).fetchone()
+    finally:
+        conn.close()
+    return orjson.dumps(orjson.loads(text) | changes).decode()
+
+
+# A damaged row: (the app's write (SQL, parameters) given the database; the row the error names; its field; the problem)
+DAMAGED_ROWS: dict[str, tuple[Any, str, str, str]] = {
+    "a fragment length beyond 64 bits": (
+        lambda app: (
+            "UPDATE supervision_sources SET locator_json = ? WHERE id = ?",
+            (_locator(app, S1, length=2**64 - 1), S1),
+        ),
+        f"table supervision_sources row id={S1}",
+        "source_length",
+        "less than or equal to 9223372036854775807",
+    ),
+    "a locator nested too deep": (
+        lambda app: (
+            "UPDATE supervision_sources SET locator_json = ? WHERE id = ?",
+            (_locator(app, S1, deep="@deep").replace('"@deep"', nested_json(300)), S1),
+        ),
+        f"table supervision_sources row id={S1}",
+        "locator.external",
+        "nested more than 100 levels deep",
+    ),
+    "open items that are not a list": (
+        lambda app: ("UPDATE supervision_results SET open_items_json = '5' WHERE id = ?", (RES1,)),
+        f"table supervision_results row id={RES1}",
+        "open_items_json",
+        "expected a JSON array",
+    ),
+    "a processed offset that is not a whole number": (
+        lambda app: (
+            "UPDATE supervision_review_sources SET processed_offset = 'all' WHERE source = ?",
+            (f"task:{TASK}",),
+        ),
+        f"table supervision_review_sources row run_id={RUN2}, source=task:{TASK}",
+        "processed_offset",
+        "expected a whole number",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED_ROWS), ids=list(DAMAGED_ROWS))
+def test_a_damaged_row_aborts_the_import_with_one_error_naming_it(case: str, app: Path, graph: Path) -> None:
+    change, location, field, problem = DAMAGED_ROWS[case]
+    sql, params = change(app)
+    write(app, sql, *params)
+    before = dump(graph)
+
+    with pytest.raises(ImportRejected) as caught:
+        import_goodbuddy(graph, app)
+
+    assert (caught.value.location, caught.value.field) == (location, field)
+    assert problem in caught.value.problem
+    assert dump(graph) == before
+
+
+def test_a_review_time_range_that_ends_before_it_starts_is_imported_as_unknown(tmp_path: Path, app: Path) -> None:
+    reversed_range = '{"from": "2026-03-03T00:00:00.000Z", "to": "2026-03-01T00:00:00.000Z"}'
+    write(app, "UPDATE supervision_runs SET time_range_json = ? WHERE id = ?", reversed_range, RUN1)
+    db = tmp_path / "fresh.db"
+    migrate(db)
+
+    _, notes = import_goodbuddy(db, app)
+
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT interval_from, interval_to FROM summaries WHERE id = ?", (RES1,)).fetchall() == [
+            (None, None)
+        ]
+    assert "review time ranges that end before they start (stored as unknown): 1" in notes
+
+
+def test_a_source_key_whose_index_is_not_ascii_digits_names_no_live_record(tmp_path: Path, app: Path) -> None:
+    key = f"knowledge:{M_A}:²"  # str.isdigit() holds for '²', int() refuses it
+    write(app, "UPDATE supervision_sources SET locator_json = ? WHERE id = ?", _locator(app, S1, source=key), S1)
+    db = tmp_path / "fresh.db"
+    migrate(db)
+
+    import_goodbuddy(db, app)
+
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status FROM sources WHERE id = ?", (key,)).fetchall() == [("deleted",)]
 
 
 def test_the_cli_prints_the_report_and_what_was_left_out(tmp_path: Path, app: Path) -> None:

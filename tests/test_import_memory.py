@@ -152,6 +152,12 @@ BAD_LINES = {
         "observations",
         "a list",
     ),
+    "an interchange line": (
+        '{"kind": "project", "id": "atlas", "name": "Atlas"}',
+        2,
+        "type",
+        "an interchange line (it has a 'kind'): import the file without --from memory-jsonl",
+    ),
     "relation to a missing entity": (
         '{"type": "relation", "from": "John_Smith", "to": "Mars", "relationType": "visits"}',
         2,

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -10,11 +11,13 @@ from jsonl_graph import (
     ALPHA_KEY,
     LONG_TEXT,
     T0,
+    T1,
     Line,
     by_id,
     content,
     dump,
     file_hash,
+    nested_json,
     revisions,
     small_graph,
     write_jsonl,
@@ -25,6 +28,7 @@ from server.store.demo import demo_path, write_demo
 from server.store.errors import DatabaseUnusable, ImportRejected, StoreError
 from server.store.exporter import export_file
 from server.store.importer import CHUNK_CODE_POINTS, import_file
+from server.store.jsonl import JsonLinesFile
 from server.store.migrate import migrate
 from server.store.stats import stats_text
 
@@ -235,7 +239,7 @@ BAD_IMPORTS = {
         _append({"kind": "project", "id": "beta", "name": "Another beta"}),
         N + 2,
         "id",
-        "already defined by line 2 with different content (differs in: name)",
+        "already defined by line 2 with different content (differs in: name); keep one of the two lines",
     ),
     "source version missing": (
         _replace(10, {**GRAPH[10], "current_version": "v9"}),
@@ -244,6 +248,119 @@ BAD_IMPORTS = {
         "no version 'v9'",
     ),
     "duplicate in a list": (_append(_event(entity_ids=["ent-a", "ent-a"])), N + 2, "entity_ids[1]", "more than once"),
+    "integer beyond 64 bits": (
+        _append({**by_id(GRAPH, "ref-1"), "id": "ref-9", "fragment": {"text": "first text", "start": 6, "end": 2**63}}),
+        N + 2,
+        "fragment.end",
+        "less than or equal to 9223372036854775807",
+    ),
+    "a line of the memory server's graph": (
+        _append({"type": "entity", "name": "John", "entityType": "person", "observations": []}),
+        N + 2,
+        "kind",
+        "a line of the memory server's graph: import it with --from memory-jsonl --project P",
+    ),
+    "a key twice in one object": (
+        _append('{"kind": "project", "id": "gamma", "name": "Gamma", "id": "delta"}'),
+        N + 2,
+        "id",
+        "the key 'id' appears twice in one JSON object",
+    ),
+    "a key twice in a nested object, spaced and escaped": (
+        _append(
+            '{"kind" : "memory_item", "id": "m-9", "body": "a \\u0022quoted\\"", "updated_at": "2026-03-01T10:00:00Z",'
+            ' "memory_type": {"x": 1, "x": 2}}'
+        ),
+        N + 2,
+        "x",
+        "the key 'x' appears twice in one JSON object",
+    ),
+    "an id holding U+0000": (
+        _append(_event(id="ev\u00009")),
+        N + 2,
+        "id",
+        "U+0000",
+    ),
+    "a link to an id holding U+0000": (
+        _append(_event(entity_ids=["ent-a\u0000b"])),
+        N + 2,
+        "entity_ids[0]",
+        "U+0000",
+    ),
+    "a fact ref to an id holding U+0000": (
+        _append({**by_id(GRAPH, "sum-1"), "id": "sum-9", "fact_refs": [{"type": "event", "id": "ev-1\u0000x"}]}),
+        N + 2,
+        "fact_refs[0].id",
+        "U+0000",
+    ),
+    "a scope of a project id holding U+0000": (
+        _append({"kind": "scope", "scope": {"kind": "projects", "projectIds": ["alpha\u0000x"]}}),
+        N + 2,
+        "scope.projectIds[0]",
+        "U+0000",
+    ),
+    "a processed range without its end": (
+        _append(
+            {**by_id(GRAPH, "r-beta"), "id": "r-9", "coverage": {"kind": "detailed", "processed_range": {"from": T0}}}
+        ),
+        N + 2,
+        "coverage.processed_range",
+        "needs both 'from' and 'to'",
+    ),
+    "a summary interval that ends before it starts": (
+        _append({**by_id(GRAPH, "sum-1"), "id": "sum-9", "interval": {"from": T1, "to": T0}}),
+        N + 2,
+        "interval",
+        "'to' is before 'from'",
+    ),
+    "source text holding U+0000": (
+        _append(
+            {"kind": "source_version", "source_id": "src-1", "version": "v9", "text": "a\u0000b", "recorded_at": T0}
+        ),
+        N + 2,
+        "text",
+        "U+0000",
+    ),
+    "a leaf's description holding U+0000": (
+        _append(
+            {
+                **by_id(GRAPH, "leaf-1"),
+                "id": "leaf-9",
+                "facts": [{"object_ref": {"type": "event", "id": "ev-1"}, "description": "cut\u0000here"}],
+            }
+        ),
+        N + 2,
+        "facts[0].description",
+        "U+0000",
+    ),
+    "a number written as text": (
+        _append({**by_id(GRAPH, "ref-1"), "id": "ref-9", "fragment": {"text": "first text", "start": "6", "end": 16}}),
+        N + 2,
+        "fragment.start",
+        "Input should be a valid integer",
+    ),
+    "true or false for a number": (
+        _append({**by_id(GRAPH, "ref-1"), "id": "ref-9", "fragment": {"text": "first text", "start": False}}),
+        N + 2,
+        "fragment.start",
+        "Input should be a valid integer",
+    ),
+    "text for true or false": (
+        _append({"kind": "story_event", "story_id": "st-9", "event_id": "ev-1", "primary": "false"}),
+        N + 2,
+        "primary",
+        "Input should be a valid boolean",
+    ),
+    "external locator nested too deep": (
+        _append(
+            orjson.dumps({**by_id(GRAPH, "ref-1"), "id": "ref-9", "locator": {"external": "@deep"}})
+            .decode()
+            .replace('"@deep"', nested_json(300))
+        ),
+        N + 2,
+        "locator.external",
+        "nested more than 100 levels deep",
+    ),
 }
 
 
@@ -277,8 +394,9 @@ def test_an_id_stored_with_different_content_is_refused(migrated_db: Path, tmp_p
         import_file(migrated_db, write_jsonl(tmp_path / "changed.jsonl", [changed]))
 
     assert (caught.value.location, caught.value.field) == ("line 1", "id")
-    assert "event 'ev-1' is already defined by the database with different content (differs in: title)" in str(
-        caught.value
+    assert caught.value.problem == (
+        "event 'ev-1' is already defined by the database with different content (differs in: title); this import"
+        " does not change it: give the new content its own id, or import into a new database"
     )
     assert dump(migrated_db) == before
 
@@ -319,6 +437,75 @@ def test_blank_lines_are_skipped_but_counted(migrated_db: Path, tmp_path: Path) 
         import_file(migrated_db, path)
 
     assert (caught.value.location, caught.value.field) == ("line 4", "name")
+
+
+def _database_bytes(path: Path) -> bytes:
+    migrate(path)
+    return path.read_bytes()
+
+
+PROJECT_LINE = '{"kind": "project", "id": "a", "name": "Café 咖啡"}\n'
+# A file that is not UTF-8 JSON Lines text: (its bytes, given a folder; the error must say what it is and what to do)
+NOT_JSONL_TEXT: dict[str, tuple[Callable[[Path], bytes], str, str]] = {
+    "gzip-compressed": (lambda _: gzip.compress(PROJECT_LINE.encode()), "gzip-compressed", "gunzip"),
+    "a SQLite database": (
+        lambda folder: migrate(folder / "x.db") and (folder / "x.db").read_bytes(),
+        "SQLite",
+        "--from",
+    ),
+    "UTF-16": (lambda _: PROJECT_LINE.encode("utf-16"), "UTF-16", "iconv -f UTF-16 -t UTF-8"),
+    "Windows-1252": (
+        lambda _: PROJECT_LINE.replace(" 咖啡", "").encode("cp1252"),
+        "not UTF-8",
+        "iconv -f WINDOWS-1252",
+    ),
+    "GBK": (lambda _: PROJECT_LINE.encode("gbk"), "not UTF-8", "-f GBK"),
+    "a JSON array of objects": (
+        lambda _: b"[" + PROJECT_LINE.strip().encode() + b", " + PROJECT_LINE.strip().encode() + b"]\n",
+        "a JSON array",
+        "jq -c '.[]'",
+    ),
+    "lines ended by CR alone": (
+        lambda _: PROJECT_LINE.replace("\n", "\r").encode() * 2,
+        "ends lines with CR alone",
+        "tr '\\r' '\\n'",
+    ),
+    "two objects on one line": (
+        lambda _: PROJECT_LINE.strip().encode() * 2 + b"\n",
+        "more than one JSON value on this line",
+        "one object per line",
+    ),
+    "a lone surrogate escape": (lambda _: PROJECT_LINE.replace("咖啡", "\\ud83d").encode(), "surrogate", "\\ufffd"),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_JSONL_TEXT), ids=list(NOT_JSONL_TEXT))
+def test_a_file_that_is_not_utf8_json_lines_is_refused_saying_what_it_is_and_what_to_do(
+    case: str, migrated_db: Path, tmp_path: Path
+) -> None:
+    make, what, fix = NOT_JSONL_TEXT[case]
+    path = tmp_path / "graph.jsonl"
+    path.write_bytes(make(tmp_path))
+
+    with pytest.raises(ImportRejected) as caught:
+        import_file(migrated_db, path)
+
+    assert caught.value.location == "line 1"
+    assert what in caught.value.problem
+    assert fix in caught.value.problem
+
+
+def test_a_line_longer_than_the_limit_is_refused_before_it_is_held_in_memory(tmp_path: Path) -> None:
+    path = tmp_path / "one-line.json"
+    path.write_bytes(b'{"kind": "project", "id": "a", "name": "A"}\n[' + b'{"kind": "project"}, ' * 100 + b"{}]")
+    lines = JsonLinesFile(path, max_line=1000)
+
+    with pytest.raises(ImportRejected) as caught:
+        list(lines)
+
+    assert caught.value.location == "line 2"
+    assert caught.value.problem.startswith("longer than 1,000 bytes, the most a line may hold")
+    assert lines.fraction_read() == (44 + 1001) / path.stat().st_size  # read no further than the limit
 
 
 def test_the_demo_is_written_to_a_new_file_only(tmp_path: Path) -> None:

@@ -27,6 +27,19 @@ STORED_TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 """The one stored text form of a time (see `format_utc`)."""
 
 
+def no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError(
+            "holds the character U+0000 (NUL), which SQLite's text functions read as the end of an id; remove it"
+        )
+    return value
+
+
+Id = Annotated[str, Field(min_length=1, max_length=256), AfterValidator(no_nul)]
+"""An object's or project's id, or a link to one. Without U+0000: an import checks and writes links through SQLite's
+JSON functions, which end a text at it (`a\\u0000b` would be linked as `a`), and no stored id holds one."""
+
+
 class Contract(BaseModel):
     """Closed, frozen, self-describing: unknown keys are refused, field docstrings become schema descriptions."""
 
@@ -92,7 +105,7 @@ class ProjectsScope(Contract):
 
     kind: Literal["projects"]
     projectIds: Annotated[
-        list[Annotated[str, Field(min_length=1, max_length=256)]],
+        list[Id],
         Field(min_length=1, max_length=100),
         AfterValidator(_unique_ids),
     ]
@@ -127,4 +140,4 @@ class ObjectRef(Contract):
     """A stable reference to one stored object."""
 
     type: ObjectType
-    id: Annotated[str, Field(min_length=1, max_length=256)]
+    id: Id

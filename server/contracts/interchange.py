@@ -8,14 +8,47 @@ database.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, TypeAdapter, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, Strict, TypeAdapter, ValidationInfo, field_validator, model_validator
 
-from server.contracts.base import Contract, GlobalScope, Instant, ObjectRef, ProjectsScope, Scope
+from server.contracts.base import Contract, GlobalScope, Id, Instant, ObjectRef, ProjectsScope, Scope, no_nul
 
-Id = Annotated[str, Field(min_length=1, max_length=256)]
 Text = Annotated[str, Field(max_length=20_000_000)]
+
+
+def _no_nul_in_text(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError(
+            "holds the character U+0000 (NUL): this text is written through SQLite's JSON functions, which end a"
+            " text at it, so it cannot be stored whole; remove it"
+        )
+    return value
+
+
+ChildText = Annotated[str, Field(max_length=20_000_000), AfterValidator(_no_nul_in_text)]
+"""Text stored in child rows (a source version's chunks, a leaf's description of a fact): without U+0000, which
+SQLite's JSON functions (3.40) end a text at - a source cut there could not be read back at all."""
+INT64: Final = 2**63 - 1
+Int = Annotated[int, Strict(), Field(ge=-INT64 - 1, le=INT64)]
+"""A whole number SQLite can store (64-bit): a larger one is refused on its line, not an overflow when written.
+Strict: `"6"`, `6.0` and `true` are mistyped, not silently read as numbers."""
+Flag = Annotated[bool, Strict()]
+"""`true` or `false`; `"false"`, `0` or `"no"` are mistyped (lax parsing would read `"false"` as false)."""
+
+
+def _span(value: dict[str, str]) -> dict[str, str]:
+    missing = [name for name in ("from", "to") if name not in value]
+    if missing:
+        raise ValueError(f"needs both 'from' and 'to' (missing: {', '.join(missing)})")
+    if value["to"] < value["from"]:  # UTC text: text order is time order
+        raise ValueError("'to' is before 'from'")
+    return value
+
+
+Span = Annotated[dict[Literal["from", "to"], Instant], AfterValidator(_span)]
+"""`{"from": T, "to": T}`, both given, `to` not before `from`. The readers take both ends of every span they
+find (a processed range with one end made every search of its scope fail)."""
 
 
 class ProjectLine(Contract):
@@ -37,14 +70,14 @@ class CoverageSource(Contract):
     source_id: Id
     source_version: str | None = None
     """The version processed; null when it was not recorded."""
-    fragments: list[tuple[int, int]] = Field(default_factory=list)
+    fragments: list[tuple[Int, Int]] = Field(default_factory=list)
     """Processed `[start, end)` code-point ranges."""
     status: Literal["processed", "partial", "unprocessed"] = "processed"
 
 
 class CoverageMissing(Contract):
     source_id: Id
-    ranges: list[tuple[int, int]] = Field(default_factory=list)
+    ranges: list[tuple[Int, Int]] = Field(default_factory=list)
     reason: str = ""
 
 
@@ -52,11 +85,11 @@ class DetailedCoverage(Contract):
     """What one review run really recorded about its own progress."""
 
     kind: Literal["detailed"]
-    processed_range: dict[str, Instant] | None = None
+    processed_range: Span | None = None
     """`{"from", "to"}` of source time processed; null when not recorded."""
     sources: list[CoverageSource] = Field(default_factory=list)
     missing: list[CoverageMissing] = Field(default_factory=list)
-    unprocessed_sources: int | None = None
+    unprocessed_sources: Int | None = None
     """Count of selected sources not processed; null when not recorded (never 0 for unknown)."""
     source_types_included: list[str] | None = None
     source_types_not_included: list[str] | None = None
@@ -66,7 +99,7 @@ class LegacyCountCoverage(Contract):
     """An old record holding only a count: it yields no time, version or semantic coverage."""
 
     kind: Literal["legacy_count"]
-    count: int = Field(ge=0)
+    count: Int = Field(ge=0)
 
 
 Coverage = Annotated[DetailedCoverage | LegacyCountCoverage, Field(discriminator="kind")]
@@ -159,7 +192,7 @@ class EntityRevisionLine(Contract):
 class EntityChangeLine(Contract):
     kind: Literal["entity_change"]
     entity_id: Id
-    association_key: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^#]+$")]
+    association_key: Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^#]+$"), AfterValidator(no_nul)]
     """Stable within its entity; `#` is reserved (the change is addressed as `<entity_id>#<key>`)."""
     result_id: Id
     event_id: Id | None = None
@@ -192,7 +225,7 @@ class SummaryLine(Contract):
     kind: Literal["summary"]
     id: Id
     result_id: Id
-    interval: dict[Literal["from", "to"], Instant] | None = None
+    interval: Span | None = None
     body: str
     open_items: list[str] = Field(default_factory=list)
     recorded_at: Instant
@@ -203,7 +236,7 @@ class SummaryLine(Contract):
 
 class LeafFact(Contract):
     object_ref: ObjectRef
-    description: str | None = None
+    description: ChildText | None = None
     """The leaf's own description of the object, kept independent of the current projection."""
 
 
@@ -278,8 +311,8 @@ class StoryEventLine(Contract):
     kind: Literal["story_event"]
     story_id: Id
     event_id: Id
-    primary: bool = False
-    user_set: bool = False
+    primary: Flag = False
+    user_set: Flag = False
     """A user placed the event in this story (rather than the automatic assignment)."""
 
 
@@ -328,8 +361,26 @@ class SourceVersionLine(Contract):
     kind: Literal["source_version"]
     source_id: Id
     version: Id
-    text: Text
+    text: ChildText
     recorded_at: Instant
+
+
+MAX_DEPTH: Final = 100
+"""Levels of nesting a JSON value kept as stored may have; the JSON writer stops at 254 (the whole line's)."""
+
+
+def _not_too_deep(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    level: list[Any] = [value]
+    for _ in range(MAX_DEPTH):
+        level = [
+            item
+            for parent in level
+            if isinstance(parent, dict | list)
+            for item in (parent.values() if isinstance(parent, dict) else parent)
+        ]
+    if any(isinstance(item, dict | list) for item in level):
+        raise ValueError(f"nested more than {MAX_DEPTH} levels deep; keep a flatter locator")
+    return value
 
 
 class Locator(Contract):
@@ -338,18 +389,18 @@ class Locator(Contract):
     project_id: str | None = None
     conversation_id: str | None = None
     message_id: str | None = None
-    order: int | None = None
+    order: Int | None = None
     role: str | None = None
     document_id: str | None = None
     chunk_id: str | None = None
-    external: dict[str, Any] | None = None
-    """An external fragment's own locator, kept as stored."""
+    external: Annotated[dict[str, Any] | None, AfterValidator(_not_too_deep)] = None
+    """An external fragment's own locator, kept as stored (at most 100 levels of nesting)."""
 
 
 class Fragment(Contract):
     text: Text
-    start: int | None = Field(default=None, ge=0)
-    end: int | None = Field(default=None, ge=0)
+    start: Int | None = Field(default=None, ge=0)
+    end: Int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _range(self) -> Fragment:
@@ -369,7 +420,7 @@ class SourceReferenceLine(Contract):
     """Null: an old reference without a locator (its position is reported missing)."""
     title: str | None = None
     fragment: Fragment
-    source_length: int | None = Field(default=None, ge=0)
+    source_length: Int | None = Field(default=None, ge=0)
     availability: str = "available"
     source_record_time: str | None = None
     recorded_at: Instant

@@ -93,6 +93,11 @@ class MemoryGraphSource:
         if not isinstance(value, dict):
             raise ImportRejected(number, "", "each line must be one JSON object with a 'type'")
         kind = value.get("type")
+        if kind is None and "kind" in value:
+            problem = (
+                "missing: this is an interchange line (it has a 'kind'): import the file without --from memory-jsonl"
+            )
+            raise ImportRejected(number, "type", problem)
         if kind not in FIELDS:
             problem = "missing" if kind is None else f"unknown type {kind!r}"
             raise ImportRejected(number, "type", f"{problem}; the types are: entity, relation")

@@ -325,9 +325,14 @@ def _key(kind: Kind, values: Staged) -> tuple[str, ...]:
 
 
 def _differs(kind: Kind, location: str, values: Staged, where: str, fields: list[str]) -> ImportRejected:
+    fix = (
+        "this import does not change it: give the new content its own id, or import into a new database"
+        if where == "the database"
+        else f"keep one of the two{' lines' if where.startswith('line ') else ''}"
+    )
     return ImportRejected(
         location,
         KEY_FIELD.get(kind.name, "id"),
         f"{kind.name} {'/'.join(_key(kind, values))!r} is already defined by {where} with different content"
-        f" (differs in: {', '.join(fields)})",
+        f" (differs in: {', '.join(fields)}); {fix}",
     )

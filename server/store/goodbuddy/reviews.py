@@ -42,7 +42,7 @@ SELECT r.id, r.run_id, r.summary, r.open_items_json, r.coverage_json, r.created_
   LEFT JOIN supervision_review_runs AS rr ON rr.run_id = r.run_id
  ORDER BY r.created_at, r.rowid"""
 REVIEW_SOURCES: Final = """
-SELECT source, revision, length, initial_offset, processed_offset FROM supervision_review_sources
+SELECT run_id, source, revision, length, initial_offset, processed_offset FROM supervision_review_sources
  WHERE run_id = ? ORDER BY source"""
 BATCHES: Final = "SELECT id, output_json FROM supervision_review_batches WHERE run_id = ? ORDER BY rowid"
 # Saved fragments of the results read: each lives in its result's scope.
@@ -134,6 +134,9 @@ def result_lines(
     span = json_column(run_where, "time_range_json", row["time_range_json"])
     start, end = (maybe_instant(span.get(name)) if isinstance(span, dict) else None for name in ("from", "to"))
     interval = {"from": start, "to": end} if start is not None and end is not None else None
+    if interval is not None and interval["to"] < interval["from"]:  # UTC text: text order is time order
+        seen.notes.add("review time ranges that end before they start (stored as unknown)")
+        interval = None
     review_sources = [dict(r) for r in conn.execute(REVIEW_SOURCES, (row["run_id"],))]
     state = json_column(at("supervision_review_runs", run_id=row["run_id"]), "state_json", row["state_json"])
     omitted = state.get("omittedSources", 0) if isinstance(state, dict) else 0
@@ -151,7 +154,9 @@ def result_lines(
             "coverage": record,
         },
     )
-    open_items = json_column(where, "open_items_json", row["open_items_json"]) or []
+    open_items = json_column(where, "open_items_json", row["open_items_json"])
+    if not isinstance(open_items, list | None):
+        raise ImportRejected(where, "open_items_json", "expected a JSON array of open items")
     yield seen.line(
         where,
         {
@@ -160,7 +165,7 @@ def result_lines(
             "result_id": row["id"],
             "interval": interval,
             "body": row["summary"],
-            "open_items": [item if isinstance(item, str) else str(item) for item in open_items],
+            "open_items": [item if isinstance(item, str) else str(item) for item in open_items or []],
             "recorded_at": created,
         },
     )

@@ -118,7 +118,7 @@ def live_record(key: str) -> tuple[str, int, str] | None:
         return (rest, 0, "task")
     if kind == "knowledge":
         record, _, index = rest.rpartition(":")
-        return (record, int(index), "knowledge") if index.isdigit() else None
+        return (record, int(index), "knowledge") if index.isascii() and index.isdigit() else None
     return None
 
 
@@ -155,6 +155,15 @@ def scope_key_of(scope: dict[str, Any]) -> str:
     return "projects:" + orjson.dumps(sorted(scope["projectIds"])).decode()
 
 
+def _whole(row: dict[str, Any], column: str) -> int:
+    """An offset column of `supervision_review_sources`; anything but a whole number is refused naming the row."""
+    value = row[column]
+    if isinstance(value, int):
+        return value
+    where = at("supervision_review_sources", run_id=row["run_id"], source=row["source"])
+    raise ImportRejected(where, column, f"expected a whole number of code points, found {value!r}")
+
+
 def coverage(
     where: Where, stored: object, review_sources: list[dict[str, Any]], omitted: int, interval: dict[str, str] | None
 ) -> dict[str, Any] | None:
@@ -166,7 +175,7 @@ def coverage(
     if review_sources:
         sources = []
         for row in review_sources:
-            start, end, length = int(row["initial_offset"]), int(row["processed_offset"]), int(row["length"])
+            start, end, length = (_whole(row, name) for name in ("initial_offset", "processed_offset", "length"))
             status = "processed" if end >= length else "partial" if end > start else "unprocessed"
             sources.append(
                 {

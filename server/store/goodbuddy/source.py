@@ -11,7 +11,7 @@ from typing import Final
 from server.contracts.base import format_utc
 from server.store.errors import DatabaseUnusable
 from server.store.goodbuddy import facts, reviews
-from server.store.goodbuddy.database import open_app_database
+from server.store.goodbuddy.database import SUPPORTED_SCHEMA, open_app_database
 from server.store.goodbuddy.state import Seen
 from server.store.goodbuddy.story_mapping import read_stories_and_experiences
 from server.store.importer import ImportItem, ImportReport, import_source
@@ -42,6 +42,12 @@ class GoodBuddySource:
             finally:
                 conn.execute("ROLLBACK")
         except sqlite3.DatabaseError as exc:
+            if str(exc).startswith("no such column"):  # the tables are checked on opening, the columns as read
+                raise DatabaseUnusable(
+                    f"{self.path} claims GoodBuddy schema {SUPPORTED_SCHEMA} but its tables differ from that schema"
+                    f" ({exc}); it may come from a development build of the app: only databases written by a"
+                    f" GoodBuddy release that uses schema {SUPPORTED_SCHEMA} can be imported"
+                ) from None
             raise DatabaseUnusable(f"cannot read {self.path}: {exc}") from None
         finally:
             conn.close()
