@@ -418,6 +418,35 @@ def test_a_review_time_range_that_ends_before_it_starts_is_imported_as_unknown(t
     assert "review time ranges that end before they start (stored as unknown): 1" in notes
 
 
+async def test_a_message_holding_nul_is_imported_with_a_replacement_character_in_its_place(
+    tmp_path: Path, app: Path
+) -> None:
+    """Our store cannot keep U+0000 in a source text (the interchange refuses it): one such chat message must not stop
+    the whole sync. It is stored with U+FFFD in its place, so every position stays, and the notes say so."""
+    text = TEXT[M_A][:10] + "\x00" + TEXT[M_A][11:]
+    write(app, "UPDATE messages SET content = ? WHERE id = ?", text, M_A)
+    db = tmp_path / "fresh.db"
+    migrate(db)
+
+    _, notes = import_goodbuddy(db, app)
+    import_goodbuddy(db, app)  # a re-import (sync) finds it unchanged: one version per source still
+
+    async with client(db) as session:
+        current = await ok(session, READ, {"source_reference_id": S1, "content_kind": "current", "page_size": 65})
+    assert current["content"].startswith(TEXT[M_A][:10] + "\ufffd" + TEXT[M_A][11:20])
+    assert current["original_source_length"] == len(text)
+    assert "source texts holding U+0000 (stored with U+FFFD in its place; positions unchanged): 1" in notes
+    with sqlite3.connect(db) as conn:
+        assert (
+            conn.execute("SELECT count(*) FROM source_versions WHERE source_id LIKE 'message:%'").fetchone()[0]
+            == (
+                conn.execute(
+                    "SELECT count(DISTINCT source_id) FROM source_versions WHERE source_id LIKE 'message:%'"
+                ).fetchone()[0]
+            )
+        )
+
+
 def test_a_source_key_whose_index_is_not_ascii_digits_names_no_live_record(tmp_path: Path, app: Path) -> None:
     key = f"knowledge:{M_A}:²"  # str.isdigit() holds for '²', int() refuses it
     write(app, "UPDATE supervision_sources SET locator_json = ? WHERE id = ?", _locator(app, S1, source=key), S1)

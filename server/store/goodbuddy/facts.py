@@ -129,7 +129,13 @@ def leaves_with_facts(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportIt
                 "result_id": row["result_id"],
                 "summary": row["summary"],
                 "recorded_at": row["created_at"],
-                "facts": [{"object_ref": {"type": "entity", "id": i}, "description": facts[i]} for i in kept],
+                "facts": [
+                    {
+                        "object_ref": {"type": "entity", "id": i},
+                        "description": seen.child_text(facts[i], "leaf descriptions"),
+                    }
+                    for i in kept
+                ],
             },
         )
 

@@ -277,7 +277,12 @@ def source_record(conn: sqlite3.Connection, seen: Seen, row: sqlite3.Row) -> Ite
                 "updated_at": updated,
             },
         )
-        text = {"kind": "source_version", "source_id": key, "version": version, "text": current["body"]}
+        text = {
+            "kind": "source_version",
+            "source_id": key,
+            "version": version,
+            "text": seen.child_text(current["body"], "source texts"),
+        }
         yield seen.line(where, text | {"recorded_at": seen.now})
         return
     exists = RECORD_EXISTS.get(live[2]) if live is not None else None

@@ -89,6 +89,15 @@ class Seen:
     def line(self, where: Where, value: dict[str, Any]) -> tuple[Where, Line]:
         return (where, validate_line(where, value))
 
+    def child_text(self, text: object, what: str) -> object:
+        """`text` as our store can keep it whole: U+0000 (which the interchange refuses in source text and leaf
+        descriptions, see ChildText) becomes U+FFFD, one code point for one, so positions stay; counted in the notes.
+        One such app message must not stop the whole sync."""
+        if isinstance(text, str) and "\x00" in text:
+            self.notes.add(f"{what} holding U+0000 (stored with U+FFFD in its place; positions unchanged)")
+            return text.replace("\x00", "\ufffd")
+        return text
+
     def wait(self, item: tuple[Where, Line], part: int) -> None:
         """Keep a line (validated already, so errors still come in the order of the rows) until `waiting`."""
         where, line = item
