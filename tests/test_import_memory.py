@@ -183,6 +183,29 @@ def test_a_malformed_line_is_refused_with_its_number_and_nothing_is_written(
     assert dump(migrated_db) == before
 
 
+async def test_half_an_emoji_written_by_the_memory_server_is_read_as_a_replacement_character(
+    migrated_db: Path, tmp_path: Path
+) -> None:
+    """JavaScript's JSON.stringify writes a string cut inside a surrogate pair (half an emoji) as a lone \\ud83d escape,
+    which names no character: the memory server's own file must still import, with U+FFFD in its place, noted. A
+    whole pair stays its character; an interchange file keeps refusing the lone escape."""
+    observations = '["backup done \\ud83d", "ok \\ud83d\\ude00"]'  # a lone half, then a whole pair
+    cut = f'{{"type": "entity", "name": "NAS", "entityType": "device", "observations": {observations}}}'
+    path = write_graph(tmp_path / "memory.jsonl", [GRAPH[0], GRAPH[1], cut, *GRAPH[3:]])
+
+    report, notes = import_memory_graph(migrated_db, path, PROJECT)
+
+    assert report.written["entity"] == 3
+    assert "lines with a \\uD800-\\uDFFF escape missing the other half of its pair (read as U+FFFD): 1" in notes
+    async with client(migrated_db) as session:
+        page = await ok(session, "story_graph_search", {"query": "backup done"})
+        nas = await ok(session, "story_graph_get_context", {"object_ref": page["items"][0]["object_ref"]})
+    held = orjson.dumps(nas).decode()
+    assert "backup done \ufffd" in held and "ok \U0001f600" in held
+    with pytest.raises(ImportRejected, match="surrogate"):
+        import_file(migrated_db, write_jsonl(tmp_path / "interchange.jsonl", [cut.replace('"type"', '"kind"')]))
+
+
 def test_a_repeated_entity_name_is_refused_naming_both_lines(migrated_db: Path, tmp_path: Path) -> None:
     path = write_graph(tmp_path / "twice.jsonl", [GRAPH[0], GRAPH[1], dict(GRAPH[0], entityType="robot")])
 

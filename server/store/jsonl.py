@@ -8,7 +8,8 @@ not grow with its size.
 from __future__ import annotations
 
 import contextlib
-import json  # noqa: TID251 - only for its object_pairs_hook, which orjson lacks: a key twice in one object
+import json  # noqa: TID251 - orjson has no object_pairs_hook (a key twice in one object) and refuses lone surrogates
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Final, NoReturn
@@ -54,6 +55,9 @@ CR_ONLY: Final = (
     "the file ends lines with CR alone (old Mac style): convert them, e.g. tr '\\r' '\\n' < FILE > FILE.jsonl"
 )
 TWO_VALUES: Final = "more than one JSON value on this line: JSON Lines has one object per line"
+LONE_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]", re.ASCII)
+"""A \\uD800-\\uDFFF escape (half of a pair, or a lone one): only such lines need the slow reader."""
+SURROGATE: Final = re.compile("[\ud800-\udfff]")
 LONE_SURROGATE: Final = (
     "a \\uD800-\\uDFFF escape without the other half of its surrogate pair (text cut inside an emoji?) names no"
     " character: replace it, e.g. with \\ufffd"
@@ -63,9 +67,13 @@ LONE_SURROGATE: Final = (
 class JsonLinesFile:
     """A JSON Lines file read one line at a time: `(N, value)` for every non-blank line N, a bad one refused."""
 
-    def __init__(self, path: Path, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, path: Path, max_line: int = MAX_LINE_BYTES, *, mend_surrogates: bool = False) -> None:
         self.path = path
         self.max_line = max_line
+        self.mend_surrogates = mend_surrogates
+        """Read a lone surrogate escape as U+FFFD instead of refusing its line (a file another program wrote)."""
+        self.mended = 0
+        """Lines read so far with a lone surrogate escape replaced (when `mend_surrogates`)."""
         self._size = 0
         self._read = 0
 
@@ -89,7 +97,13 @@ class JsonLinesFile:
                     )
                 if number == 1:
                     raw = raw.removeprefix(BOM)
-                if raw.strip():
+                if not raw.strip():
+                    continue
+                if self.mend_surrogates and LONE_SURROGATE_ESCAPE.search(raw):
+                    value, mended = parse_mending_surrogates(number, raw)
+                    self.mended += mended
+                    yield number, value
+                else:
                     yield number, parse_json_line(number, raw)
 
     def fraction_read(self) -> float | None:
@@ -127,6 +141,30 @@ def parse_json_line(number: int, raw: bytes) -> Any:
         written = b""
     if raw.count(b'"') != written.count(b'"') or b"\\u0022" in raw:
         _refuse_repeated_keys(number, raw)
+    return value
+
+
+def parse_mending_surrogates(number: int, raw: bytes) -> tuple[Any, bool]:
+    """A line that may hold a lone surrogate escape (JavaScript's JSON.stringify writes one for a string cut inside
+    a surrogate pair, e.g. half an emoji): read with each lone surrogate as U+FFFD. Returns the value and whether
+    anything was replaced. A line without one is read as `parse_json_line` reads it."""
+    try:
+        return parse_json_line(number, raw), False
+    except ImportRejected as refused:
+        if "surrogate" not in refused.problem:
+            raise
+    # Python's reader takes lone surrogates (orjson refuses them); pairs it joins into their character.
+    value = json.loads(raw, object_pairs_hook=lambda pairs: _no_repeats(number, pairs))
+    return _without_surrogates(value), True
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(key): _without_surrogates(item) for key, item in value.items()}
     return value
 
 

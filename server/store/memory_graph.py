@@ -67,7 +67,7 @@ class MemoryGraphSource:
         self.create_project = create_project
         self.now = now or format_utc(datetime.now(UTC))
         self.notes = Notes()
-        self.file = JsonLinesFile(path)
+        self.file = JsonLinesFile(path, mend_surrogates=True)
 
     def __iter__(self) -> Iterator[ImportItem]:
         names: set[str] = set()
@@ -80,6 +80,9 @@ class MemoryGraphSource:
             extra = sorted(set(record) - {"type", *FIELDS[record["type"]]})
             if extra:
                 self.notes.add(f"lines with fields the memory server does not define (ignored: {', '.join(extra)})")
+        self.notes.add(
+            "lines with a \\uD800-\\uDFFF escape missing the other half of its pair (read as U+FFFD)", self.file.mended
+        )
         yield from self.head(first or 1)
         for number, value in self.file:
             yield from self.lines(number, self.record(number, value), names)
