@@ -126,6 +126,27 @@ async def test_events_keep_their_times_results_and_evidence(graph: Path) -> None
     assert rollout["event_time"] == "2026-03-13T00:00:00.000Z"
 
 
+async def test_an_event_dated_by_day_is_found_by_a_time_range_within_that_day(graph: Path) -> None:
+    """The app dated the rollout '2026-03-13' (a day, not an instant): an afternoon of that day finds it, as does
+    the day itself; the next day does not. Before, it was the instant 00:00Z and only a range holding midnight found
+    it."""
+    afternoon = {"from": "2026-03-13T13:00:00Z", "to": "2026-03-13T17:00:00Z"}
+    next_day = {"from": "2026-03-14T00:00:00Z", "to": "2026-03-14T23:59:59Z"}
+    async with client(graph) as session:
+        rollout = target(await context(session, "event", EV_ROLL), "event", EV_ROLL, RES3)
+        found = await ok(session, SEARCH, {"query": "rollout", "time_range": afternoon, "object_types": ["event"]})
+        later = await ok(session, SEARCH, {"query": "rollout", "time_range": next_day, "object_types": ["event"]})
+
+    assert rollout["event_interval"] == {
+        "start": "2026-03-13T00:00:00.000Z",
+        "end": "2026-03-13T23:59:59.999Z",
+        "precision": "day",
+        "basis": "review_extracted",
+    }
+    assert [i["object_ref"]["id"] for i in found["items"]] == [EV_ROLL]
+    assert EV_ROLL not in [i["object_ref"]["id"] for i in later["items"]]
+
+
 async def test_entities_relations_and_changes_keep_states_raw_types_and_reasons(graph: Path) -> None:
     async with client(graph) as session:
         b = await context(session, "entity", ENT_B)

@@ -51,14 +51,17 @@ def event_time(value: object) -> dict[str, str | None] | None:
     """An upstream `occurred_at` as an event time, or None (unknown) when it names no instant.
 
     A full time with an offset is an instant; a bare `YYYY-MM-DD` is that UTC day, as the app's
-    `Date.parse` reads it; a time without an offset would depend on the app's time zone and stays unknown.
+    `Date.parse` reads it: the whole day, so that a time range within it (an afternoon) finds the event, not only
+    one that holds its midnight; a time without an offset would depend on the app's time zone and stays unknown.
     """
     if not isinstance(value, str):
         return None
     text = value.strip()
     if DATE_ONLY.match(text):
-        start = maybe_instant(f"{text}T00:00:00Z")
-        return None if start is None else {"start": start, "precision": "day", "basis": EVENT_TIME_BASIS}
+        start, end = maybe_instant(f"{text}T00:00:00Z"), maybe_instant(f"{text}T23:59:59.999Z")
+        if start is None or end is None:
+            return None
+        return {"start": start, "end": end, "precision": "day", "basis": EVENT_TIME_BASIS}
     start = maybe_instant(text)
     return None if start is None else {"start": start, "basis": EVENT_TIME_BASIS}
 
