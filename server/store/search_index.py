@@ -3,8 +3,9 @@
 Outside a bulk load the schema's triggers rebuild every touched item at once, computing the CJK grams
 in SQL. After `defer(conn)`, writes only collect the items they touch; `rebuild(conn)` then has the
 triggers stage them all in one pass, computes their grams in Python (an order of magnitude faster than
-SQL, which has to step through the text one character at a time) and has the triggers apply them to
-the index. The grams are the same either way (tests/test_search_rank.py checks it).
+SQL, which has to step through the text one character at a time) and the width fold of their texts
+(migrations/0012: faster than the view's replace() chains), and has the triggers apply them to the
+index. The grams and folds are the same either way (tests/test_search_rank.py, tests/test_search_width.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
+from server.reader.fold import narrow
 from server.store.bulk_indexes import built_after
 from server.store.progress import Progress
 
@@ -37,6 +39,15 @@ GRAMS_FUNCTION: Final = "bulk_grams"
 ADD_GRAMS: Final = f"""
 INSERT INTO search_grams (seq, hi_grams, lo_grams)
 SELECT seq, {GRAMS_FUNCTION}(hi), {GRAMS_FUNCTION}(lo) FROM search_stage WHERE seq >= :low AND seq < :high"""
+FOLD_FUNCTION: Final = "bulk_fold"
+WIDE_BYTES: Final = (
+    "instr(CAST({0} AS BLOB), x'EFBC') OR instr(CAST({0} AS BLOB), x'EFBD') OR instr(CAST({0} AS BLOB), x'E38080')"
+)
+"""Whether a text may hold a wide character: the byte search of the view search_index_rows (migrations/0011)."""
+ADD_FOLDS: Final = f"""
+INSERT INTO search_folds (seq, hi, lo)
+SELECT seq, {FOLD_FUNCTION}(hi), {FOLD_FUNCTION}(lo) FROM search_stage
+ WHERE seq >= :low AND seq < :high AND ({WIDE_BYTES.format("hi")} OR {WIDE_BYTES.format("lo")})"""
 APPLY: Final = "INSERT INTO search_apply VALUES (NULL)"
 FTS_CONFIG: Final = "INSERT INTO search_fts (search_fts, rank) VALUES (?, ?)"
 FTS_HASH_BYTES: Final = 1_048_576
@@ -142,14 +153,25 @@ def rebuild_settings(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute(f"PRAGMA main.cache_size = {int(cache_size)}")
 
 
+def folded(text: str) -> str | None:
+    """`text` width-folded as the view search_index_rows folds it (migrations/0011), or None when that leaves it
+    as it is."""
+    narrowed = narrow(text)
+    return None if narrowed == text else narrowed
+
+
 def add_grams(conn: sqlite3.Connection, progress: Progress) -> int:
-    """The grams of every staged row, into `search_grams`, a range of stage numbers at a time; returns how many
-    rows are staged."""
+    """The grams of every staged row, into `search_grams`, and the width-folded texts of those with a wide
+    character, into `search_folds` (migrations/0012), a range of stage numbers at a time; returns how many rows
+    are staged."""
     conn.create_function(GRAMS_FUNCTION, 1, grams, deterministic=True)
+    conn.create_function(FOLD_FUNCTION, 1, folded, deterministic=True)
     low, high, count = conn.execute(STAGED_RANGE).fetchone()
     progress.expect(count)
     done = 0
     for start in range(low, high + 1, BATCH) if count else ():
-        done += conn.execute(ADD_GRAMS, {"low": start, "high": start + BATCH}).rowcount
+        batch = {"low": start, "high": start + BATCH}
+        done += conn.execute(ADD_GRAMS, batch).rowcount
+        conn.execute(ADD_FOLDS, batch)  # the same rows, still in the page cache
         progress.update(done)
     return int(count)
