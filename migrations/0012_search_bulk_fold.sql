@@ -1,24 +1,16 @@
--- Schema version 12: a bulk writer may hand the search index its texts already width-folded.
+-- Schema version 12: a bulk writer writes the text index's new entries itself, with texts it width-folded.
 --
 -- The view search_index_rows (migration 0011) folds full-width ASCII and U+3000 with chains of replace(), about
 -- 25 microseconds per item whose texts hold such a character: on a corpus where most texts do (Chinese text with
--- ，and ：) that was 30 % more import CPU. A bulk load (search mode 'flush') computes the grams of the staged rows in
--- Python (server/store/search_index.py); it now also folds their texts there (str.translate) and puts the folded
--- texts that differ from the stored ones in search_folds, which the apply step reads instead of the view's fold.
--- The FTS index receives the same texts either way: the view stays the index's content, so an integrity check,
--- a 'delete' and every other writer (the sqlite3 shell included) still go through its SQL fold.
-
--- The folded texts of staged rows, by search_stage.seq; NULL where folding leaves the text as it is. Only a bulk
--- writer fills it, between staging and applying; the apply step empties it.
-CREATE TABLE search_folds (
-  seq INTEGER PRIMARY KEY,   -- search_stage.seq (= search_dirty.seq)
-  hi  TEXT,
-  lo  TEXT
-) STRICT;
+-- ，and ：) that was 30 % more import CPU. A bulk load (search mode 'flush') already computes the CJK grams of the
+-- staged rows in Python (server/store/search_index.py); now the apply step leaves the new FTS entries to it too,
+-- and it folds those texts in Python (one str.replace per distinct wide character), the same fold. The view stays
+-- the index's content, so an integrity check, a 'delete' and every other writer (the sqlite3 shell included) go
+-- through its SQL fold, and the index holds the same entries either way. Nothing is rebuilt.
 
 DROP TRIGGER search_apply_now;
 
--- As in migration 0010, but the FTS insert takes a bulk writer's folded texts where it gave them.
+-- As in migration 0010, but in mode 'flush' the last two steps are the bulk writer's.
 CREATE TRIGGER search_apply_now INSTEAD OF INSERT ON search_apply BEGIN
   -- Out of the FTS index go the old entries (an item without grams was never put in).
   INSERT INTO search_fts (search_fts, rowid, hi, lo, hi_grams, lo_grams, time_grams)
@@ -85,19 +77,16 @@ CREATE TRIGGER search_apply_now INSTEAD OF INSERT ON search_apply BEGIN
   DELETE FROM search_stage;
   -- Into the FTS index in rowid order: FTS5 keeps its pending entries in memory only while rowids grow.
   -- The dirty items still in search_items are the staged ones (an item without a staged row was deleted).
-  -- A bulk writer's folded texts (search_folds) stand in for the view's replace() chains; texts it did not
-  -- fold, and every other writer's, are folded by the view (coalesce evaluates it only then).
+  -- A bulk writer (mode 'flush') writes these entries itself, with texts it width-folded faster than the
+  -- view's replace() chains do (server/store/search_index.py), then empties search_dirty.
   INSERT INTO search_fts (rowid, hi, lo, hi_grams, lo_grams, time_grams)
-  SELECT v.item_id, coalesce(f.hi, v.hi), coalesce(f.lo, v.lo), v.hi_grams, v.lo_grams, v.time_grams
+  SELECT v.item_id, v.hi, v.lo, v.hi_grams, v.lo_grams, v.time_grams
     FROM search_index_rows AS v
-    CROSS JOIN search_items AS i ON i.item_id = v.item_id
-    CROSS JOIN search_dirty AS d ON d.object_type = i.object_type AND d.object_id = i.object_id AND d.result_key = i.result_key
-    LEFT JOIN search_folds AS f ON f.seq = d.seq
    WHERE v.item_id IN (SELECT i.item_id FROM search_dirty AS d
                          JOIN search_items AS i
-                           ON i.object_type = d.object_type AND i.object_id = d.object_id AND i.result_key = d.result_key);
-  DELETE FROM search_folds;
-  DELETE FROM search_dirty;
+                           ON i.object_type = d.object_type AND i.object_id = d.object_id AND i.result_key = d.result_key
+                        WHERE (SELECT mode FROM search_state) <> 'flush');
+  DELETE FROM search_dirty WHERE (SELECT mode FROM search_state) <> 'flush';
 END;
 
 PRAGMA user_version = 12;

@@ -223,9 +223,10 @@ def _bulk_lines() -> list[dict[str, Any]]:
 async def test_an_import_indexes_the_texts_it_folds_itself_exactly_as_the_view_folds(
     tmp_path: Path, from_version: int | None
 ) -> None:
-    """A bulk import folds its texts in Python and hands them to the index (migrations/0012) instead of the view's
-    replace() chains: the index must hold exactly what the view gives (FTS5 compares them, rank 1), for a new
-    database and one upgraded in place from version 11, and a raw SQL writer afterwards still goes through the view."""
+    """A bulk import writes the index's entries itself, its texts folded in Python (migrations/0012) instead of by
+    the view's replace() chains: the index must hold exactly what the view gives (FTS5 compares them, rank 1), for a
+    new database and one upgraded in place from version 11, and a raw SQL writer afterwards still goes through the
+    view."""
     path = imported_graph(tmp_path, _graph())
     if from_version is not None:  # the same rows written into a version 11 database, then upgraded in place
         old = tmp_path / "v11.db"
@@ -244,7 +245,10 @@ async def test_an_import_indexes_the_texts_it_folds_itself_exactly_as_the_view_f
     )
     with sqlite3.connect(path) as conn:
         conn.execute(INDEX_MATCHES_CONTENT)
-        assert conn.execute("SELECT count(*) FROM search_folds").fetchone() == (0,)
+        assert conn.execute("SELECT count(*), (SELECT mode FROM search_state) FROM search_dirty").fetchone() == (
+            0,
+            "immediate",
+        )
     async with client_for(path) as client:
         every = ["bulk-both", "bulk-edge", "bulk-hi", "bulk-lo", "bulk-none"]
         assert sorted(await _ids(client, "vault")) == sorted(await _ids(client, "ＶＡＵＬＴ")) == every

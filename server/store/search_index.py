@@ -3,9 +3,10 @@
 Outside a bulk load the schema's triggers rebuild every touched item at once, computing the CJK grams
 in SQL. After `defer(conn)`, writes only collect the items they touch; `rebuild(conn)` then has the
 triggers stage them all in one pass, computes their grams in Python (an order of magnitude faster than
-SQL, which has to step through the text one character at a time) and the width fold of their texts
-(migrations/0012: faster than the view's replace() chains), and has the triggers apply them to the
-index. The grams and folds are the same either way (tests/test_search_rank.py, tests/test_search_width.py).
+SQL, which has to step through the text one character at a time), has the triggers apply them to
+`search_items`, and writes their FTS entries with texts width-folded in Python (migrations/0012: faster
+than the view's replace() chains). The grams and the entries are the same either way
+(tests/test_search_rank.py, tests/test_search_width.py).
 """
 
 from __future__ import annotations
@@ -44,10 +45,20 @@ WIDE_BYTES: Final = (
     "instr(CAST({0} AS BLOB), x'EFBC') OR instr(CAST({0} AS BLOB), x'EFBD') OR instr(CAST({0} AS BLOB), x'E38080')"
 )
 """Whether a text may hold a wide character: the byte search of the view search_index_rows (migrations/0011)."""
-ADD_FOLDS: Final = f"""
-INSERT INTO search_folds (seq, hi, lo)
-SELECT seq, {FOLD_FUNCTION}(hi), {FOLD_FUNCTION}(lo) FROM search_stage
- WHERE seq >= :low AND seq < :high AND ({WIDE_BYTES.format("hi")} OR {WIDE_BYTES.format("lo")})"""
+# The apply trigger's last step (migrations/0012), with the texts folded in Python where they may hold a wide
+# character (where they cannot, the view's fold leaves them as they are).
+INSERT_FTS: Final = f"""
+INSERT INTO search_fts (rowid, hi, lo, hi_grams, lo_grams, time_grams)
+SELECT v.item_id,
+       CASE WHEN {WIDE_BYTES.format("i.hi")} THEN {FOLD_FUNCTION}(i.hi) ELSE i.hi END,
+       CASE WHEN {WIDE_BYTES.format("i.lo")} THEN {FOLD_FUNCTION}(i.lo) ELSE i.lo END,
+       v.hi_grams, v.lo_grams, v.time_grams
+  FROM search_index_rows AS v
+ CROSS JOIN search_items AS i ON i.item_id = v.item_id
+ WHERE v.item_id IN (SELECT i.item_id FROM search_dirty AS d JOIN search_items AS i
+                         ON i.object_type = d.object_type AND i.object_id = d.object_id
+                        AND i.result_key = d.result_key)"""
+CLEAN: Final = "DELETE FROM search_dirty"
 APPLY: Final = "INSERT INTO search_apply VALUES (NULL)"
 FTS_CONFIG: Final = "INSERT INTO search_fts (search_fts, rank) VALUES (?, ?)"
 FTS_HASH_BYTES: Final = 1_048_576
@@ -112,8 +123,8 @@ def defer(conn: sqlite3.Connection) -> None:
 def rebuild(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
     """Rebuild every collected item (best inside one transaction), then rebuild items at once again.
 
-    The schema stages the items' rows (mode 'flush'), this computes their grams, and the schema then
-    applies the rows with those grams to `search_items` and the FTS index (`search_apply`). Progress:
+    The schema stages the items' rows (mode 'flush'), this computes their grams, the schema then applies
+    the rows with those grams to `search_items` (`search_apply`), and this writes their FTS entries. Progress:
     the items as their grams are computed ("indexing"), then the time the index writes take.
     """
     progress = progress or Progress.silent()
@@ -136,6 +147,7 @@ def rebuild(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
             progress.phase("writing the index", "")
             with built_after(conn, "search_items", staged):
                 conn.execute(APPLY)
+                insert_fts(conn)
             conn.execute(SET_MODE, {"mode": "immediate"})
     finally:
         conn.set_progress_handler(None, 0)
@@ -153,25 +165,22 @@ def rebuild_settings(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute(f"PRAGMA main.cache_size = {int(cache_size)}")
 
 
-def folded(text: str) -> str | None:
-    """`text` width-folded as the view search_index_rows folds it (migrations/0011), or None when that leaves it
-    as it is."""
-    narrowed = narrow(text)
-    return None if narrowed == text else narrowed
-
-
 def add_grams(conn: sqlite3.Connection, progress: Progress) -> int:
-    """The grams of every staged row, into `search_grams`, and the width-folded texts of those with a wide
-    character, into `search_folds` (migrations/0012), a range of stage numbers at a time; returns how many rows
-    are staged."""
+    """The grams of every staged row, into `search_grams`, a range of stage numbers at a time; returns how many
+    rows are staged."""
     conn.create_function(GRAMS_FUNCTION, 1, grams, deterministic=True)
-    conn.create_function(FOLD_FUNCTION, 1, folded, deterministic=True)
     low, high, count = conn.execute(STAGED_RANGE).fetchone()
     progress.expect(count)
     done = 0
     for start in range(low, high + 1, BATCH) if count else ():
-        batch = {"low": start, "high": start + BATCH}
-        done += conn.execute(ADD_GRAMS, batch).rowcount
-        conn.execute(ADD_FOLDS, batch)  # the same rows, still in the page cache
+        done += conn.execute(ADD_GRAMS, {"low": start, "high": start + BATCH}).rowcount
         progress.update(done)
     return int(count)
+
+
+def insert_fts(conn: sqlite3.Connection) -> None:
+    """The FTS entries of the applied items, their texts width-folded in Python (migrations/0012), then the
+    dirty items done."""
+    conn.create_function(FOLD_FUNCTION, 1, narrow, deterministic=True)
+    conn.execute(INSERT_FTS)
+    conn.execute(CLEAN)
