@@ -20,7 +20,7 @@ WIDE: Final[dict[int, int]] = {code: code - 0xFEE0 for code in range(0xFF01, 0xF
 
 
 WIDE_CHARACTER: Final = re.compile("[\uff01-\uff5e\u3000]")
-NARROW: Final[dict[str, str]] = {chr(wide): chr(ascii) for wide, ascii in WIDE.items()}
+NARROW: Final[dict[str, str]] = {chr(wide): chr(half) for wide, half in WIDE.items()}
 
 
 def narrow(text: str) -> str:
