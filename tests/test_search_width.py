@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jsonl_graph import imported_graph
+from jsonl_graph import imported_graph, write_jsonl
 from support import all_items, client_for, ok
 
-from server.reader.fold import WIDE, Folder
+from server.reader.fold import WIDE, Folder, narrow
+from server.store.importer import import_file
 from server.store.migrate import SCHEMA_VERSION, migrate, migration_files
 
 pytestmark = pytest.mark.anyio
@@ -64,6 +65,8 @@ async def _ids(client: Any, query: str, **arguments: Any) -> list[str]:
 
 def test_the_fold_table_is_full_width_ascii_and_the_ideographic_space() -> None:
     assert FULL_WIDTH.translate(WIDE) == HALF_WIDTH
+    edges = FULL_WIDTH + "\uff00\uff5f\u3001 Ｒedis ，，："
+    assert narrow(edges) == edges.translate(WIDE) == HALF_WIDTH + "\uff00\uff5f\u3001 Redis ,,:"
     assert Folder().fold("ＲｅＤｉｓ　ＩＮＣ－４８２１") == "redis inc-4821"
 
 
@@ -202,3 +205,60 @@ async def test_upgrading_a_version_10_database_folds_the_rows_it_already_holds(
     async with client_for(path) as client:
         assert await _ids(client, "redis") == ["ev-narrow"]
         assert await _ids(client, "memcached") == ["ev-wide"]
+
+
+def _bulk_lines() -> list[dict[str, Any]]:
+    """Wide text in the title only (the item's hi), in the description only (lo), in both, in neither, and a
+    character the byte search flags but the fold leaves (U+FF00, U+FF5F)."""
+    return [
+        _event("bulk-hi", "Ｖａｕｌｔ　轮换，" + FULL_WIDTH, "plain description"),
+        _event("bulk-lo", "plain title", "复盘：Ｖａｕｌｔ－９" + FULL_WIDTH),
+        _event("bulk-both", "Ｖａｕｌｔ（主）", "Ｖａｕｌｔ：备"),
+        _event("bulk-none", "vault narrow", "nothing wide"),
+        _event("bulk-edge", "\uff00vault\uff5f", "\u3001"),
+    ]
+
+
+@pytest.mark.parametrize("from_version", [None, 11], ids=["new", "upgraded-from-11"])
+async def test_an_import_indexes_the_texts_it_folds_itself_exactly_as_the_view_folds(
+    tmp_path: Path, from_version: int | None
+) -> None:
+    """A bulk import writes the index's entries itself, its texts folded in Python (migrations/0012) instead of by
+    the view's replace() chains: the index must hold exactly what the view gives (FTS5 compares them, rank 1), for a
+    new database and one upgraded in place from version 11, and a raw SQL writer afterwards still goes through the
+    view."""
+    path = imported_graph(tmp_path, _graph())
+    if from_version is not None:  # the same rows written into a version 11 database, then upgraded in place
+        old = tmp_path / "v11.db"
+        with sqlite3.connect(old) as conn:
+            for number, file in migration_files():
+                if number <= from_version:
+                    conn.executescript(file.read_text(encoding="utf-8"))
+            conn.execute("ATTACH DATABASE ? AS new", (str(path),))
+            for table in ("projects", "scopes", "scope_projects", "results", "events"):
+                conn.execute(f"INSERT INTO main.{table} SELECT * FROM new.{table}")
+        assert migrate(old) == (from_version, SCHEMA_VERSION)
+        path = old
+    import_file(
+        path,
+        write_jsonl(tmp_path / "bulk.jsonl", [line for line in _graph() if line["kind"] != "event"] + _bulk_lines()),
+    )
+    with sqlite3.connect(path) as conn:
+        conn.execute(INDEX_MATCHES_CONTENT)
+        assert conn.execute("SELECT count(*), (SELECT mode FROM search_state) FROM search_dirty").fetchone() == (
+            0,
+            "immediate",
+        )
+    async with client_for(path) as client:
+        every = ["bulk-both", "bulk-edge", "bulk-hi", "bulk-lo", "bulk-none"]
+        assert sorted(await _ids(client, "vault")) == sorted(await _ids(client, "ＶＡＵＬＴ")) == every
+        for query, first in (("vault-9", "bulk-lo"), ("ｖａｕｌｔ(主)", "bulk-both"), ("VAULT 轮换,", "bulk-hi")):
+            top = (await ok(client, SEARCH, {"query": query, "scope": ATLAS}))["items"][0]
+            assert (top["object_ref"]["id"], top["match_kind"]) == (first, "whole_query"), query
+        assert await _ids(client, HALF_WIDTH) == ["bulk-hi", "bulk-lo"]
+    with sqlite3.connect(path) as conn:  # a raw writer after the bulk load: the view folds its text
+        conn.execute("UPDATE events SET title = 'Ｃｏｎｓｕｌ 切换' WHERE id = 'bulk-hi'")
+        conn.execute(INDEX_MATCHES_CONTENT)
+    async with client_for(path) as client:
+        assert await _ids(client, "consul") == ["bulk-hi"]
+        assert sorted(await _ids(client, "vault")) == ["bulk-both", "bulk-edge", "bulk-lo", "bulk-none"]

@@ -3,8 +3,10 @@
 Outside a bulk load the schema's triggers rebuild every touched item at once, computing the CJK grams
 in SQL. After `defer(conn)`, writes only collect the items they touch; `rebuild(conn)` then has the
 triggers stage them all in one pass, computes their grams in Python (an order of magnitude faster than
-SQL, which has to step through the text one character at a time) and has the triggers apply them to
-the index. The grams are the same either way (tests/test_search_rank.py checks it).
+SQL, which has to step through the text one character at a time), has the triggers apply them to
+`search_items`, and writes their FTS entries with texts width-folded in Python (migrations/0012: faster
+than the view's replace() chains). The grams and the entries are the same either way
+(tests/test_search_rank.py, tests/test_search_width.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
+from server.reader.fold import narrow
 from server.store.bulk_indexes import built_after
 from server.store.progress import Progress
 
@@ -37,6 +40,25 @@ GRAMS_FUNCTION: Final = "bulk_grams"
 ADD_GRAMS: Final = f"""
 INSERT INTO search_grams (seq, hi_grams, lo_grams)
 SELECT seq, {GRAMS_FUNCTION}(hi), {GRAMS_FUNCTION}(lo) FROM search_stage WHERE seq >= :low AND seq < :high"""
+FOLD_FUNCTION: Final = "bulk_fold"
+WIDE_BYTES: Final = (
+    "instr(CAST({0} AS BLOB), x'EFBC') OR instr(CAST({0} AS BLOB), x'EFBD') OR instr(CAST({0} AS BLOB), x'E38080')"
+)
+"""Whether a text may hold a wide character: the byte search of the view search_index_rows (migrations/0011)."""
+# The apply trigger's last step (migrations/0012), with the texts folded in Python where they may hold a wide
+# character (where they cannot, the view's fold leaves them as they are).
+INSERT_FTS: Final = f"""
+INSERT INTO search_fts (rowid, hi, lo, hi_grams, lo_grams, time_grams)
+SELECT v.item_id,
+       CASE WHEN {WIDE_BYTES.format("i.hi")} THEN {FOLD_FUNCTION}(i.hi) ELSE i.hi END,
+       CASE WHEN {WIDE_BYTES.format("i.lo")} THEN {FOLD_FUNCTION}(i.lo) ELSE i.lo END,
+       v.hi_grams, v.lo_grams, v.time_grams
+  FROM search_index_rows AS v
+ CROSS JOIN search_items AS i ON i.item_id = v.item_id
+ WHERE v.item_id IN (SELECT i.item_id FROM search_dirty AS d JOIN search_items AS i
+                         ON i.object_type = d.object_type AND i.object_id = d.object_id
+                        AND i.result_key = d.result_key)"""
+CLEAN: Final = "DELETE FROM search_dirty"
 APPLY: Final = "INSERT INTO search_apply VALUES (NULL)"
 FTS_CONFIG: Final = "INSERT INTO search_fts (search_fts, rank) VALUES (?, ?)"
 FTS_HASH_BYTES: Final = 1_048_576
@@ -101,8 +123,8 @@ def defer(conn: sqlite3.Connection) -> None:
 def rebuild(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
     """Rebuild every collected item (best inside one transaction), then rebuild items at once again.
 
-    The schema stages the items' rows (mode 'flush'), this computes their grams, and the schema then
-    applies the rows with those grams to `search_items` and the FTS index (`search_apply`). Progress:
+    The schema stages the items' rows (mode 'flush'), this computes their grams, the schema then applies
+    the rows with those grams to `search_items` (`search_apply`), and this writes their FTS entries. Progress:
     the items as their grams are computed ("indexing"), then the time the index writes take.
     """
     progress = progress or Progress.silent()
@@ -125,6 +147,7 @@ def rebuild(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
             progress.phase("writing the index", "")
             with built_after(conn, "search_items", staged):
                 conn.execute(APPLY)
+                insert_fts(conn)
             conn.execute(SET_MODE, {"mode": "immediate"})
     finally:
         conn.set_progress_handler(None, 0)
@@ -153,3 +176,11 @@ def add_grams(conn: sqlite3.Connection, progress: Progress) -> int:
         done += conn.execute(ADD_GRAMS, {"low": start, "high": start + BATCH}).rowcount
         progress.update(done)
     return int(count)
+
+
+def insert_fts(conn: sqlite3.Connection) -> None:
+    """The FTS entries of the applied items, their texts width-folded in Python (migrations/0012), then the
+    dirty items done."""
+    conn.create_function(FOLD_FUNCTION, 1, narrow, deterministic=True)
+    conn.execute(INSERT_FTS)
+    conn.execute(CLEAN)
