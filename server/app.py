@@ -40,7 +40,7 @@ from server.reader.cursor import CursorCodec
 from server.reader.db import Database
 from server.reader.fold import Folder
 from server.reader.memo import Memo
-from server.reader.scope import readable_scopes
+from server.reader.scope import READABLE_SCOPES_LISTED, readable_scopes
 from server.reader.source_rows import StoredTextBroken
 from server.settings import DEFAULT_BUSY_TIMEOUT
 from server.tools import TOOLS
@@ -49,8 +49,6 @@ from server.tools.base import Call, ToolSpec
 log = logging.getLogger("story_graph_mcp.calls")
 
 MAX_RESPONSE_BYTES = 100_000
-READABLE_SCOPES_LISTED = 20
-"""How many readable scopes a scope_required / scope_unavailable next step names (the payload has the total)."""
 SERVER_INSTRUCTIONS = (
     "Read-only access to a temporal story graph: stored decisions, events, entities, how they changed, the stories "
     "that tie events together, experiences (lessons learned from events), and the exact source text behind each "

@@ -476,3 +476,40 @@ async def test_time_filters_follow_raw_sql_writes_to_the_rows_they_copy(graph_db
     assert before["unknown_time_excluded_count"] == 1
     assert after["items"] == [] and after["unknown_time_excluded_count"] == 1
     assert undated["unknown_time_excluded_count"] == 3  # the story line and two undated events
+
+
+async def test_a_search_that_finds_nothing_says_what_to_try_and_which_other_scopes_may_hold_it(tmp_path: Path) -> None:
+    """The lesson about the edge boxes belongs to the Atlas+Beacon set; searched from Atlas, nothing matches and
+    nothing told the agent that other scopes exist. The note names them (from the grant only), and following it
+    finds the experience."""
+    demo = demo_db(tmp_path)
+    question = {"query": "edge box infrastructure", "object_types": ["experience"]}
+    both = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=False)
+    async with client_for(demo, both) as client:
+        empty = await ok(client, SEARCH, question)
+        found = await ok(client, SEARCH, question | {"scope": PAIR})
+        dated = await ok(
+            client,
+            SEARCH,
+            {
+                "query": "staging",
+                "object_types": ["event"],
+                "time_range": {"from": "2026-03-01T00:00:00Z", "to": "2026-03-31T00:00:00Z"},
+            },
+        )
+        hit = await ok(client, SEARCH, {"query": "staging"})
+    assert empty["items"] == [] and empty["page"]["total_count"] == 0
+    note = empty["no_match_note"]
+    assert "at least 2 of its 3 terms" in note and "Coverage of this scope is partial" in note
+    assert '{"kind":"projects","projectIds":["beacon"]}' in note
+    assert '{"kind":"projects","projectIds":["atlas","beacon"]}' in note
+    assert '{"kind":"global"}' not in note  # not granted
+    assert '{"kind":"projects","projectIds":["atlas"]}' not in note  # the scope searched
+    assert [i["object_ref"]["id"] for i in found["items"]] == ["exp-edge-box-infra"]
+    assert found["no_match_note"] is None and hit["no_match_note"] is None
+    assert dated["unknown_time_excluded_count"] == 1
+    assert "have no event_time: 1; search without time_range" in dated["no_match_note"]
+
+    async with client_for(demo, Grant(default_project="atlas", projects=["atlas"], allow_global=False)) as client:
+        alone = await ok(client, SEARCH, question)
+    assert alone["no_match_note"].endswith("Only this scope was searched.")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.contracts.base import OBJECT_TYPES, ObjectRef, scope_from_key
+import orjson
+
+from server.contracts.base import OBJECT_TYPES, GlobalScope, ObjectRef, ProjectsScope, scope_from_key
 from server.contracts.common import INTERPRETATION, Page
 from server.contracts.errors import invalid_cursor
 from server.contracts.search import MatchPosition, SearchArgs, SearchItem, SearchResponse
@@ -14,7 +16,7 @@ from server.reader.coverage import read_coverage
 from server.reader.cursor import request_digest
 from server.reader.fold import Folder
 from server.reader.objects import object_rows, source_reference_ids
-from server.reader.scope import resolve_page_scope
+from server.reader.scope import READABLE_SCOPES_LISTED, readable_scopes, resolve_page_scope
 from server.tools.base import Call, ToolSpec
 from server.tools.items import item_base
 
@@ -67,6 +69,11 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
         )
         items = await _items(call, conn, scope.key, page)
         coverage = await read_coverage(conn, call.memo, scope.key, scope.revision)
+        no_match = (
+            await _no_match_note(call, conn, scope.scope, args, page, coverage.status)
+            if cursor is None and page.total.exact and page.total.count == 0
+            else None
+        )
     next_cursor = (
         call.cursors.encode(
             tool=NAME,
@@ -99,7 +106,44 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
         unknown_time_excluded_count=_excluded(page.unknown_time_excluded),
         query_terms=page.terms,
         items=items,
+        no_match_note=no_match,
     )
+
+
+async def _no_match_note(
+    call: Call, conn: Any, searched: GlobalScope | ProjectsScope, args: SearchArgs, page: reader.SearchPage, status: str
+) -> str:
+    """Zero hits: say what the rule required and what else to try. An agent cannot tell an empty scope from a query
+    that missed, nor guess which other scopes (another project, a project set, Global) it may read; the list comes
+    from the grant only, as in scope_unavailable."""
+    terms = len(page.terms)
+    needed = f" or at least {(terms + 1) // 2} of its {terms} terms" if terms > 1 else ""
+    types = " of the requested object_types" if args.object_types is not None else ""
+    within = " within time_range" if args.time_range is not None else ""
+    parts = [f"No object{types}{within} holds the whole query{needed}; try fewer or other words."]
+    excluded = page.unknown_time_excluded
+    if excluded is not None and excluded.count > 0:
+        count = excluded.count if excluded.exact else f"at least {excluded.count}"
+        parts.append(f"Matches left out because they have no {args.time_basis}: {count}; search without time_range.")
+    if status != "complete":
+        parts.append(f"Coverage of this scope is {status}: no match does not prove nothing happened.")
+    others = [
+        other for other in (await readable_scopes(conn, call.grant, READABLE_SCOPES_LISTED + 1))[0] if other != searched
+    ][:READABLE_SCOPES_LISTED]
+    listed = ", ".join(_compact(other) for other in others)
+    projects = [p for other in others if isinstance(other, ProjectsScope) for p in other.projectIds]
+    if isinstance(searched, ProjectsScope) and projects:
+        # A project set is its own scope (shared work lives there): show the one nearest to what was searched.
+        pair = ProjectsScope(kind="projects", projectIds=sorted({*searched.projectIds, projects[0]}))
+        listed += f", and project sets of readable projects such as {_compact(pair)}"
+    parts.append(
+        "Only this scope was searched" + (f"; other scopes this client can read: {listed}." if others else ".")
+    )
+    return " ".join(parts)
+
+
+def _compact(scope: GlobalScope | ProjectsScope) -> str:
+    return orjson.dumps(scope.model_dump(mode="json", by_alias=True)).decode()
 
 
 def _excluded(total: reader.Total | None) -> int | str:
