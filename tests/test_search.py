@@ -513,3 +513,32 @@ async def test_a_search_that_finds_nothing_says_what_to_try_and_which_other_scop
     async with client_for(demo, Grant(default_project="atlas", projects=["atlas"], allow_global=False)) as client:
         alone = await ok(client, SEARCH, question)
     assert alone["no_match_note"].endswith("Only this scope was searched.")
+
+
+async def test_coverage_names_the_results_whose_record_cannot_say_what_they_processed(tmp_path: Path) -> None:
+    """'Is there anything we don't know about the review coverage?': the counts said one Atlas result is
+    count-only, not which review run, so an agent could not say which period is unknown. Every response's
+    coverage now names it, with when it ran and the count it holds; an absent record says unknown, never 0."""
+    demo = demo_db(tmp_path)
+    async with client_for(demo) as client:
+        atlas = await ok(client, SEARCH, {"query": "session cache"})
+        beacon = await ok(client, SEARCH, {"query": "offline", "scope": BEACON})
+        quoted = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-revision-2"})
+    assert atlas["coverage"]["result_records"] == {"detailed": 2, "legacy_count": 1, "absent": 0}
+    assert atlas["coverage"]["results_without_detail"] == [
+        {
+            "result_id": "res-atlas-2026-07",
+            "record": "legacy_count",
+            "review_generated_at": "2026-07-15T10:00:00.000Z",
+            "count": 14,
+        }
+    ]
+    assert quoted["coverage"]["results_without_detail"] == atlas["coverage"]["results_without_detail"]
+    assert beacon["coverage"]["results_without_detail"] == [
+        {
+            "result_id": "res-beacon-2026-06",
+            "record": "absent",
+            "review_generated_at": "2026-06-30T01:00:00.000Z",
+            "count": "unknown",
+        }
+    ]
