@@ -498,6 +498,9 @@ async def test_a_search_that_finds_nothing_says_what_to_try_and_which_other_scop
             },
         )
         hit = await ok(client, SEARCH, {"query": "staging"})
+        # A Chinese question splits into many pairs; only Redis is stored, so 1 of 5 terms is under the 3 needed.
+        asked = await ok(client, SEARCH, {"query": "为什么放弃 Redis"})
+        retried = await ok(client, SEARCH, {"query": "放弃 Redis"})
     assert empty["items"] == [] and empty["page"]["total_count"] == 0
     note = empty["no_match_note"]
     assert "at least 2 of its 3 terms" in note and "Coverage of this scope is partial" in note
@@ -509,6 +512,10 @@ async def test_a_search_that_finds_nothing_says_what_to_try_and_which_other_scop
     assert found["no_match_note"] is None and hit["no_match_note"] is None
     assert dated["unknown_time_excluded_count"] == 1
     assert "have no event_time: 1; search without time_range" in dated["no_match_note"]
+    assert asked["query_terms"] == ["为什", "什么", "么放", "放弃", "redis"] and asked["items"] == []
+    assert "at least 3 of its 5 terms" in asked["no_match_note"]
+    assert "Terms that match alone: redis." in asked["no_match_note"]
+    assert "evt-revision-a-to-b" in {i["object_ref"]["id"] for i in retried["items"]}
 
     async with client_for(demo, Grant(default_project="atlas", projects=["atlas"], allow_global=False)) as client:
         alone = await ok(client, SEARCH, question)

@@ -16,12 +16,13 @@ from server.reader.coverage import read_coverage
 from server.reader.cursor import request_digest
 from server.reader.fold import Folder
 from server.reader.objects import object_rows, source_reference_ids
-from server.reader.scope import READABLE_SCOPES_LISTED, readable_scopes, resolve_page_scope
+from server.reader.scope import READABLE_SCOPES_LISTED, ResolvedScope, readable_scopes, resolve_page_scope
 from server.tools.base import Call, ToolSpec
 from server.tools.items import item_base
 
 NAME = "story_graph_search"
 PREVIEW_LIMIT = 400
+TERMS_CHECKED = 8  # a note on zero hits checks at most this many terms one by one
 PREVIEW_HEAD = 60  # code points kept before a match that starts deep inside a long field
 DESCRIPTION = """Search the stored work history (stories, experiences, decisions, events, entities, how they \
 changed, summaries and saved source fragments) of the current project or an explicit scope.
@@ -70,7 +71,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
         items = await _items(call, conn, scope.key, page)
         coverage = await read_coverage(conn, call.memo, scope.key, scope.revision)
         no_match = (
-            await _no_match_note(call, conn, scope.scope, args, page, coverage.status)
+            await _no_match_note(call, conn, scope, args, page, coverage.status)
             if cursor is None and page.total.exact and page.total.count == 0
             else None
         )
@@ -111,7 +112,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
 
 
 async def _no_match_note(
-    call: Call, conn: Any, searched: GlobalScope | ProjectsScope, args: SearchArgs, page: reader.SearchPage, status: str
+    call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage, status: str
 ) -> str:
     """Zero hits: say what the rule required and what else to try. An agent cannot tell an empty scope from a query
     that missed, nor guess which other scopes (another project, a project set, Global) it may read; the list comes
@@ -121,6 +122,12 @@ async def _no_match_note(
     types = " of the requested object_types" if args.object_types is not None else ""
     within = " within time_range" if args.time_range is not None else ""
     parts = [f"No object{types}{within} holds the whole query{needed}; try fewer or other words."]
+    if terms > 1:
+        alone = [term for term in page.terms[:TERMS_CHECKED] if await _matches_alone(call, conn, scope, args, term)]
+        checked = "" if terms <= TERMS_CHECKED else f" (of the first {TERMS_CHECKED})"
+        parts.append(
+            f"Terms that match alone{checked}: {', '.join(alone)}." if alone else f"No term{checked} matches alone."
+        )
     excluded = page.unknown_time_excluded
     if excluded is not None and excluded.count > 0:
         count = excluded.count if excluded.exact else f"at least {excluded.count}"
@@ -128,18 +135,39 @@ async def _no_match_note(
     if status != "complete":
         parts.append(f"Coverage of this scope is {status}: no match does not prove nothing happened.")
     others = [
-        other for other in (await readable_scopes(conn, call.grant, READABLE_SCOPES_LISTED + 1))[0] if other != searched
+        other
+        for other in (await readable_scopes(conn, call.grant, READABLE_SCOPES_LISTED + 1))[0]
+        if other != scope.scope
     ][:READABLE_SCOPES_LISTED]
     listed = ", ".join(_compact(other) for other in others)
-    projects = [p for other in others if isinstance(other, ProjectsScope) for p in other.projectIds]
-    if isinstance(searched, ProjectsScope) and projects:
+    searched = scope.scope.projectIds if isinstance(scope.scope, ProjectsScope) else []
+    projects = [p for o in others if isinstance(o, ProjectsScope) for p in o.projectIds if p not in searched]
+    if searched and projects:
         # A project set is its own scope (shared work lives there): show the one nearest to what was searched.
-        pair = ProjectsScope(kind="projects", projectIds=sorted({*searched.projectIds, projects[0]}))
+        pair = ProjectsScope(kind="projects", projectIds=sorted({*searched, projects[0]}))
         listed += f", and project sets of readable projects such as {_compact(pair)}"
     parts.append(
         "Only this scope was searched" + (f"; other scopes this client can read: {listed}." if others else ".")
     )
     return " ".join(parts)
+
+
+async def _matches_alone(call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, term: str) -> bool:
+    """Whether one term, searched on its own with the same filters, finds anything (a bounded first page)."""
+    found = await reader.search(
+        conn,
+        call.folder,
+        call.memo,
+        query=term,
+        scope_key=scope.key,
+        scope_revision=scope.revision,
+        object_types=sorted(set(args.object_types or OBJECT_TYPES)),
+        time_range=(args.time_range.from_, args.time_range.to) if args.time_range else None,
+        time_basis=args.time_basis,
+        page_size=1,
+        position=None,
+    )
+    return found.total.count > 0
 
 
 def _compact(scope: GlobalScope | ProjectsScope) -> str:
