@@ -549,3 +549,17 @@ async def test_coverage_names_the_results_whose_record_cannot_say_what_they_proc
             "count": "unknown",
         }
     ]
+
+
+async def test_a_term_match_deep_in_a_long_fragment_previews_where_the_terms_are(tmp_path: Path) -> None:
+    """The 8,623-code-point design-note fragment holds 'SD card … 58% full' in §53; its preview showed the
+    fragment's opening (§40, 'when the SD card is 90% full'), which hid the match and read like an answer."""
+    async with client_for(demo_db(tmp_path)) as client:
+        found = await ok(client, SEARCH, {"query": "SD card 58% full"})
+    doc = next(i for i in found["items"] if i["object_ref"]["id"] == "ref-long-doc")
+    assert doc["match_kind"] == "terms" and doc["match_position"] is None
+    assert doc["preview"].startswith("fragment: …")
+    assert "when the SD card is 58% full" in doc["preview"] and "90% full" not in doc["preview"]
+    # A short field whose terms the preview shows anyway keeps its opening.
+    revision = next(i for i in found["items"] if i["object_ref"]["id"] == "evt-revision-a-to-b")
+    assert revision["preview"].startswith("description: Mei Lin revises")

@@ -24,6 +24,8 @@ NAME = "story_graph_search"
 PREVIEW_LIMIT = 400
 TERMS_CHECKED = 8  # a note on zero hits checks at most this many terms one by one
 PREVIEW_HEAD = 60  # code points kept before a match that starts deep inside a long field
+TERMS_WINDOW = 240  # code points a term-only preview tries to show the most distinct terms within
+TERM_OCCURRENCES = 200  # occurrences of each term looked at when placing it (bounds the work on a long field)
 DESCRIPTION = """Search the stored work history (stories, experiences, decisions, events, entities, how they \
 changed, summaries and saved source fragments) of the current project or an explicit scope.
 
@@ -266,10 +268,42 @@ def _preview(folder: Folder, fields: list[_Field], needle: str) -> tuple[str, Ma
     parts: list[str] = []
     for f in ordered:
         text = f.text
-        if position is not None and f.field == position.field and position.start > PREVIEW_HEAD:
-            text = "…" + text[position.start - PREVIEW_HEAD :]
+        start = position.start if position is not None and f.field == position.field else _terms_start(f)
+        if start > PREVIEW_HEAD:
+            text = "…" + text[start - PREVIEW_HEAD :]
         parts.append(f"{f.field}: {text}")
     return " | ".join(parts)[:PREVIEW_LIMIT], position
+
+
+def _terms_start(f: _Field) -> int:
+    """Where a term-only field shows the most of the query: the earliest start of a TERMS_WINDOW-long stretch
+    holding the most distinct terms. A long fragment matched by terms deep inside would otherwise preview its
+    opening, which holds other words (and can read like the answer)."""
+    if not f.terms or f.whole:
+        return 0
+    hits: list[tuple[int, int, str]] = []
+    for term in f.terms:
+        at = f.folded.find(term)
+        for _ in range(TERM_OCCURRENCES):
+            if at < 0:
+                break
+            hits.append((at, at + len(term), term))
+            at = f.folded.find(term, at + 1)
+    hits.sort()
+    best, best_start, first = 0, 0, 0
+    held: dict[str, int] = {}
+    for _, end, term in hits:
+        held[term] = held.get(term, 0) + 1
+        while end - hits[first][0] > TERMS_WINDOW:
+            gone = hits[first][2]
+            held[gone] -= 1
+            if held[gone] == 0:
+                del held[gone]
+            first += 1
+        if len(held) > best:
+            best, best_start = len(held), hits[first][0]
+    # A stretch the preview shows from the field's start anyway keeps the start.
+    return best_start if best_start + TERMS_WINDOW > PREVIEW_LIMIT else 0
 
 
 SPEC = ToolSpec(
