@@ -348,6 +348,11 @@ async def test_search_lists_a_read_only_tool_with_schemas(graph_db: Path) -> Non
     assert "query" in tool.input_schema["required"]
     assert tool.output_schema is not None and "items" in tool.output_schema["properties"]
     assert tool.title and tool.description and "story_graph_get_context" in tool.description
+    # An agent in one project cannot guess that shared work has a scope of its own, nor where an empty
+    # result says what to try: the listing tells it, on every tool that takes a scope.
+    assert "no_match_note" in tool.description and "no_match_note" in tool.output_schema["properties"]
+    for listed in tools.values():
+        assert "project set" in listed.input_schema["properties"]["scope"]["description"]
 
 
 async def test_the_listed_object_types_filter_describes_what_it_finds(tmp_path: Path) -> None:

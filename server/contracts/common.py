@@ -17,7 +17,8 @@ ScopeArg = Annotated[
     Scope | None,
     Field(
         description='{"kind":"global"} or {"kind":"projects","projectIds":[...]}; omit for the current project. '
-        "Only results of exactly this scope are read."
+        "Only results of exactly this scope are read: work shared by several projects is stored under their "
+        "project set, not under each project."
     ),
 ]
 

@@ -32,7 +32,8 @@ changed, summaries and saved source fragments) of the current project or an expl
 Call it on your own when the user continues earlier work ("continue", "as we decided", "last time"), asks how or \
 why something was decided or changed, or starts work in an area that may have prior decisions. Ordinary chat and \
 generic questions need not call it. Use 2–4 keywords in any language (short Chinese queries such as 方案 work), \
-or an id you already hold; stop after a few searches and say if nothing was found. Look for stories and \
+or an id you already hold; stop after a few searches and say if nothing was found (an empty result's \
+no_match_note says what to try). Look for stories and \
 experiences first: a story is a long-lived feature or thread with its events; an experience is a lesson \
 distilled from earlier work, with its conditions, boundaries and the events that formed it and where it was \
 applied: advice, not a rule (automatic unless a user edited it).
