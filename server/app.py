@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import orjson
 from mcp.server.auth.provider import TokenVerifier
@@ -40,7 +40,7 @@ from server.reader.cursor import CursorCodec
 from server.reader.db import Database
 from server.reader.fold import Folder
 from server.reader.memo import Memo
-from server.reader.scope import readable_scopes
+from server.reader.scope import READABLE_SCOPES_LISTED, readable_scopes
 from server.reader.source_rows import StoredTextBroken
 from server.settings import DEFAULT_BUSY_TIMEOUT
 from server.tools import TOOLS
@@ -49,8 +49,6 @@ from server.tools.base import Call, ToolSpec
 log = logging.getLogger("story_graph_mcp.calls")
 
 MAX_RESPONSE_BYTES = 100_000
-READABLE_SCOPES_LISTED = 20
-"""How many readable scopes a scope_required / scope_unavailable next step names (the payload has the total)."""
 SERVER_INSTRUCTIONS = (
     "Read-only access to a temporal story graph: stored decisions, events, entities, how they changed, the stories "
     "that tie events together, experiences (lessons learned from events), and the exact source text behind each "
@@ -259,7 +257,7 @@ def validate_arguments(model: type[Contract], arguments: dict[str, Any]) -> Any:
         return model.model_validate(arguments)
     except ValidationError as exc:
         problems = [
-            {"field": _field_path(err["loc"], arguments), "problem": _problem(err)}
+            {"field": _field_path(err["loc"], arguments), "problem": _problem(err, arguments)}
             for err in exc.errors(include_url=False, include_input=False)
         ]
         listed = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
@@ -298,7 +296,27 @@ def _as_of_fields(arguments: dict[str, Any]) -> str:
     return ", ".join(fields)
 
 
-def _problem(err: Any) -> str:
+SHAPE_ERRORS: Final = frozenset(
+    {"model_type", "model_attributes_type", "dict_type", "list_type", "union_tag_invalid", "union_tag_not_found"}
+)
+SHAPES: Final[dict[str, tuple[str, str]]] = {
+    "scope": ('{{"kind":"projects","projectIds":[{}]}} or {{"kind":"global"}}', "<project id>"),
+    "object_ref": ('{{"type":"<object type>","id":{}}}', "<id>"),
+    "object_types": ("[{}]", "event"),
+    "time_range": ('{{"from":"2026-05-01T00:00:00Z","to":"2026-05-31T23:59:59Z"}}', ""),
+}
+"""Arguments that are objects or lists, with an example of their shape: an agent often passes a bare id or
+name where one is expected (`"scope": "atlas"`), and pydantic's 'Input should be a valid dictionary' does not
+say what to send. A string given is put in the example."""
+
+
+def _problem(err: Any, arguments: dict[str, Any]) -> str:
+    loc = err["loc"]
+    if err["type"] in SHAPE_ERRORS and loc and loc[0] in SHAPES and len(loc) <= 2:
+        template, placeholder = SHAPES[str(loc[0])]
+        given = arguments.get(str(loc[0]))
+        example = template.format(orjson.dumps(given if isinstance(given, str) else placeholder).decode())
+        return f"{err['msg']}; expected the shape {example}"
     if err["type"] == "extra_forbidden":
         return "unknown argument; remove it (see the input schema for accepted names)"
     if err["type"] == "value_error" and "error" in err.get("ctx", {}):

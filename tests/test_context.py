@@ -270,6 +270,35 @@ async def test_object_not_found_and_scope_mismatch_never_reveal_what_is_outside_
     assert still_hidden["error"] == "object_not_found"
 
 
+async def test_an_id_asked_for_with_the_wrong_type_names_the_call_that_reads_it(demo: Path) -> None:
+    """Agents guess the type of an id they hold (an entity change's event_id, an id from a reason text): the
+    refusal names the stored type, and the scope when it is another readable one, so the next call works."""
+    atlas_only = Grant(default_project="atlas", projects=["atlas"], allow_global=False)
+    both = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=True)
+    async with client_for(demo, both) as client:
+        here = await error(client, CONTEXT, {"object_ref": _ref("event", "ent-edge-box-constraint")})
+        assert here["error"] == "object_not_found" and here["field"] == "object_ref"
+        assert '{"type":"entity","id":"ent-edge-box-constraint"}' in here["next_step"]
+        assert "scope" not in here["next_step"]
+        fixed = await ok(client, CONTEXT, {"object_ref": _ref("entity", "ent-edge-box-constraint")})
+        assert fixed["header"]["object_ref"] == _ref("entity", "ent-edge-box-constraint")
+
+        there = await error(client, CONTEXT, {"object_ref": _ref("entity", "evt-beacon-push-relay")})
+        assert '{"type":"event","id":"evt-beacon-push-relay"}' in there["next_step"]
+        assert '{"kind":"projects","projectIds":["beacon"]}' in there["next_step"]
+        await ok(client, CONTEXT, {"object_ref": _ref("event", "evt-beacon-push-relay"), "scope": BEACON})
+
+        plain = await error(client, CONTEXT, {"object_ref": _ref("entity", "no-such-id")})
+        assert "story_graph_search" in plain["next_step"]
+    async with client_for(demo, atlas_only) as client:
+        # Stored only in a scope this caller may not read: the answer of an id that does not exist.
+        hidden = await error(client, CONTEXT, {"object_ref": _ref("entity", "evt-beacon-push-relay")})
+        missing = await error(client, CONTEXT, {"object_ref": _ref("entity", "no-such-id")})
+    assert orjson.dumps(hidden).decode().replace("evt-beacon-push-relay", "<id>") == orjson.dumps(
+        missing
+    ).decode().replace("no-such-id", "<id>")
+
+
 async def test_a_relation_end_outside_the_scope_is_never_read(demo: Path) -> None:
     with sqlite3.connect(demo) as conn:
         conn.execute(

@@ -232,3 +232,29 @@ async def test_an_offset_without_its_colon_is_named_as_such_not_as_missing(demo:
             f"'{time}': write the UTC offset as 'Z' or '+HH:MM' with a colon, e.g. 2026-09-28T10:00:00+08:00"
         )
     assert "has no UTC offset" in local["problems"][0]["problem"]
+
+
+async def test_a_bare_id_or_name_where_an_object_is_expected_is_answered_with_the_shape_to_send(demo: Path) -> None:
+    """Agents pass `"scope": "atlas"` or `"object_ref": "ent-decision-b"`; the problem shows the shape with what
+    they sent in place, so the next call can be written from the error alone."""
+    async with client_for(demo) as client:
+        ref = await error(client, CONTEXT, {"object_ref": "ent-decision-b"})
+        scope = await error(client, SEARCH, {"query": "cache", "scope": "atlas"})
+        kind = await error(client, SOURCE, VALID[SOURCE] | {"scope": {"kind": "project", "projectIds": ["atlas"]}})
+        types = await error(client, SEARCH, {"query": "cache", "object_types": "event"})
+        fixed_ref = await ok(client, CONTEXT, {"object_ref": {"type": "entity", "id": "ent-decision-b"}})
+        fixed_scope = await ok(client, SEARCH, {"query": "cache", "scope": ATLAS, "object_types": ["event"]})
+    assert ref["problems"] == [
+        {
+            "field": "object_ref",
+            "problem": "Input should be a valid dictionary or instance of ObjectRef; expected the shape "
+            '{"type":"<object type>","id":"ent-decision-b"}',
+        }
+    ]
+    assert scope["field"] == "scope"
+    assert scope["problems"][0]["problem"].endswith(
+        'expected the shape {"kind":"projects","projectIds":["atlas"]} or {"kind":"global"}'
+    )
+    assert kind["field"] == "scope" and '{"kind":"projects","projectIds":["<project id>"]}' in kind["message"]
+    assert types["problems"][0]["problem"].endswith('expected the shape ["event"]')
+    assert fixed_ref["items"] and fixed_scope["items"]

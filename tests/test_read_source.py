@@ -557,3 +557,28 @@ async def test_a_gap_in_the_stored_chunks_is_a_read_failure_not_a_short_page(db:
         ) as cur:
             plan = " ".join(str(row[3]) for row in await cur.fetchall())
     assert "SCAN" not in plan and "PRIMARY KEY" in plan
+
+
+async def test_an_original_source_message_or_object_id_is_answered_with_the_references_that_carry_it(
+    tmp_path: Path,
+) -> None:
+    """A read shows original_source_id and message_id beside source_reference_id, and agents pass the wrong one;
+    the refusal names this scope's references for that id, so the next call reads it. Never another scope's."""
+    db = demo_db(tmp_path)
+    atlas_only = Grant(default_project="atlas", projects=["atlas"], allow_global=False)
+    async with client_for(db, atlas_only) as client:
+        by_source = await error(client, READ, {"source_reference_id": "src-msg-revision"})
+        by_message = await error(client, READ, {"source_reference_id": "msg-cache-0040"})
+        by_object = await error(client, READ, {"source_reference_id": "ent-decision-b"})
+        fixed = await ok(client, READ, {"source_reference_id": "ref-revision-2"})
+        beacon_source = await error(client, READ, {"source_reference_id": "src-beacon-msg"})
+        missing = await error(client, READ, {"source_reference_id": "no-such-id"})
+    assert by_source["error"] == by_message["error"] == by_object["error"] == "source_not_found"
+    assert by_source["next_step"] == by_message["next_step"]
+    assert "ref-revision-1, ref-revision-2, ref-revision-3. Call again with one of them." in by_source["next_step"]
+    assert "ref-decision-b-msg, ref-revision-3, ref-task-cache-migration." in by_object["next_step"]
+    assert fixed["original_source_id"] == "src-msg-revision"
+    # Beacon's source, asked by a caller granted only Atlas: the answer of an id that does not exist.
+    assert orjson.dumps(beacon_source).decode().replace("src-beacon-msg", "<id>") == orjson.dumps(
+        missing
+    ).decode().replace("no-such-id", "<id>")

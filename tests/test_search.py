@@ -348,6 +348,11 @@ async def test_search_lists_a_read_only_tool_with_schemas(graph_db: Path) -> Non
     assert "query" in tool.input_schema["required"]
     assert tool.output_schema is not None and "items" in tool.output_schema["properties"]
     assert tool.title and tool.description and "story_graph_get_context" in tool.description
+    # An agent in one project cannot guess that shared work has a scope of its own, nor where an empty
+    # result says what to try: the listing tells it, on every tool that takes a scope.
+    assert "no_match_note" in tool.description and "no_match_note" in tool.output_schema["properties"]
+    for listed in tools.values():
+        assert "project set" in listed.input_schema["properties"]["scope"]["description"]
 
 
 async def test_the_listed_object_types_filter_describes_what_it_finds(tmp_path: Path) -> None:
@@ -476,3 +481,90 @@ async def test_time_filters_follow_raw_sql_writes_to_the_rows_they_copy(graph_db
     assert before["unknown_time_excluded_count"] == 1
     assert after["items"] == [] and after["unknown_time_excluded_count"] == 1
     assert undated["unknown_time_excluded_count"] == 3  # the story line and two undated events
+
+
+async def test_a_search_that_finds_nothing_says_what_to_try_and_which_other_scopes_may_hold_it(tmp_path: Path) -> None:
+    """The lesson about the edge boxes belongs to the Atlas+Beacon set; searched from Atlas, nothing matches and
+    nothing told the agent that other scopes exist. The note names them (from the grant only), and following it
+    finds the experience."""
+    demo = demo_db(tmp_path)
+    question = {"query": "edge box infrastructure", "object_types": ["experience"]}
+    both = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=False)
+    async with client_for(demo, both) as client:
+        empty = await ok(client, SEARCH, question)
+        found = await ok(client, SEARCH, question | {"scope": PAIR})
+        dated = await ok(
+            client,
+            SEARCH,
+            {
+                "query": "staging",
+                "object_types": ["event"],
+                "time_range": {"from": "2026-03-01T00:00:00Z", "to": "2026-03-31T00:00:00Z"},
+            },
+        )
+        hit = await ok(client, SEARCH, {"query": "staging"})
+        # A Chinese question splits into many pairs; only Redis is stored, so 1 of 5 terms is under the 3 needed.
+        asked = await ok(client, SEARCH, {"query": "为什么放弃 Redis"})
+        retried = await ok(client, SEARCH, {"query": "放弃 Redis"})
+    assert empty["items"] == [] and empty["page"]["total_count"] == 0
+    note = empty["no_match_note"]
+    assert "at least 2 of its 3 terms" in note and "Coverage of this scope is partial" in note
+    assert '{"kind":"projects","projectIds":["beacon"]}' in note
+    assert '{"kind":"projects","projectIds":["atlas","beacon"]}' in note
+    assert '{"kind":"global"}' not in note  # not granted
+    assert '{"kind":"projects","projectIds":["atlas"]}' not in note  # the scope searched
+    assert [i["object_ref"]["id"] for i in found["items"]] == ["exp-edge-box-infra"]
+    assert found["no_match_note"] is None and hit["no_match_note"] is None
+    assert dated["unknown_time_excluded_count"] == 1
+    assert "have no event_time: 1; search without time_range" in dated["no_match_note"]
+    assert asked["query_terms"] == ["为什", "什么", "么放", "放弃", "redis"] and asked["items"] == []
+    assert "at least 3 of its 5 terms" in asked["no_match_note"]
+    assert "Terms that match alone: redis." in asked["no_match_note"]
+    assert "evt-revision-a-to-b" in {i["object_ref"]["id"] for i in retried["items"]}
+
+    async with client_for(demo, Grant(default_project="atlas", projects=["atlas"], allow_global=False)) as client:
+        alone = await ok(client, SEARCH, question)
+    assert alone["no_match_note"].endswith("Only this scope was searched.")
+
+
+async def test_coverage_names_the_results_whose_record_cannot_say_what_they_processed(tmp_path: Path) -> None:
+    """'Is there anything we don't know about the review coverage?': the counts said one Atlas result is
+    count-only, not which review run, so an agent could not say which period is unknown. Every response's
+    coverage now names it, with when it ran and the count it holds; an absent record says unknown, never 0."""
+    demo = demo_db(tmp_path)
+    async with client_for(demo) as client:
+        atlas = await ok(client, SEARCH, {"query": "session cache"})
+        beacon = await ok(client, SEARCH, {"query": "offline", "scope": BEACON})
+        quoted = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-revision-2"})
+    assert atlas["coverage"]["result_records"] == {"detailed": 2, "legacy_count": 1, "absent": 0}
+    assert atlas["coverage"]["results_without_detail"] == [
+        {
+            "result_id": "res-atlas-2026-07",
+            "record": "legacy_count",
+            "review_generated_at": "2026-07-15T10:00:00.000Z",
+            "count": 14,
+        }
+    ]
+    assert quoted["coverage"]["results_without_detail"] == atlas["coverage"]["results_without_detail"]
+    assert beacon["coverage"]["results_without_detail"] == [
+        {
+            "result_id": "res-beacon-2026-06",
+            "record": "absent",
+            "review_generated_at": "2026-06-30T01:00:00.000Z",
+            "count": "unknown",
+        }
+    ]
+
+
+async def test_a_term_match_deep_in_a_long_fragment_previews_where_the_terms_are(tmp_path: Path) -> None:
+    """The 8,623-code-point design-note fragment holds 'SD card … 58% full' in §53; its preview showed the
+    fragment's opening (§40, 'when the SD card is 90% full'), which hid the match and read like an answer."""
+    async with client_for(demo_db(tmp_path)) as client:
+        found = await ok(client, SEARCH, {"query": "SD card 58% full"})
+    doc = next(i for i in found["items"] if i["object_ref"]["id"] == "ref-long-doc")
+    assert doc["match_kind"] == "terms" and doc["match_position"] is None
+    assert doc["preview"].startswith("fragment: …")
+    assert "when the SD card is 58% full" in doc["preview"] and "90% full" not in doc["preview"]
+    # A short field whose terms the preview shows anyway keeps its opening.
+    revision = next(i for i in found["items"] if i["object_ref"]["id"] == "evt-revision-a-to-b")
+    assert revision["preview"].startswith("description: Mei Lin revises")

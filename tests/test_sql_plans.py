@@ -76,3 +76,13 @@ def test_a_time_filtered_search_reads_item_times_from_their_narrow_index(migrate
             sql = search_sql.statement(template, filters, [])
             plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
             assert any("COVERING INDEX search_items_times" in step for step in plan), plan
+
+
+def test_read_sources_lookup_of_an_id_that_is_not_a_reference_stays_on_indexes(migrated_db: Path) -> None:
+    """source_not_found looks up the references carrying the id (a source, message, task or object id)."""
+    from server.reader.source import REFERENCES_CARRYING
+
+    with sqlite3.connect(migrated_db) as conn:
+        params = {"id": "x", "scope_key": "global", "limit": 10}
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + REFERENCES_CARRYING, params)]
+    assert [step for step in plan if step.startswith("SCAN") and "SUBQUERY" not in step] == [], plan

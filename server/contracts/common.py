@@ -17,7 +17,8 @@ ScopeArg = Annotated[
     Scope | None,
     Field(
         description='{"kind":"global"} or {"kind":"projects","projectIds":[...]}; omit for the current project. '
-        "Only results of exactly this scope are read."
+        "Only results of exactly this scope are read: work shared by several projects is stored under their "
+        "project set, not under each project."
     ),
 ]
 
@@ -98,6 +99,15 @@ class CoverageMissing(Contract):
     reason: str
 
 
+class ResultWithoutDetail(Contract):
+    result_id: str
+    record: Literal["legacy_count", "absent"]
+    review_generated_at: str
+    """When that review ran: the period whose processing nobody can state."""
+    count: int | Unknown
+    """What a legacy_count record holds (items processed, with no time, version or range); 'unknown' when absent."""
+
+
 class Coverage(Contract):
     """What the stored review records of exactly this scope say about processing; 'unknown' where they are silent."""
 
@@ -129,6 +139,9 @@ class Coverage(Contract):
     record cannot say what it left out, so a number would claim none)."""
     missing: list[CoverageMissing]
     """The first COVERAGE_LIST_LIMIT unprocessed parts the detailed records name (only what they name)."""
+    results_without_detail: list[ResultWithoutDetail] = []
+    """The results (the first COVERAGE_LIST_LIMIT, by id) whose record is count-only or absent: the ones that make
+    the scope-wide ranges, versions and missing parts 'unknown' (result_records counts them)."""
     source_types_not_included: list[str] | Unknown
     object_types_not_included: list[str]
     """Requested object types this server does not read: none (every type of the input enum is read, stories and

@@ -85,3 +85,6 @@ class SearchResponse(Frame):
     query_terms: list[str]
     """The distinct terms the query was split into (Han runs as overlapping pairs)."""
     items: list[SearchItem]
+    no_match_note: str | None = None
+    """Only when nothing matched (first page, total 0): what was searched and what to try next (fewer words,
+    no time_range, or another scope this client can read). Null otherwise."""

@@ -27,7 +27,7 @@ import aiosqlite
 
 from server.contracts.base import scope_from_key
 from server.contracts.common import Grant
-from server.contracts.errors import StoryGraphError, stored_in_another_scope
+from server.contracts.errors import StoryGraphError, object_not_found, stored_in_another_scope
 from server.reader.context_arms import (
     RELATIONS_FROM,
     RELATIONS_TO,
@@ -148,12 +148,27 @@ async def locate_target(
         if not await is_readable(conn, grant, scope_from_key(other)):
             continue
         raise stored_in_another_scope(f"{object_type} {object_id!r}", scope_from_key(other).model_dump())
-    raise StoryGraphError(
-        "object_not_found",
-        f"no {object_type} with id {object_id!r} is stored in any scope this client may read.",
-        field="object_ref",
-        next_step="Use an object_ref returned by story_graph_search in this scope.",
-    )
+    raise await _not_found(conn, grant, scope_key, object_type, object_id)
+
+
+async def _not_found(
+    conn: aiosqlite.Connection, grant: Grant, scope_key: str, object_type: str, object_id: str
+) -> StoryGraphError:
+    """object_not_found; when the id is stored as another type (agents guess the type of an id such as an
+    entity change's event_id), its next step names that type, and the scope when it is not the requested one.
+    Only scopes the caller may read are named, so an id outside the grant gets the plain answer."""
+    elsewhere: tuple[str, str] | None = None
+    for other_type in LOCATE:
+        if other_type == object_type:
+            continue
+        for key in await _stored_scopes(conn, other_type, object_id):
+            if key == scope_key:
+                return object_not_found(object_type, object_id, other_type)
+            if elsewhere is None and await is_readable(conn, grant, scope_from_key(key)):
+                elsewhere = (other_type, key)
+    if elsewhere is not None:
+        return object_not_found(object_type, object_id, elsewhere[0], scope_from_key(elsewhere[1]).model_dump())
+    return object_not_found(object_type, object_id)
 
 
 # --- Selecting the neighbourhood ----------------------------------------------------------------------------------

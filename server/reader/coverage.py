@@ -12,7 +12,9 @@ from server.contracts.base import format_utc
 from server.contracts.common import COVERAGE_LIST_LIMIT, Coverage, CoverageMissing
 from server.reader.memo import Memo
 
-RESULT_COVERAGE: Final = "SELECT id, coverage_json FROM results WHERE scope_key = :scope_key ORDER BY id"
+RESULT_COVERAGE: Final = (
+    "SELECT id, coverage_json, review_generated_at FROM results WHERE scope_key = :scope_key ORDER BY id"
+)
 MEETS: Final = timedelta(seconds=1)
 """Two processed ranges are joined when the second starts at most this long after the first ends."""
 
@@ -33,18 +35,31 @@ async def read_coverage(
         records: dict[str, dict[str, Any] | None] = {
             row[0]: (orjson.loads(row[1]) if row[1] is not None else None) for row in rows
         }
-        coverage = remembered.put("coverage", summarise(records))
+        generated = {row[0]: str(row[2]) for row in rows}
+        coverage = remembered.put("coverage", summarise(records, generated))
     return coverage
 
 
-def summarise(records: dict[str, dict[str, Any] | None]) -> Coverage:
+def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, str]) -> Coverage:
     counts = {"detailed": 0, "legacy_count": 0, "absent": 0}
     detailed: dict[str, dict[str, Any]] = {}
+    without_detail: list[dict[str, Any]] = []
     for result_id, record in records.items():
         kind = "absent" if record is None else str(record.get("kind"))
-        counts[kind if kind in counts else "absent"] += 1
+        kind = kind if kind in counts else "absent"
+        counts[kind] += 1
         if record is not None and kind == "detailed":
             detailed[result_id] = record
+        elif len(without_detail) < COVERAGE_LIST_LIMIT:
+            count = record.get("count") if record is not None and kind == "legacy_count" else None
+            without_detail.append(
+                {
+                    "result_id": result_id,
+                    "record": kind,
+                    "review_generated_at": generated[result_id],
+                    "count": count if isinstance(count, int) else "unknown",
+                }
+            )
     all_detailed = bool(records) and len(detailed) == len(records)
 
     missing = [
@@ -110,6 +125,7 @@ def summarise(records: dict[str, dict[str, Any] | None]) -> Coverage:
             "processed_source_versions": versions[:COVERAGE_LIST_LIMIT] if isinstance(versions, list) else versions,
             "missing_count": len(missing) if all_detailed else "unknown",
             "missing": missing[:COVERAGE_LIST_LIMIT],
+            "results_without_detail": without_detail,
             "source_types_not_included": not_included,
             "object_types_not_included": [],
         }

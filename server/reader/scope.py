@@ -13,6 +13,8 @@ from server.contracts.errors import StoryGraphError, invalid_cursor, scope_unava
 from server.reader.cursor import DecodedCursor
 from server.reader.db import IDS, json_ids, scalar
 
+READABLE_SCOPES_LISTED: Final = 20
+"""How many readable scopes a next step names (scope_required, scope_unavailable, a search that found nothing)."""
 ACTIVE_PROJECTS: Final = f"SELECT id FROM projects WHERE status = 'active' AND id IN {IDS}"
 # One statement (one hop to the connection's thread) for what every call reads first: how many of the scope's
 # projects exist and are active, and the scope's data revision.

@@ -41,6 +41,18 @@ from server.reader.source_rows import Reference, Source, Stored, StoredTextBroke
 __all__ = ["TOOL", "StoredTextBroken", "read"]
 
 TOOL: Final = "story_graph_read_source"
+CARRYING_LISTED: Final = 10
+# One statement per kind of id (each on its own index), so the error path costs a few index lookups.
+REFERENCES_CARRYING: Final = """
+SELECT id FROM source_references WHERE original_source_id = :id AND scope_key = :scope_key
+UNION SELECT id FROM source_references WHERE json_extract(locator_json, '$.message_id') = :id AND scope_key = :scope_key
+UNION SELECT id FROM source_references WHERE json_extract(locator_json, '$.task_id') = :id AND scope_key = :scope_key
+UNION SELECT source_reference_id FROM object_sources
+       WHERE object_type IN ('story_line', 'story', 'experience', 'event', 'entity', 'entity_change', 'relation',
+                             'summary', 'source_reference')
+         AND object_id = :id AND scope_key = :scope_key
+ORDER BY 1 LIMIT :limit
+"""
 
 
 async def read(
@@ -171,17 +183,31 @@ async def _stored_in_scope(
     stored = await read_stored(conn, args.source_reference_id, args.content_kind, args.source_version)
     scope_key = stored.reference.scope_key if stored is not None else None
     if scope_key is None or (scope_key != scope.key and not await is_readable(conn, grant, scope_from_key(scope_key))):
+        carrying = await _references_carrying(conn, scope.key, args.source_reference_id)
         raise StoryGraphError(
             "source_not_found",
             "no such source reference is readable in this scope.",
             field="source_reference_id",
-            next_step="Use a source_reference_id from a search or get_context item of this scope.",
+            next_step=(
+                f"That id names a source, message, task or object; the source references of this scope that carry "
+                f"it: {', '.join(carrying)}. Call again with one of them."
+                if carrying
+                else "Use a source_reference_id from a search or get_context item of this scope."
+            ),
         )
     if scope_key != scope.key:
         other = scope_from_key(scope_key).model_dump(by_alias=True)
         raise stored_in_another_scope(f"source reference {args.source_reference_id!r}", other)
     assert stored is not None
     return stored
+
+
+async def _references_carrying(conn: aiosqlite.Connection, scope_key: str, some_id: str) -> list[str]:
+    """References of this scope for an id that is not a reference id: agents pass the original_source_id or the
+    message id they see in a read, or an object's id. Read only in the requested scope, so nothing leaks."""
+    params = {"id": some_id, "scope_key": scope_key, "limit": CARRYING_LISTED}
+    rows = await conn.execute_fetchall(REFERENCES_CARRYING, params)
+    return [str(row[0]) for row in rows]
 
 
 def _wanted_version(args: ReadSourceArgs, source: Source | None) -> str | None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from server.contracts.base import OBJECT_TYPES, ObjectRef, scope_from_key
+import orjson
+
+from server.contracts.base import OBJECT_TYPES, GlobalScope, ObjectRef, ProjectsScope, scope_from_key
 from server.contracts.common import INTERPRETATION, Page
 from server.contracts.errors import invalid_cursor
 from server.contracts.search import MatchPosition, SearchArgs, SearchItem, SearchResponse
@@ -14,20 +16,24 @@ from server.reader.coverage import read_coverage
 from server.reader.cursor import request_digest
 from server.reader.fold import Folder
 from server.reader.objects import object_rows, source_reference_ids
-from server.reader.scope import resolve_page_scope
+from server.reader.scope import READABLE_SCOPES_LISTED, ResolvedScope, readable_scopes, resolve_page_scope
 from server.tools.base import Call, ToolSpec
 from server.tools.items import item_base
 
 NAME = "story_graph_search"
 PREVIEW_LIMIT = 400
+TERMS_CHECKED = 8  # a note on zero hits checks at most this many terms one by one
 PREVIEW_HEAD = 60  # code points kept before a match that starts deep inside a long field
+TERMS_WINDOW = 240  # code points a term-only preview tries to show the most distinct terms within
+TERM_OCCURRENCES = 200  # occurrences of each term looked at when placing it (bounds the work on a long field)
 DESCRIPTION = """Search the stored work history (stories, experiences, decisions, events, entities, how they \
 changed, summaries and saved source fragments) of the current project or an explicit scope.
 
 Call it on your own when the user continues earlier work ("continue", "as we decided", "last time"), asks how or \
 why something was decided or changed, or starts work in an area that may have prior decisions. Ordinary chat and \
 generic questions need not call it. Use 2–4 keywords in any language (short Chinese queries such as 方案 work), \
-or an id you already hold; stop after a few searches and say if nothing was found. Look for stories and \
+or an id you already hold; stop after a few searches and say if nothing was found (an empty result's \
+no_match_note says what to try). Look for stories and \
 experiences first: a story is a long-lived feature or thread with its events; an experience is a lesson \
 distilled from earlier work, with its conditions, boundaries and the events that formed it and where it was \
 applied: advice, not a rule (automatic unless a user edited it).
@@ -67,6 +73,11 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
         )
         items = await _items(call, conn, scope.key, page)
         coverage = await read_coverage(conn, call.memo, scope.key, scope.revision)
+        no_match = (
+            await _no_match_note(call, conn, scope, args, page, coverage.status)
+            if cursor is None and page.total.exact and page.total.count == 0
+            else None
+        )
     next_cursor = (
         call.cursors.encode(
             tool=NAME,
@@ -99,7 +110,71 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
         unknown_time_excluded_count=_excluded(page.unknown_time_excluded),
         query_terms=page.terms,
         items=items,
+        no_match_note=no_match,
     )
+
+
+async def _no_match_note(
+    call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage, status: str
+) -> str:
+    """Zero hits: say what the rule required and what else to try. An agent cannot tell an empty scope from a query
+    that missed, nor guess which other scopes (another project, a project set, Global) it may read; the list comes
+    from the grant only, as in scope_unavailable."""
+    terms = len(page.terms)
+    needed = f" or at least {(terms + 1) // 2} of its {terms} terms" if terms > 1 else ""
+    types = " of the requested object_types" if args.object_types is not None else ""
+    within = " within time_range" if args.time_range is not None else ""
+    parts = [f"No object{types}{within} holds the whole query{needed}; try fewer or other words."]
+    if terms > 1:
+        alone = [term for term in page.terms[:TERMS_CHECKED] if await _matches_alone(call, conn, scope, args, term)]
+        checked = "" if terms <= TERMS_CHECKED else f" (of the first {TERMS_CHECKED})"
+        parts.append(
+            f"Terms that match alone{checked}: {', '.join(alone)}." if alone else f"No term{checked} matches alone."
+        )
+    excluded = page.unknown_time_excluded
+    if excluded is not None and excluded.count > 0:
+        count = excluded.count if excluded.exact else f"at least {excluded.count}"
+        parts.append(f"Matches left out because they have no {args.time_basis}: {count}; search without time_range.")
+    if status != "complete":
+        parts.append(f"Coverage of this scope is {status}: no match does not prove nothing happened.")
+    others = [
+        other
+        for other in (await readable_scopes(conn, call.grant, READABLE_SCOPES_LISTED + 1))[0]
+        if other != scope.scope
+    ][:READABLE_SCOPES_LISTED]
+    listed = ", ".join(_compact(other) for other in others)
+    searched = scope.scope.projectIds if isinstance(scope.scope, ProjectsScope) else []
+    projects = [p for o in others if isinstance(o, ProjectsScope) for p in o.projectIds if p not in searched]
+    if searched and projects:
+        # A project set is its own scope (shared work lives there): show the one nearest to what was searched.
+        pair = ProjectsScope(kind="projects", projectIds=sorted({*searched, projects[0]}))
+        listed += f", and project sets of readable projects such as {_compact(pair)}"
+    parts.append(
+        "Only this scope was searched" + (f"; other scopes this client can read: {listed}." if others else ".")
+    )
+    return " ".join(parts)
+
+
+async def _matches_alone(call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, term: str) -> bool:
+    """Whether one term, searched on its own with the same filters, finds anything (a bounded first page)."""
+    found = await reader.search(
+        conn,
+        call.folder,
+        call.memo,
+        query=term,
+        scope_key=scope.key,
+        scope_revision=scope.revision,
+        object_types=sorted(set(args.object_types or OBJECT_TYPES)),
+        time_range=(args.time_range.from_, args.time_range.to) if args.time_range else None,
+        time_basis=args.time_basis,
+        page_size=1,
+        position=None,
+    )
+    return found.total.count > 0
+
+
+def _compact(scope: GlobalScope | ProjectsScope) -> str:
+    return orjson.dumps(scope.model_dump(mode="json", by_alias=True)).decode()
 
 
 def _excluded(total: reader.Total | None) -> int | str:
@@ -194,10 +269,42 @@ def _preview(folder: Folder, fields: list[_Field], needle: str) -> tuple[str, Ma
     parts: list[str] = []
     for f in ordered:
         text = f.text
-        if position is not None and f.field == position.field and position.start > PREVIEW_HEAD:
-            text = "…" + text[position.start - PREVIEW_HEAD :]
+        start = position.start if position is not None and f.field == position.field else _terms_start(f)
+        if start > PREVIEW_HEAD:
+            text = "…" + text[start - PREVIEW_HEAD :]
         parts.append(f"{f.field}: {text}")
     return " | ".join(parts)[:PREVIEW_LIMIT], position
+
+
+def _terms_start(f: _Field) -> int:
+    """Where a term-only field shows the most of the query: the earliest start of a TERMS_WINDOW-long stretch
+    holding the most distinct terms. A long fragment matched by terms deep inside would otherwise preview its
+    opening, which holds other words (and can read like the answer)."""
+    if not f.terms or f.whole:
+        return 0
+    hits: list[tuple[int, int, str]] = []
+    for term in f.terms:
+        at = f.folded.find(term)
+        for _ in range(TERM_OCCURRENCES):
+            if at < 0:
+                break
+            hits.append((at, at + len(term), term))
+            at = f.folded.find(term, at + 1)
+    hits.sort()
+    best, best_start, first = 0, 0, 0
+    held: dict[str, int] = {}
+    for _, end, term in hits:
+        held[term] = held.get(term, 0) + 1
+        while end - hits[first][0] > TERMS_WINDOW:
+            gone = hits[first][2]
+            held[gone] -= 1
+            if held[gone] == 0:
+                del held[gone]
+            first += 1
+        if len(held) > best:
+            best, best_start = len(held), hits[first][0]
+    # A stretch the preview shows from the field's start anyway keeps the start.
+    return best_start if best_start + TERMS_WINDOW > PREVIEW_LIMIT else 0
 
 
 SPEC = ToolSpec(
