@@ -397,16 +397,46 @@ class Locator(Contract):
     """An external fragment's own locator, kept as stored (at most 100 levels of nesting)."""
 
 
+def span_problem(text: str, start: int | None, end: int | None) -> str | None:
+    """Why `[start, end)` cannot be where `text` was saved from, or None. Python's len counts code points, the
+    positions' unit; a null bound is unknown and contradicts nothing."""
+    if start is None or end is None:
+        return None
+    if end < start:
+        return "fragment.end is before fragment.start"
+    if end - start != len(text):
+        return (
+            f"end - start is {end - start} but fragment.text is {len(text)} code points long; [start, end) must"
+            f" span exactly the text: set end to {start + len(text)}, or null if unknown"
+        )
+    return None
+
+
+def length_problem(start: int | None, end: int | None, source_length: int | None) -> str | None:
+    """Why a source of `source_length` code points cannot hold the fragment at `[start, end)`, or None."""
+    bound, name = (end, "end") if end is not None else (start, "start")
+    if source_length is None or bound is None or bound <= source_length:
+        return None
+    return (
+        f"source_length {source_length} is shorter than fragment.{name} {bound}: the fragment must lie within the"
+        " source; give the source's whole length in code points, or null if unknown"
+    )
+
+
 class Fragment(Contract):
     text: Text
     start: Int | None = Field(default=None, ge=0)
     end: Int | None = Field(default=None, ge=0)
 
-    @model_validator(mode="after")
-    def _range(self) -> Fragment:
-        if self.start is not None and self.end is not None and self.end < self.start:
-            raise ValueError("fragment.end is before fragment.start")
-        return self
+    @field_validator("end")
+    @classmethod
+    def _span(cls, end: int | None, info: ValidationInfo) -> int | None:
+        # Only when text and start are valid (a field that failed is absent from info.data).
+        if "text" in info.data and "start" in info.data:
+            problem = span_problem(info.data["text"], info.data["start"], end)
+            if problem is not None:
+                raise ValueError(problem)
+        return end
 
 
 class SourceReferenceLine(Contract):
@@ -424,6 +454,16 @@ class SourceReferenceLine(Contract):
     availability: str = "available"
     source_record_time: str | None = None
     recorded_at: Instant
+
+    @field_validator("source_length")
+    @classmethod
+    def _holds_fragment(cls, source_length: int | None, info: ValidationInfo) -> int | None:
+        fragment = info.data.get("fragment")
+        if isinstance(fragment, Fragment):
+            problem = length_problem(fragment.start, fragment.end, source_length)
+            if problem is not None:
+                raise ValueError(problem)
+        return source_length
 
 
 class MemoryItemLine(Contract):

@@ -1,0 +1,97 @@
+"""A saved fragment whose text, `[start, end)` and `source_length` contradict each other: an interchange file is
+refused naming the field and the fix (its writer can correct the line); read_source never shows such a range as
+exact. GoodBuddy rows (another program's data) are kept with the contradicted part unknown: see
+test_import_goodbuddy.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonl_graph import ALPHA, dump, imported_graph, small_graph, write_jsonl
+from support import client_for, ok
+
+from server.store.errors import ImportRejected
+from server.store.importer import import_file
+
+pytestmark = pytest.mark.anyio
+
+READ = "story_graph_read_source"
+
+
+def with_ref1(**changes: Any) -> list[dict[str, Any]]:
+    """The small graph with ref-1 (fragment 'first text' at [6, 16) of the 16-code-point v1) changed."""
+    lines = small_graph()
+    for line in lines:
+        if line.get("id") == "ref-1":
+            line.update(changes)
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "problem"),
+    [
+        (
+            {"fragment": {"text": "first text", "start": 0, "end": 5}},
+            "fragment.end",
+            "end - start is 5 but fragment.text is 10 code points long; [start, end) must span exactly the text:"
+            " set end to 10, or null if unknown",
+        ),
+        (
+            # An astral character is one code point (two UTF-16 units): 'a🚀b' is 3 long, so [0, 4) is refused.
+            {"fragment": {"text": "a🚀b", "start": 0, "end": 4}},
+            "fragment.end",
+            "end - start is 4 but fragment.text is 3 code points long",
+        ),
+        (
+            {"fragment": {"text": "first text", "start": 6, "end": 16}, "source_length": 10},
+            "source_length",
+            "source_length 10 is shorter than fragment.end 16: the fragment must lie within the source; give the"
+            " source's whole length in code points, or null if unknown",
+        ),
+        (
+            {"fragment": {"text": "first text", "start": 12}, "source_length": 10},
+            "source_length",
+            "source_length 10 is shorter than fragment.start 12",
+        ),
+    ],
+)
+def test_a_self_contradictory_fragment_line_is_refused_naming_the_field_and_the_fix(
+    tmp_path: Path, changes: dict[str, Any], field: str, problem: str
+) -> None:
+    db = imported_graph(tmp_path, small_graph()[:1])
+    before = dump(db)
+    lines = with_ref1(**changes)
+    number = 1 + next(n for n, line in enumerate(lines) if line.get("id") == "ref-1")
+
+    with pytest.raises(ImportRejected) as caught:
+        import_file(db, write_jsonl(tmp_path / "bad.jsonl", lines))
+
+    assert (caught.value.location, caught.value.field) == (f"line {number}", field)
+    assert problem in caught.value.problem
+    assert dump(db) == before
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"fragment": {"text": "first text", "start": 6, "end": None}, "source_length": 16},
+        {"fragment": {"text": "first text", "start": None, "end": None}, "source_length": 3},
+        {"fragment": {"text": "first text", "start": 6, "end": 16}, "source_length": None},
+        {"fragment": {"text": "first text", "start": 6, "end": 16}, "source_length": 16},
+        {"fragment": {"text": "", "start": 16, "end": 16}, "source_length": 16},
+    ],
+)
+async def test_unknown_positions_and_lengths_stay_allowed(tmp_path: Path, changes: dict[str, Any]) -> None:
+    db = imported_graph(tmp_path, with_ref1(**changes))
+
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+
+    fragment = changes["fragment"]
+    assert snapshot["content"] == fragment["text"]
+    assert snapshot["saved_fragment"]["start"] == (fragment["start"] if fragment["start"] is not None else "unknown")
+    assert snapshot["saved_fragment"]["end"] == (fragment["end"] if fragment["end"] is not None else "unknown")
+    length = changes["source_length"]
+    assert snapshot["reviewed_source_length"] == (length if length is not None else "unknown")
