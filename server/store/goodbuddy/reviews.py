@@ -10,7 +10,7 @@ from typing import Any, Final
 from pydantic import TypeAdapter, ValidationError
 
 from server.contracts.base import Scope
-from server.contracts.interchange import Line
+from server.contracts.interchange import Line, length_problem, span_problem
 from server.store.errors import ImportRejected, Where
 from server.store.goodbuddy.rows import (
     at,
@@ -225,7 +225,7 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
         upstream = upstream if isinstance(upstream, dict) else None
         key = source_key(row["source_type"], row["source_id"], upstream)
         conn.execute(NEWER_SOURCE, (key, row["id"], row["result_created_at"], maybe_instant(row["occurred_at"])))
-        start, end = offset(upstream, "start"), offset(upstream, "end")
+        start, end, length = saved_range(seen, row["content"], upstream)
         revision = (upstream or {}).get("revision")
         yield seen.line(
             where,
@@ -238,8 +238,8 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
                 "source_version": revision if isinstance(revision, str) else None,
                 "locator": locator(upstream),
                 "title": row["title"],
-                "fragment": {"text": row["content"], "start": start, "end": end if start is not None else None},
-                "source_length": offset(upstream, "length"),
+                "fragment": {"text": row["content"], "start": start, "end": end},
+                "source_length": length,
                 "availability": row["availability"],
                 "source_record_time": row["occurred_at"],
                 "recorded_at": row["result_created_at"],
@@ -247,6 +247,23 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
         )
     for row in conn.execute(NEWEST_SOURCES):
         yield from source_record(conn, seen, row)
+
+
+def saved_range(seen: Seen, text: str, upstream: dict[str, Any] | None) -> tuple[int | None, int | None, int | None]:
+    """A fragment's `[start, end)` and its source's length, each None where unknown or where they contradict each
+    other (the interchange refuses such a line; one damaged row of the app's must not stop the sync): what they
+    contradict cannot be told apart, so none of it is kept as exact."""
+    start, end, length = offset(upstream, "start"), offset(upstream, "end"), offset(upstream, "length")
+    end = end if start is not None else None
+    if span_problem(text, start, end) is not None:
+        seen.notes.add("saved fragments whose [start, end) does not span their text (position stored as unknown)")
+        start = end = None
+    if length_problem(start, end, length) is not None:
+        seen.notes.add(
+            "saved fragments reaching past their source's recorded length (position and length stored as unknown)"
+        )
+        start = end = length = None
+    return start, end, length
 
 
 def source_record(conn: sqlite3.Connection, seen: Seen, row: sqlite3.Row) -> Iterator[ImportItem]:
