@@ -5,9 +5,11 @@ test_import_goodbuddy.py."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from jsonl_graph import ALPHA, dump, imported_graph, small_graph, write_jsonl
 from support import client_for, ok
@@ -17,7 +19,7 @@ from server.store.importer import import_file
 
 pytestmark = pytest.mark.anyio
 
-READ = "story_graph_read_source"
+READ, CONTEXT = "story_graph_read_source", "story_graph_get_context"
 
 
 def with_ref1(**changes: Any) -> list[dict[str, Any]]:
@@ -95,3 +97,49 @@ async def test_unknown_positions_and_lengths_stay_allowed(tmp_path: Path, change
     assert snapshot["saved_fragment"]["end"] == (fragment["end"] if fragment["end"] is not None else "unknown")
     length = changes["source_length"]
     assert snapshot["reviewed_source_length"] == (length if length is not None else "unknown")
+
+
+def spoiled(db: Path, sql: str) -> None:
+    """A database imported before these checks, holding a contradictory reference (real SQLite, written directly)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute(sql)
+
+
+@pytest.mark.parametrize(
+    ("sql", "length", "why"),
+    [
+        # 'first text' is 10 code points; [6, 11) is 5.
+        (
+            "UPDATE source_references SET fragment_end = 11 WHERE id = 'ref-1'",
+            16,
+            "[6, 11) stored with it does not span",
+        ),
+        ("UPDATE source_references SET source_length = 12 WHERE id = 'ref-1'", "unknown", "reaches past"),
+    ],
+)
+async def test_a_stored_contradictory_range_is_never_shown_as_exact(
+    tmp_path: Path, sql: str, length: int | str, why: str
+) -> None:
+    db = imported_graph(tmp_path, small_graph())
+    spoiled(db, sql)
+
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+        current = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA, "content_kind": "current"})
+        context = await ok(client, CONTEXT, {"object_ref": {"type": "source_reference", "id": "ref-1"}, "scope": ALPHA})
+
+    assert snapshot["content"] == "first text"
+    assert snapshot["saved_fragment"] == {"start": "unknown", "end": "unknown", "length": 10}
+    assert snapshot["source_location"]["start"] == snapshot["source_location"]["end"] == "missing"
+    assert snapshot["position"]["source_start"] == snapshot["position"]["source_end"] == "unknown"
+    assert snapshot["reviewed_source_length"] == snapshot["original_source_length"] == length
+    assert why in snapshot["content_note"] and "position in the source is unknown" in snapshot["content_note"]
+    # The saved range cannot be compared with the current text: not "differs" (False), but unknown.
+    assert current["fragment_matches_current"] == "unknown"
+    parts = [i for i in context["items"] if i["object_ref"] == {"type": "source_reference", "id": "ref-1"}]
+    line = orjson.loads("".join(part["content"] for part in parts))
+    assert (line["fragment"]["start"], line["fragment"]["end"], line["source_length"]) == (
+        None,
+        None,
+        None if length == "unknown" else length,
+    )

@@ -423,6 +423,19 @@ def length_problem(start: int | None, end: int | None, source_length: int | None
     )
 
 
+def consistent_range(
+    text: str, start: int | None, end: int | None, length: int | None
+) -> tuple[int | None, int | None, int | None, Literal["span", "length"] | None]:
+    """A fragment's `[start, end)` and its source's length with whatever contradicts the rest made unknown (None),
+    and which check failed: `span` (the range does not span the text: the range is unknown), `length` (the fragment
+    reaches past the length: which of them is wrong cannot be told, so the range and the length are unknown)."""
+    if span_problem(text, start, end) is not None:
+        return None, None, length, "span"
+    if length_problem(start, end, length) is not None:
+        return None, None, None, "length"
+    return start, end, length, None
+
+
 class Fragment(Contract):
     text: Text
     start: Int | None = Field(default=None, ge=0)

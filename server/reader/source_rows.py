@@ -13,6 +13,8 @@ from typing import Any, Final
 import aiosqlite
 import orjson
 
+from server.contracts.interchange import consistent_range
+
 VERSION_LIST_LIMIT: Final = 50
 # The version row joined is the one the read wants: `:version` for a version read, the source's current
 # version for a current read, none for a snapshot. The version list is sorted in Python: SQLite does not
@@ -68,6 +70,9 @@ class Reference:
     recorded_at: str
     review_generated_at: str
     coverage: dict[str, Any] | None
+    contradiction: str | None = None
+    """Why the stored range was dropped (made unknown above), for the note: it contradicted the fragment's text
+    or the source length saved with it (a database imported before imports refused that)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,8 @@ async def read_stored(conn: aiosqlite.Connection, reference_id: str, kind: str, 
     if row is None:
         return None
     locator, coverage = row["locator_json"], row["coverage_json"]
+    fragment, saved = row["fragment"], (row["fragment_start"], row["fragment_end"], row["source_length"])
+    start, end, length, failed = consistent_range(fragment, *saved)
     reference = Reference(
         id=row["id"],
         result_id=row["result_id"],
@@ -120,15 +127,16 @@ async def read_stored(conn: aiosqlite.Connection, reference_id: str, kind: str, 
         source_version=row["source_version"],
         locator=orjson.loads(locator) if locator is not None else None,
         title=row["title"],
-        fragment=row["fragment"],
-        fragment_start=row["fragment_start"],
-        fragment_end=row["fragment_end"],
-        source_length=row["source_length"],
+        fragment=fragment,
+        fragment_start=start,
+        fragment_end=end,
+        source_length=length,
         availability=row["availability"],
         source_record_time=row["source_record_time"],
         recorded_at=row["recorded_at"],
         review_generated_at=row["review_generated_at"],
         coverage=orjson.loads(coverage) if coverage is not None else None,
+        contradiction=None if failed is None else _contradiction(failed, len(fragment), *saved),
     )
     source = (
         None
@@ -154,6 +162,13 @@ async def read_stored(conn: aiosqlite.Connection, reference_id: str, kind: str, 
     )
     listed = sorted((str(at), str(name)) for at, name in orjson.loads(row["versions"]))
     return Stored(reference, source, wanted, int(row["version_count"]), [name for _, name in listed])
+
+
+def _contradiction(failed: str, text_length: int, start: int, end: int | None, length: int | None) -> str:
+    shown = f"[{start}, {end if end is not None else 'unknown'})"
+    if failed == "span":
+        return f"the range {shown} stored with it does not span its {text_length}-code-point text"
+    return f"the range {shown} stored with it reaches past the source length {length} stored with it"
 
 
 async def read_slice(conn: aiosqlite.Connection, source_id: str, version: str, start: int, end: int) -> str:

@@ -10,7 +10,7 @@ from typing import Any, Final
 from pydantic import TypeAdapter, ValidationError
 
 from server.contracts.base import Scope
-from server.contracts.interchange import Line, length_problem, span_problem
+from server.contracts.interchange import Line, consistent_range
 from server.store.errors import ImportRejected, Where
 from server.store.goodbuddy.rows import (
     at,
@@ -29,6 +29,10 @@ from server.store.goodbuddy.state import Seen
 from server.store.importer import ImportItem
 
 SCOPE: Final[TypeAdapter[Scope]] = TypeAdapter(Scope)
+CONTRADICTED: Final = {
+    "span": "saved fragments whose [start, end) does not span their text (position stored as unknown)",
+    "length": "saved fragments reaching past their source's recorded length (position and length stored as unknown)",
+}
 RESULTS_FIRST, AFTER_RESULTS = 0, 1
 """Parts of the lines that wait for the scope lines (`Seen.wait`): the results', then the story lines'."""
 
@@ -251,18 +255,13 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
 
 def saved_range(seen: Seen, text: str, upstream: dict[str, Any] | None) -> tuple[int | None, int | None, int | None]:
     """A fragment's `[start, end)` and its source's length, each None where unknown or where they contradict each
-    other (the interchange refuses such a line; one damaged row of the app's must not stop the sync): what they
-    contradict cannot be told apart, so none of it is kept as exact."""
-    start, end, length = offset(upstream, "start"), offset(upstream, "end"), offset(upstream, "length")
-    end = end if start is not None else None
-    if span_problem(text, start, end) is not None:
-        seen.notes.add("saved fragments whose [start, end) does not span their text (position stored as unknown)")
-        start = end = None
-    if length_problem(start, end, length) is not None:
-        seen.notes.add(
-            "saved fragments reaching past their source's recorded length (position and length stored as unknown)"
-        )
-        start = end = length = None
+    other (the interchange refuses such a line; one damaged row of the app's must not stop the sync)."""
+    start, end = offset(upstream, "start"), offset(upstream, "end")
+    start, end, length, failed = consistent_range(
+        text, start, end if start is not None else None, offset(upstream, "length")
+    )
+    if failed is not None:
+        seen.notes.add(CONTRADICTED[failed])
     return start, end, length
 
 
