@@ -57,6 +57,12 @@ def with_ref1(**changes: Any) -> list[dict[str, Any]]:
             "source_length",
             "source_length 10 is shorter than fragment.start 12",
         ),
+        (
+            # Where the fragment lies is unknown, but it is a part of the source: it cannot be longer.
+            {"fragment": {"text": "first text", "start": None, "end": None}, "source_length": 3},
+            "source_length",
+            "source_length 3 is shorter than fragment.text (10 code points)",
+        ),
     ],
 )
 def test_a_self_contradictory_fragment_line_is_refused_naming_the_field_and_the_fix(
@@ -79,7 +85,7 @@ def test_a_self_contradictory_fragment_line_is_refused_naming_the_field_and_the_
     "changes",
     [
         {"fragment": {"text": "first text", "start": 6, "end": None}, "source_length": 16},
-        {"fragment": {"text": "first text", "start": None, "end": None}, "source_length": 3},
+        {"fragment": {"text": "first text", "start": None, "end": None}, "source_length": 16},
         {"fragment": {"text": "first text", "start": 6, "end": 16}, "source_length": None},
         {"fragment": {"text": "first text", "start": 6, "end": 16}, "source_length": 16},
         {"fragment": {"text": "", "start": 16, "end": 16}, "source_length": 16},
@@ -114,7 +120,12 @@ def spoiled(db: Path, sql: str) -> None:
             16,
             "[6, 11) stored with it does not span",
         ),
-        ("UPDATE source_references SET source_length = 12 WHERE id = 'ref-1'", "unknown", "reaches past"),
+        # (Its version is not stored here, so only the reference's own numbers can be compared.)
+        (
+            "UPDATE source_references SET source_length = 12, source_version = 'v-gone' WHERE id = 'ref-1'",
+            "unknown",
+            "reaches past",
+        ),
     ],
 )
 async def test_a_stored_contradictory_range_is_never_shown_as_exact(
@@ -143,3 +154,52 @@ async def test_a_stored_contradictory_range_is_never_shown_as_exact(
         None,
         None if length == "unknown" else length,
     )
+
+
+@pytest.mark.parametrize(
+    ("sql", "why"),
+    [
+        # [10, 20) ends past v1's 16 code points (the length saved with the reference is unknown).
+        (
+            "UPDATE source_references SET fragment_start = 10, fragment_end = 20, source_length = NULL"
+            " WHERE id = 'ref-1'",
+            "the range [10, 20) stored with it ends past the 16 code points of version 'v1' stored here",
+        ),
+    ],
+)
+async def test_a_range_ending_past_its_own_stored_version_is_shown_unknown(tmp_path: Path, sql: str, why: str) -> None:
+    db = imported_graph(tmp_path, small_graph())
+    spoiled(db, sql)
+
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+        own = await ok(
+            client,
+            READ,
+            {"source_reference_id": "ref-1", "scope": ALPHA, "content_kind": "version", "source_version": "v1"},
+        )
+
+    assert snapshot["content"] == "first text"
+    assert snapshot["saved_fragment"] == {"start": "unknown", "end": "unknown", "length": 10}
+    assert snapshot["position"]["source_start"] == "unknown"
+    assert why in snapshot["content_note"]
+    # Reading that very version: same version, and no range claimed for the fragment in it.
+    assert own["differs_from_reference"] is False and own["saved_fragment"]["start"] == "unknown"
+
+
+async def test_a_source_length_other_than_its_stored_versions_is_shown_unknown(tmp_path: Path) -> None:
+    db = imported_graph(tmp_path, small_graph())
+    spoiled(db, "UPDATE source_references SET source_length = 40 WHERE id = 'ref-1'")  # v1 is 16 long
+
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+        own = await ok(
+            client,
+            READ,
+            {"source_reference_id": "ref-1", "scope": ALPHA, "content_kind": "version", "source_version": "v1"},
+        )
+
+    # The range does hold the text in v1, so it stays exact; the length saved with it contradicts v1's own.
+    assert snapshot["saved_fragment"] == {"start": 6, "end": 16, "length": 10}
+    assert snapshot["reviewed_source_length"] == snapshot["original_source_length"] == "unknown"
+    assert own["reviewed_source_length"] == "unknown" and own["original_source_length"] == 16

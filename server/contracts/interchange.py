@@ -412,15 +412,17 @@ def span_problem(text: str, start: int | None, end: int | None) -> str | None:
     return None
 
 
-def length_problem(start: int | None, end: int | None, source_length: int | None) -> str | None:
-    """Why a source of `source_length` code points cannot hold the fragment at `[start, end)`, or None."""
-    bound, name = (end, "end") if end is not None else (start, "start")
-    if source_length is None or bound is None or bound <= source_length:
+def length_problem(text: str, start: int | None, end: int | None, source_length: int | None) -> str | None:
+    """Why a source of `source_length` code points cannot hold the fragment `text` at `[start, end)`, or None."""
+    if source_length is None:
         return None
-    return (
-        f"source_length {source_length} is shorter than fragment.{name} {bound}: the fragment must lie within the"
-        " source; give the source's whole length in code points, or null if unknown"
-    )
+    fix = "the fragment must lie within the source; give the source's whole length in code points, or null if unknown"
+    bound, name = (end, "end") if end is not None else (start, "start")
+    if bound is not None and bound > source_length:
+        return f"source_length {source_length} is shorter than fragment.{name} {bound}: {fix}"
+    if len(text) > source_length:
+        return f"source_length {source_length} is shorter than fragment.text ({len(text)} code points): {fix}"
+    return None
 
 
 def consistent_range(
@@ -431,7 +433,7 @@ def consistent_range(
     reaches past the length: which of them is wrong cannot be told, so the range and the length are unknown)."""
     if span_problem(text, start, end) is not None:
         return None, None, length, "span"
-    if length_problem(start, end, length) is not None:
+    if length_problem(text, start, end, length) is not None:
         return None, None, None, "length"
     return start, end, length, None
 
@@ -473,7 +475,7 @@ class SourceReferenceLine(Contract):
     def _holds_fragment(cls, source_length: int | None, info: ValidationInfo) -> int | None:
         fragment = info.data.get("fragment")
         if isinstance(fragment, Fragment):
-            problem = length_problem(fragment.start, fragment.end, source_length)
+            problem = length_problem(fragment.text, fragment.start, fragment.end, source_length)
             if problem is not None:
                 raise ValueError(problem)
         return source_length

@@ -25,6 +25,7 @@ SELECT r.id, r.result_id, r.scope_key, r.source_type, r.original_source_id, r.so
        r.source_record_time, r.recorded_at, res.review_generated_at, res.coverage_json,
        s.id AS source_id, s.project_id, s.conversation_id, s.status, s.current_version, s.updated_at,
        v.version AS version, v.length AS version_length, v.recorded_at AS version_recorded_at, v.text_revision,
+       rv.length AS reference_version_length,
        (SELECT count(*) FROM source_versions WHERE source_id = r.original_source_id) AS version_count,
        (SELECT json_group_array(json_array(recorded_at, version))
           FROM (SELECT recorded_at, version FROM source_versions WHERE source_id = r.original_source_id
@@ -35,6 +36,7 @@ SELECT r.id, r.result_id, r.scope_key, r.source_type, r.original_source_id, r.so
   LEFT JOIN source_versions AS v
     ON v.source_id = r.original_source_id
    AND v.version = CASE :kind WHEN 'version' THEN :version WHEN 'current' THEN s.current_version END
+  LEFT JOIN source_versions AS rv ON rv.source_id = r.original_source_id AND rv.version = r.source_version
  WHERE r.id = :reference_id"""
 # The chunks overlapping [start, end): from the last chunk starting at or before `start` (one index seek)
 # up to the last one starting before `end` (an index range). Chunk sizes are not assumed.
@@ -71,8 +73,9 @@ class Reference:
     review_generated_at: str
     coverage: dict[str, Any] | None
     contradiction: str | None = None
-    """Why the stored range was dropped (made unknown above), for the note: it contradicted the fragment's text
-    or the source length saved with it (a database imported before imports refused that)."""
+    """Why the stored range was dropped (made unknown), for the note: it contradicted the fragment's text, the
+    source length saved with it, or the stored text of its own version (a database imported before imports
+    refused that, or a row of another program's)."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +120,17 @@ async def read_stored(conn: aiosqlite.Connection, reference_id: str, kind: str, 
         return None
     locator, coverage = row["locator_json"], row["coverage_json"]
     fragment, saved = row["fragment"], (row["fragment_start"], row["fragment_end"], row["source_length"])
-    start, end, length, failed = consistent_range(fragment, *saved)
+    start, end, length = saved
+    own_length = row["reference_version_length"]  # the stored text of the version the reference was saved from
+    if own_length is not None and length is not None and length != own_length:
+        length = None  # that text's own length is known: a different one saved with the reference is wrong
+    start, end, length, failed = consistent_range(fragment, start, end, length)
+    contradiction = None if failed is None else _contradiction(failed, len(fragment), *saved)
+    if own_length is not None and end is not None and end > own_length:
+        # Comparing the text itself would read the source's chunks on every snapshot page; the length is known.
+        contradiction = f"the range [{start}, {end}) stored with it ends past the {own_length} code points of"
+        contradiction += f" version {row['source_version']!r} stored here"
+        start = end = None
     reference = Reference(
         id=row["id"],
         result_id=row["result_id"],
@@ -136,7 +149,7 @@ async def read_stored(conn: aiosqlite.Connection, reference_id: str, kind: str, 
         recorded_at=row["recorded_at"],
         review_generated_at=row["review_generated_at"],
         coverage=orjson.loads(coverage) if coverage is not None else None,
-        contradiction=None if failed is None else _contradiction(failed, len(fragment), *saved),
+        contradiction=contradiction,
     )
     source = (
         None
@@ -164,10 +177,12 @@ async def read_stored(conn: aiosqlite.Connection, reference_id: str, kind: str, 
     return Stored(reference, source, wanted, int(row["version_count"]), [name for _, name in listed])
 
 
-def _contradiction(failed: str, text_length: int, start: int, end: int | None, length: int | None) -> str:
+def _contradiction(failed: str, text_length: int, start: int | None, end: int | None, length: int | None) -> str:
     shown = f"[{start}, {end if end is not None else 'unknown'})"
     if failed == "span":
         return f"the range {shown} stored with it does not span its {text_length}-code-point text"
+    if start is None:
+        return f"the source length {length} stored with it is shorter than its {text_length}-code-point text"
     return f"the range {shown} stored with it reaches past the source length {length} stored with it"
 
 
