@@ -101,7 +101,7 @@ def build(path: Path, code_points: int, project: str) -> None:
                 "original_source_id": source_id,
                 "source_version": "v1",
                 "locator": {"project_id": project, "document_id": source_id},
-                "fragment": {"text": fragment, "start": 100, "end": 600},
+                "fragment": {"text": fragment, "start": 100, "end": 100 + len(fragment)},
                 "source_length": len(body),
                 "recorded_at": T,
             },

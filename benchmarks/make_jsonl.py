@@ -185,6 +185,7 @@ class Generator:
             source_id, length = rng.choice(scope.sources)
             fragment = text.words(10, 30)
             start = rng.randrange(max(1, length - 40))
+            fragment = fragment[: max(0, length - start)]  # within the source: [start, start + len) is exact
             reference_id = f"sref-{n:07d}"
             scope.references.append(reference_id)
             locator = None
@@ -208,7 +209,7 @@ class Generator:
                 "fragment": {
                     "text": fragment,
                     "start": None if locator is None else start,
-                    "end": None if locator is None else min(length, start + len(fragment)),
+                    "end": None if locator is None else start + len(fragment),
                 },
                 "source_length": length,
                 "recorded_at": iso(generated + 120),

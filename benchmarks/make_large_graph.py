@@ -626,6 +626,7 @@ def _fill(conn: sqlite3.Connection, objects: int, result_count: int, seed: int, 
             length = source_lengths[source_id]
             start = rng.randrange(max(1, length - 40))
             fragment = text.words(10, 30)
+            fragment = fragment[: max(0, length - start)]  # within the source: [start, start + len) is exact
             reference_id = f"sref-{i:07d}"
             scope.source_references.append(reference_id)
             locator = (
@@ -652,7 +653,7 @@ def _fill(conn: sqlite3.Connection, objects: int, result_count: int, seed: int, 
                 text.words(2, 5) if i % 3 else None,
                 fragment,
                 None if locator is None else start,
-                None if locator is None else min(length, start + len(fragment)),
+                None if locator is None else start + len(fragment),
                 length,
                 "available",
                 iso(generated - rng.randrange(30 * 86_400)),

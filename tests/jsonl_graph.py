@@ -393,7 +393,7 @@ def chain_graph(events: int) -> list[Line]:
             "result_id": "r-alpha",
             "source_type": "note",
             "original_source_id": "src-1",
-            "fragment": {"text": f"fragment {i}", "start": i, "end": i + 9},
+            "fragment": {"text": f"fragment {i}", "start": i, "end": i + len(f"fragment {i}")},
             "recorded_at": T1,
         }
         for i in range(references)

@@ -544,3 +544,49 @@ def test_the_cli_shows_the_same_progress_as_a_jsonl_import(tmp_path: Path, app: 
     phases = [line.split(":")[1].strip() for line in run.stderr.splitlines() if line.endswith(" s elapsed")]
     assert {"reading", "writing", "indexing"} <= set(phases) <= {"reading", "writing", "indexing", "writing the index"}
     assert run.stderr.splitlines()[-1].startswith(("import: indexing: ", "import: writing the index: done, "))
+
+
+@pytest.mark.parametrize(
+    ("changes", "stored", "note"),
+    [
+        (
+            {"end": 30},  # the saved text is 36 code points long
+            (None, None, len(TEXT[M_A])),
+            "saved fragments whose [start, end) does not span their text (position stored as unknown): 1",
+        ),
+        (
+            {"start": 20, "end": 10},  # ends before it starts: this used to stop the whole sync
+            (None, None, len(TEXT[M_A])),
+            "saved fragments whose [start, end) does not span their text (position stored as unknown): 1",
+        ),
+        (
+            {"length": 20},  # shorter than the fragment's end, 36
+            (None, None, None),
+            "saved fragments reaching past their source's recorded length (position and length stored as unknown): 1",
+        ),
+    ],
+)
+async def test_a_saved_fragment_contradicting_its_own_offsets_is_kept_with_them_unknown(
+    tmp_path: Path, app: Path, changes: dict[str, Any], stored: tuple[Any, ...], note: str
+) -> None:
+    """One damaged locator must not stop the whole sync, nor be shown as an exact range: its text is kept, the
+    offsets it contradicts are stored unknown, and the notes count it."""
+    write(app, "UPDATE supervision_sources SET locator_json = ? WHERE id = ?", _locator(app, S1, **changes), S1)
+    db = tmp_path / "fresh.db"
+    migrate(db)
+
+    _, notes = import_goodbuddy(db, app)
+
+    with sqlite3.connect(db) as conn:
+        row = conn.execute(
+            "SELECT fragment, fragment_start, fragment_end, source_length FROM source_references WHERE id = ?", (S1,)
+        ).fetchone()
+    assert row == (TEXT[M_A][:36], *stored)
+    assert note in notes
+    async with client(db) as session:
+        snapshot = await ok(session, READ, {"source_reference_id": S1})
+        current = await ok(session, READ, {"source_reference_id": S1, "content_kind": "current"})
+    assert snapshot["content"] == TEXT[M_A][:36]
+    assert snapshot["saved_fragment"] == {"start": "unknown", "end": "unknown", "length": 36}
+    assert snapshot["position"]["source_start"] == snapshot["position"]["source_end"] == "unknown"
+    assert current["fragment_matches_current"] == "unknown"

@@ -23,6 +23,7 @@ import aiosqlite
 import orjson
 
 from server.contracts.base import scope_from_key
+from server.contracts.interchange import consistent_range
 from server.reader.context_rows_sql import (
     CHANGE_FIELDS_OF_ENTITIES,
     CHANGE_FIELDS_OF_EVENTS,
@@ -384,8 +385,13 @@ class RowLoader:
             fields = ("id", "result_id", "source_type", "original_source_id", "source_version", "title")
             data = {name: r[name] for name in fields}
             data["locator"] = None if r["locator_json"] is None else _json_or_text(r["locator_json"])
-            data["fragment"] = {"text": r["fragment"], "start": r["fragment_start"], "end": r["fragment_end"]}
-            for name in ("source_length", "availability", "source_record_time", "recorded_at"):
+            # A range contradicting its text or source length is shown unknown, as read_source shows it.
+            start, end, length, _ = consistent_range(
+                r["fragment"], r["fragment_start"], r["fragment_end"], r["source_length"]
+            )
+            data["fragment"] = {"text": r["fragment"], "start": start, "end": end}
+            data["source_length"] = length
+            for name in ("availability", "source_record_time", "recorded_at"):
                 data[name] = r[name]
             units.append(Unit(row, data, [r["id"]]))
         return units

@@ -30,7 +30,6 @@ from server.reader.source_fields import (
     Text,
     common_fields,
     differs,
-    fragment_range_consistent,
     note,
     object_revision,
     state_digest,
@@ -144,7 +143,8 @@ async def read(
     )
     snapshot = args.content_kind == "snapshot"
     base = reference.fragment_start if snapshot else 0
-    consistent = not snapshot or fragment_range_consistent(reference)
+    # A snapshot page maps into the source only through a whole saved range (read_stored drops a contradictory one).
+    exact = not snapshot or reference.fragment_end is not None
     return ReadSourceResponse(
         **common,
         page=Page(
@@ -163,8 +163,8 @@ async def read(
         position=TextPosition(
             start=offset,
             end=end,
-            source_start=base + offset if base is not None and consistent else "unknown",
-            source_end=base + end if base is not None and consistent else "unknown",
+            source_start=base + offset if base is not None and exact else "unknown",
+            source_end=base + end if base is not None and exact else "unknown",
         ),
         original_source_length=(reference.source_length if reference.source_length is not None else "unknown")
         if snapshot
@@ -249,6 +249,6 @@ async def _fragment_matches(conn: aiosqlite.Connection, reference: Reference, te
     start, end = reference.fragment_start, reference.fragment_end
     if start is None or end is None or text.version is None:
         return "unknown"
-    if end > text.length or end - start != len(reference.fragment):
+    if end > text.length:
         return False
     return await read_slice(conn, reference.original_source_id, text.version, start, end) == reference.fragment

@@ -78,11 +78,6 @@ def object_revision(reference: Reference, state: str) -> str:
     return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def fragment_range_consistent(reference: Reference) -> bool:
-    start, end = reference.fragment_start, reference.fragment_end
-    return start is not None and end is not None and end - start == len(reference.fragment)
-
-
 def differs(reference_version: str | None, read_version: str | None) -> bool | str:
     if reference_version is None:
         return "unknown"
@@ -253,6 +248,8 @@ def note(
         where = (
             f"saved from [{reference.fragment_start}, {reference.fragment_end}) of the source as reviewed"
             if reference.fragment_start is not None and reference.fragment_end is not None
+            else f"{reference.contradiction}, so its position in the source is unknown"
+            if reference.contradiction is not None
             else "its position in the source is missing"
         )
         status = (

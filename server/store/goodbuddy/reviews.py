@@ -10,7 +10,7 @@ from typing import Any, Final
 from pydantic import TypeAdapter, ValidationError
 
 from server.contracts.base import Scope
-from server.contracts.interchange import Line
+from server.contracts.interchange import Line, consistent_range
 from server.store.errors import ImportRejected, Where
 from server.store.goodbuddy.rows import (
     at,
@@ -29,6 +29,10 @@ from server.store.goodbuddy.state import Seen
 from server.store.importer import ImportItem
 
 SCOPE: Final[TypeAdapter[Scope]] = TypeAdapter(Scope)
+CONTRADICTED: Final = {
+    "span": "saved fragments whose [start, end) does not span their text (position stored as unknown)",
+    "length": "saved fragments reaching past their source's recorded length (position and length stored as unknown)",
+}
 RESULTS_FIRST, AFTER_RESULTS = 0, 1
 """Parts of the lines that wait for the scope lines (`Seen.wait`): the results', then the story lines'."""
 
@@ -225,7 +229,7 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
         upstream = upstream if isinstance(upstream, dict) else None
         key = source_key(row["source_type"], row["source_id"], upstream)
         conn.execute(NEWER_SOURCE, (key, row["id"], row["result_created_at"], maybe_instant(row["occurred_at"])))
-        start, end = offset(upstream, "start"), offset(upstream, "end")
+        start, end, length = saved_range(seen, row["content"], upstream)
         revision = (upstream or {}).get("revision")
         yield seen.line(
             where,
@@ -238,8 +242,8 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
                 "source_version": revision if isinstance(revision, str) else None,
                 "locator": locator(upstream),
                 "title": row["title"],
-                "fragment": {"text": row["content"], "start": start, "end": end if start is not None else None},
-                "source_length": offset(upstream, "length"),
+                "fragment": {"text": row["content"], "start": start, "end": end},
+                "source_length": length,
                 "availability": row["availability"],
                 "source_record_time": row["occurred_at"],
                 "recorded_at": row["result_created_at"],
@@ -247,6 +251,18 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
         )
     for row in conn.execute(NEWEST_SOURCES):
         yield from source_record(conn, seen, row)
+
+
+def saved_range(seen: Seen, text: str, upstream: dict[str, Any] | None) -> tuple[int | None, int | None, int | None]:
+    """A fragment's `[start, end)` and its source's length, each None where unknown or where they contradict each
+    other (the interchange refuses such a line; one damaged row of the app's must not stop the sync)."""
+    start, end = offset(upstream, "start"), offset(upstream, "end")
+    start, end, length, failed = consistent_range(
+        text, start, end if start is not None else None, offset(upstream, "length")
+    )
+    if failed is not None:
+        seen.notes.add(CONTRADICTED[failed])
+    return start, end, length
 
 
 def source_record(conn: sqlite3.Connection, seen: Seen, row: sqlite3.Row) -> Iterator[ImportItem]:

@@ -1,0 +1,205 @@
+"""A saved fragment whose text, `[start, end)` and `source_length` contradict each other: an interchange file is
+refused naming the field and the fix (its writer can correct the line); read_source never shows such a range as
+exact. GoodBuddy rows (another program's data) are kept with the contradicted part unknown: see
+test_import_goodbuddy.py."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from jsonl_graph import ALPHA, dump, imported_graph, small_graph, write_jsonl
+from support import client_for, ok
+
+from server.store.errors import ImportRejected
+from server.store.importer import import_file
+
+pytestmark = pytest.mark.anyio
+
+READ, CONTEXT = "story_graph_read_source", "story_graph_get_context"
+
+
+def with_ref1(**changes: Any) -> list[dict[str, Any]]:
+    """The small graph with ref-1 (fragment 'first text' at [6, 16) of the 16-code-point v1) changed."""
+    lines = small_graph()
+    for line in lines:
+        if line.get("id") == "ref-1":
+            line.update(changes)
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "problem"),
+    [
+        (
+            {"fragment": {"text": "first text", "start": 0, "end": 5}},
+            "fragment.end",
+            "end - start is 5 but fragment.text is 10 code points long; [start, end) must span exactly the text:"
+            " set end to 10, or null if unknown",
+        ),
+        (
+            # An astral character is one code point (two UTF-16 units): 'a🚀b' is 3 long, so [0, 4) is refused.
+            {"fragment": {"text": "a🚀b", "start": 0, "end": 4}},
+            "fragment.end",
+            "end - start is 4 but fragment.text is 3 code points long",
+        ),
+        (
+            {"fragment": {"text": "first text", "start": 6, "end": 16}, "source_length": 10},
+            "source_length",
+            "source_length 10 is shorter than fragment.end 16: the fragment must lie within the source; give the"
+            " source's whole length in code points, or null if unknown",
+        ),
+        (
+            {"fragment": {"text": "first text", "start": 12}, "source_length": 10},
+            "source_length",
+            "source_length 10 is shorter than fragment.start 12",
+        ),
+        (
+            # Where the fragment lies is unknown, but it is a part of the source: it cannot be longer.
+            {"fragment": {"text": "first text", "start": None, "end": None}, "source_length": 3},
+            "source_length",
+            "source_length 3 is shorter than fragment.text (10 code points)",
+        ),
+    ],
+)
+def test_a_self_contradictory_fragment_line_is_refused_naming_the_field_and_the_fix(
+    tmp_path: Path, changes: dict[str, Any], field: str, problem: str
+) -> None:
+    db = imported_graph(tmp_path, small_graph()[:1])
+    before = dump(db)
+    lines = with_ref1(**changes)
+    number = 1 + next(n for n, line in enumerate(lines) if line.get("id") == "ref-1")
+
+    with pytest.raises(ImportRejected) as caught:
+        import_file(db, write_jsonl(tmp_path / "bad.jsonl", lines))
+
+    assert (caught.value.location, caught.value.field) == (f"line {number}", field)
+    assert problem in caught.value.problem
+    assert dump(db) == before
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"fragment": {"text": "first text", "start": 6, "end": None}, "source_length": 16},
+        {"fragment": {"text": "first text", "start": None, "end": None}, "source_length": 16},
+        {"fragment": {"text": "first text", "start": 6, "end": 16}, "source_length": None},
+        {"fragment": {"text": "first text", "start": 6, "end": 16}, "source_length": 16},
+        {"fragment": {"text": "", "start": 16, "end": 16}, "source_length": 16},
+    ],
+)
+async def test_unknown_positions_and_lengths_stay_allowed(tmp_path: Path, changes: dict[str, Any]) -> None:
+    db = imported_graph(tmp_path, with_ref1(**changes))
+
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+
+    fragment = changes["fragment"]
+    assert snapshot["content"] == fragment["text"]
+    assert snapshot["saved_fragment"]["start"] == (fragment["start"] if fragment["start"] is not None else "unknown")
+    assert snapshot["saved_fragment"]["end"] == (fragment["end"] if fragment["end"] is not None else "unknown")
+    length = changes["source_length"]
+    assert snapshot["reviewed_source_length"] == (length if length is not None else "unknown")
+
+
+def spoiled(db: Path, sql: str) -> None:
+    """A database imported before these checks, holding a contradictory reference (real SQLite, written directly)."""
+    with sqlite3.connect(db) as conn:
+        conn.execute(sql)
+
+
+@pytest.mark.parametrize(
+    ("sql", "length", "why"),
+    [
+        # 'first text' is 10 code points; [6, 11) is 5.
+        (
+            "UPDATE source_references SET fragment_end = 11 WHERE id = 'ref-1'",
+            16,
+            "[6, 11) stored with it does not span",
+        ),
+        # (Its version is not stored here, so only the reference's own numbers can be compared.)
+        (
+            "UPDATE source_references SET source_length = 12, source_version = 'v-gone' WHERE id = 'ref-1'",
+            "unknown",
+            "reaches past",
+        ),
+    ],
+)
+async def test_a_stored_contradictory_range_is_never_shown_as_exact(
+    tmp_path: Path, sql: str, length: int | str, why: str
+) -> None:
+    db = imported_graph(tmp_path, small_graph())
+    spoiled(db, sql)
+
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+        current = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA, "content_kind": "current"})
+        context = await ok(client, CONTEXT, {"object_ref": {"type": "source_reference", "id": "ref-1"}, "scope": ALPHA})
+
+    assert snapshot["content"] == "first text"
+    assert snapshot["saved_fragment"] == {"start": "unknown", "end": "unknown", "length": 10}
+    assert snapshot["source_location"]["start"] == snapshot["source_location"]["end"] == "missing"
+    assert snapshot["position"]["source_start"] == snapshot["position"]["source_end"] == "unknown"
+    assert snapshot["reviewed_source_length"] == snapshot["original_source_length"] == length
+    assert why in snapshot["content_note"] and "position in the source is unknown" in snapshot["content_note"]
+    # The saved range cannot be compared with the current text: not "differs" (False), but unknown.
+    assert current["fragment_matches_current"] == "unknown"
+    parts = [i for i in context["items"] if i["object_ref"] == {"type": "source_reference", "id": "ref-1"}]
+    line = orjson.loads("".join(part["content"] for part in parts))
+    assert (line["fragment"]["start"], line["fragment"]["end"], line["source_length"]) == (
+        None,
+        None,
+        None if length == "unknown" else length,
+    )
+
+
+@pytest.mark.parametrize(
+    ("sql", "why"),
+    [
+        # [10, 20) ends past v1's 16 code points (the length saved with the reference is unknown).
+        (
+            "UPDATE source_references SET fragment_start = 10, fragment_end = 20, source_length = NULL"
+            " WHERE id = 'ref-1'",
+            "the range [10, 20) stored with it ends past the 16 code points of version 'v1' stored here",
+        ),
+    ],
+)
+async def test_a_range_ending_past_its_own_stored_version_is_shown_unknown(tmp_path: Path, sql: str, why: str) -> None:
+    db = imported_graph(tmp_path, small_graph())
+    spoiled(db, sql)
+
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+        own = await ok(
+            client,
+            READ,
+            {"source_reference_id": "ref-1", "scope": ALPHA, "content_kind": "version", "source_version": "v1"},
+        )
+
+    assert snapshot["content"] == "first text"
+    assert snapshot["saved_fragment"] == {"start": "unknown", "end": "unknown", "length": 10}
+    assert snapshot["position"]["source_start"] == "unknown"
+    assert why in snapshot["content_note"]
+    # Reading that very version: same version, and no range claimed for the fragment in it.
+    assert own["differs_from_reference"] is False and own["saved_fragment"]["start"] == "unknown"
+
+
+async def test_a_source_length_other_than_its_stored_versions_is_shown_unknown(tmp_path: Path) -> None:
+    db = imported_graph(tmp_path, small_graph())
+    spoiled(db, "UPDATE source_references SET source_length = 40 WHERE id = 'ref-1'")  # v1 is 16 long
+
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+        own = await ok(
+            client,
+            READ,
+            {"source_reference_id": "ref-1", "scope": ALPHA, "content_kind": "version", "source_version": "v1"},
+        )
+
+    # The range does hold the text in v1, so it stays exact; the length saved with it contradicts v1's own.
+    assert snapshot["saved_fragment"] == {"start": 6, "end": 16, "length": 10}
+    assert snapshot["reviewed_source_length"] == snapshot["original_source_length"] == "unknown"
+    assert own["reviewed_source_length"] == "unknown" and own["original_source_length"] == 16
