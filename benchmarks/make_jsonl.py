@@ -34,7 +34,7 @@ from graph_text import (
 )
 from make_large_graph import DEFAULT_SEED, SCOPES, ScopePlan, counts_for
 
-JSONL_VERSION: Final = 1
+JSONL_VERSION: Final = 2
 """Bump when the generated lines change (cached files are named by it)."""
 SEARCHABLE: Final = frozenset(
     {"story_line", "event", "entity", "entity_revision", "entity_change", "relation", "summary", "source_reference"}
