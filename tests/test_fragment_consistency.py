@@ -156,21 +156,8 @@ async def test_a_stored_contradictory_range_is_never_shown_as_exact(
     )
 
 
-@pytest.mark.parametrize(
-    ("sql", "why"),
-    [
-        # [10, 20) ends past v1's 16 code points (the length saved with the reference is unknown).
-        (
-            "UPDATE source_references SET fragment_start = 10, fragment_end = 20, source_length = NULL"
-            " WHERE id = 'ref-1'",
-            "the range [10, 20) stored with it ends past the 16 code points of version 'v1' stored here",
-        ),
-    ],
-)
-async def test_a_range_ending_past_its_own_stored_version_is_shown_unknown(tmp_path: Path, sql: str, why: str) -> None:
-    db = imported_graph(tmp_path, small_graph())
-    spoiled(db, sql)
-
+async def snapshot_and_own_version(db: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """ref-1 read as saved, and its own stored version v1 read whole."""
     async with client_for(db) as client:
         snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
         own = await ok(
@@ -178,10 +165,23 @@ async def test_a_range_ending_past_its_own_stored_version_is_shown_unknown(tmp_p
             READ,
             {"source_reference_id": "ref-1", "scope": ALPHA, "content_kind": "version", "source_version": "v1"},
         )
+    return snapshot, own
+
+
+async def test_a_range_ending_past_its_own_stored_version_is_shown_unknown(tmp_path: Path) -> None:
+    db = imported_graph(tmp_path, small_graph())
+    # [10, 20) ends past v1's 16 code points (the length saved with the reference is unknown).
+    spoiled(
+        db,
+        "UPDATE source_references SET fragment_start = 10, fragment_end = 20, source_length = NULL WHERE id = 'ref-1'",
+    )
+
+    snapshot, own = await snapshot_and_own_version(db)
 
     assert snapshot["content"] == "first text"
     assert snapshot["saved_fragment"] == {"start": "unknown", "end": "unknown", "length": 10}
     assert snapshot["position"]["source_start"] == "unknown"
+    why = "the range [10, 20) stored with it ends past the 16 code points of version 'v1' stored here"
     assert why in snapshot["content_note"]
     # Reading that very version: same version, and no range claimed for the fragment in it.
     assert own["differs_from_reference"] is False and own["saved_fragment"]["start"] == "unknown"
@@ -191,13 +191,7 @@ async def test_a_source_length_other_than_its_stored_versions_is_shown_unknown(t
     db = imported_graph(tmp_path, small_graph())
     spoiled(db, "UPDATE source_references SET source_length = 40 WHERE id = 'ref-1'")  # v1 is 16 long
 
-    async with client_for(db) as client:
-        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
-        own = await ok(
-            client,
-            READ,
-            {"source_reference_id": "ref-1", "scope": ALPHA, "content_kind": "version", "source_version": "v1"},
-        )
+    snapshot, own = await snapshot_and_own_version(db)
 
     # The range does hold the text in v1, so it stays exact; the length saved with it contradicts v1's own.
     assert snapshot["saved_fragment"] == {"start": 6, "end": 16, "length": 10}

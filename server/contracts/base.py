@@ -28,9 +28,12 @@ STORED_TIME: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z")
 
 
 def no_nul(value: str) -> str:
+    """Refuse U+0000: an import writes ids, links and child texts through SQLite's JSON functions (3.40), which end
+    a text at it, so it could not be stored whole."""
     if "\x00" in value:
         raise ValueError(
-            "holds the character U+0000 (NUL), which SQLite's text functions read as the end of an id; remove it"
+            "holds the character U+0000 (NUL), which SQLite's JSON functions read as the end of a text, so it cannot"
+            " be stored whole; remove it"
         )
     return value
 

@@ -17,16 +17,7 @@ from server.contracts.base import Contract, GlobalScope, Id, Instant, ObjectRef,
 Text = Annotated[str, Field(max_length=20_000_000)]
 
 
-def _no_nul_in_text(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError(
-            "holds the character U+0000 (NUL): this text is written through SQLite's JSON functions, which end a"
-            " text at it, so it cannot be stored whole; remove it"
-        )
-    return value
-
-
-ChildText = Annotated[str, Field(max_length=20_000_000), AfterValidator(_no_nul_in_text)]
+ChildText = Annotated[str, Field(max_length=20_000_000), AfterValidator(no_nul)]
 """Text stored in child rows (a source version's chunks, a leaf's description of a fact): without U+0000, which
 SQLite's JSON functions (3.40) end a text at - a source cut there could not be read back at all."""
 INT64: Final = 2**63 - 1
