@@ -556,6 +556,58 @@ async def test_coverage_names_the_results_whose_record_cannot_say_what_they_proc
     ]
 
 
+async def test_coverage_lists_are_ten_examples_beside_exact_counts(tmp_path: Path) -> None:
+    """Every response repeats the scope's coverage: with 50 entries per list a scope of many reviews sent ~6 KB of
+    result ids on every page. Each list now holds its first 10 entries; its *_count says how many there are."""
+    days = [f"2026-03-{day:02d}" for day in range(1, 25, 2)]  # 12 reviews a day apart: 12 separate ranges
+    detailed = [
+        {
+            "kind": "result",
+            "id": f"r-{day}",
+            "scope": ATLAS,
+            "review_generated_at": f"{day}T23:00:00Z",
+            "recorded_at": f"{day}T23:00:00Z",
+            "coverage": {
+                "kind": "detailed",
+                "processed_range": {"from": f"{day}T00:00:00Z", "to": f"{day}T12:00:00Z"},
+                "sources": [{"source_id": f"src-{day}", "source_version": "v1", "fragments": [[0, 10]]}],
+                "missing": [{"source_id": f"src-{day}", "ranges": [[10, 20]], "reason": "too long"}],
+                "unprocessed_sources": 0,
+            },
+        }
+        for day in days
+    ]
+    legacy = [
+        {
+            "kind": "result",
+            "id": f"r-legacy-{n:02d}",
+            "scope": ATLAS,
+            "review_generated_at": T,
+            "recorded_at": T,
+            "coverage": {"kind": "legacy_count", "count": n},
+        }
+        for n in range(15)
+    ]
+    base = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
+    ]
+    async with client_for(imported_graph(tmp_path, [*base, *detailed], name="detailed")) as client:
+        every = (await ok(client, SEARCH, {"query": "cache"}))["coverage"]
+    async with client_for(imported_graph(tmp_path, [*base, *detailed, *legacy], name="mixed")) as client:
+        mixed = (await ok(client, SEARCH, {"query": "cache"}))["coverage"]
+    assert (every["processed_range_count"], len(every["processed_ranges"])) == (12, 10)
+    assert every["processed_ranges"][0] == {"from": "2026-03-01T00:00:00.000Z", "to": "2026-03-01T12:00:00.000Z"}
+    assert (every["processed_source_version_count"], len(every["processed_source_versions"])) == (12, 10)
+    assert (every["missing_count"], len(every["missing"])) == (12, 10)
+    assert (every["results_without_detail_count"], every["results_without_detail"]) == (0, [])
+    assert mixed["results_without_detail_count"] == 15 == mixed["result_records"]["legacy_count"]
+    assert [r["result_id"] for r in mixed["results_without_detail"]] == [f"r-legacy-{n:02d}" for n in range(10)]
+    assert mixed["missing_count"] == "unknown" and len(mixed["missing"]) == 10
+    assert "capped at 10" in mixed["note"]
+
+
 async def test_a_term_match_deep_in_a_long_fragment_previews_where_the_terms_are(tmp_path: Path) -> None:
     """The 8,623-code-point design-note fragment holds 'SD card … 58% full' in §53; its preview showed the
     fragment's opening (§40, 'when the SD card is 90% full'), which hid the match and read like an answer."""

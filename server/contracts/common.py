@@ -25,11 +25,14 @@ ScopeArg = Annotated[
 INTERPRETATION = (
     "Stored claims within the selected evidence scope; no inferred supersession, completion, or historical state."
 )
-COVERAGE_LIST_LIMIT = 50
+COVERAGE_LIST_LIMIT = 10
+"""How many entries each list of the scope's coverage holds. Every response repeats that block, so its lists are
+examples beside exact counts: at 50 a scope with many count-only records sent ~6 KB of result ids on every page
+(a third of a 10-item search page, and of the client's time spent checking it against the output schema)."""
 COVERAGE_NOTE = (
     "Exact stored scope only. Coverage reports what the stored review records say; reading every page proves all "
-    "matches were read, not that every source was processed or every fact recognised. Lists are capped at 50; "
-    "their *_count fields give the totals."
+    f"matches were read, not that every source was processed or every fact recognised. Lists are capped at "
+    f"{COVERAGE_LIST_LIMIT}; their *_count fields give the totals."
 )
 
 
@@ -141,7 +144,9 @@ class Coverage(Contract):
     """The first COVERAGE_LIST_LIMIT unprocessed parts the detailed records name (only what they name)."""
     results_without_detail: list[ResultWithoutDetail] = []
     """The results (the first COVERAGE_LIST_LIMIT, by id) whose record is count-only or absent: the ones that make
-    the scope-wide ranges, versions and missing parts 'unknown' (result_records counts them)."""
+    the scope-wide ranges, versions and missing parts 'unknown'."""
+    results_without_detail_count: int = 0
+    """How many results have a count-only or absent record (result_records counts each kind)."""
     source_types_not_included: list[str] | Unknown
     object_types_not_included: list[str]
     """Requested object types this server does not read: none (every type of the input enum is read, stories and

@@ -79,6 +79,11 @@ class SavedFragment(Contract):
     """Code points of the saved fragment text."""
 
 
+SOURCE_COVERAGE_LIST_LIMIT = 50
+"""How many entries read_source's `source_coverage` lists give: they concern the one source being read, so they
+are longer than the scope coverage's examples (COVERAGE_LIST_LIMIT)."""
+
+
 class SourceCoverage(Contract):
     """What the reference's own review result recorded about processing this source."""
 

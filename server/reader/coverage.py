@@ -126,6 +126,7 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             "missing_count": len(missing) if all_detailed else "unknown",
             "missing": missing[:COVERAGE_LIST_LIMIT],
             "results_without_detail": without_detail,
+            "results_without_detail_count": counts["legacy_count"] + counts["absent"],
             "source_types_not_included": not_included,
             "object_types_not_included": [],
         }

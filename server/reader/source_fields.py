@@ -12,8 +12,9 @@ from typing import Any, Final
 
 import orjson
 
-from server.contracts.common import COVERAGE_LIST_LIMIT, Page
+from server.contracts.common import Page
 from server.contracts.source import (
+    SOURCE_COVERAGE_LIST_LIMIT,
     ContentKind,
     ReadSourceArgs,
     ReadSourceResponse,
@@ -178,12 +179,12 @@ def source_coverage(reference: Reference) -> SourceCoverage:
             processed="unknown",
             missing="unknown",
         )
-    source_id = reference.original_source_id
+    source_id, limit = reference.original_source_id, SOURCE_COVERAGE_LIST_LIMIT
     return SourceCoverage(
         result_id=reference.result_id,
         record="detailed",
-        processed=[s for s in record.get("sources", []) if s.get("source_id") == source_id][:COVERAGE_LIST_LIMIT],
-        missing=[m for m in record.get("missing", []) if m.get("source_id") == source_id][:COVERAGE_LIST_LIMIT],
+        processed=[s for s in record.get("sources", []) if s.get("source_id") == source_id][:limit],
+        missing=[m for m in record.get("missing", []) if m.get("source_id") == source_id][:limit],
     )
 
 
