@@ -560,7 +560,7 @@ async def test_coverage_lists_are_ten_examples_beside_exact_counts(tmp_path: Pat
     """Every response repeats the scope's coverage: with 50 entries per list a scope of many reviews sent ~6 KB of
     result ids on every page. Each list now holds its first 10 entries; its *_count says how many there are."""
     days = [f"2026-03-{day:02d}" for day in range(1, 25, 2)]  # 12 reviews a day apart: 12 separate ranges
-    detailed = [
+    detailed: list[dict[str, Any]] = [
         {
             "kind": "result",
             "id": f"r-{day}",
@@ -577,7 +577,7 @@ async def test_coverage_lists_are_ten_examples_beside_exact_counts(tmp_path: Pat
         }
         for day in days
     ]
-    legacy = [
+    legacy: list[dict[str, Any]] = [
         {
             "kind": "result",
             "id": f"r-legacy-{n:02d}",
@@ -588,7 +588,7 @@ async def test_coverage_lists_are_ten_examples_beside_exact_counts(tmp_path: Pat
         }
         for n in range(15)
     ]
-    base = [
+    base: list[dict[str, Any]] = [
         {"kind": "project", "id": "atlas", "name": "Atlas"},
         {"kind": "scope", "scope": ATLAS},
         {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
