@@ -3,7 +3,15 @@ recently used out first; a value heavier than all of it is not kept."""
 
 from __future__ import annotations
 
-from server.reader.memo import GRAPH, Memo
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonl_graph import imported_graph
+from mcp import Client
+from support import ok, server_for
+
+from server.reader.memo import GRAPH, Memo, weight_of
 
 ATLAS = 'projects:["atlas"]'
 BEACON = 'projects:["beacon"]'
@@ -53,3 +61,37 @@ def test_the_revision_stored_last_is_the_one_kept_and_a_lineage_without_values_i
     assert memo.revisions() == {BEACON: "1"}
     assert memo.at(BEACON, "2").put("huge", 0, weight=3) == 0  # too heavy to keep, but still a newer revision
     assert memo.revisions() == {} and len(memo) == 0
+
+
+@pytest.mark.anyio
+async def test_a_remembered_match_list_weighs_by_its_length_so_broad_queries_cannot_grow_memory(
+    tmp_path: Path,
+) -> None:
+    """A multi-word query remembers its whole-query matches (up to 2,000) and a short needle its trigrams; each
+    weighed 1 whatever its length, so 1,024 broad queries could hold ~2 million matches. They now weigh one unit
+    more per 256 listed, like a get_context selection."""
+    atlas = {"kind": "projects", "projectIds": ["atlas"]}
+    stamp = "2026-05-01T08:00:00Z"
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": atlas},
+        {"kind": "result", "id": "r", "scope": atlas, "review_generated_at": stamp, "recorded_at": stamp},
+        *(
+            {
+                "kind": "event",
+                "id": f"evt-{i:03d}",
+                "result_id": "r",
+                "event_type": "note",
+                "title": f"cache rollback {i}",
+                "recorded_at": stamp,
+            }
+            for i in range(600)
+        ),
+    ]
+    server = server_for(imported_graph(tmp_path, lines))
+    async with Client(server) as client:
+        await ok(client, "story_graph_search", {"query": "one word"})  # remembers coverage, a total, an empty list
+        before = server.memo.weight()
+        await ok(client, "story_graph_search", {"query": "cache rollback"})
+    # A total (1) and the whole-query list of 600 matches (1 + 600 // 256); the scope's coverage was remembered.
+    assert server.memo.weight() - before == 1 + weight_of(600) == 4

@@ -17,7 +17,6 @@ import bisect
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
 
 import aiosqlite
 
@@ -27,11 +26,8 @@ from server.reader.context_arms import BoundArm, Candidate, Mode, SortKey, sort_
 from server.reader.context_header import build_header, known_gaps
 from server.reader.context_pages import Piece, compact
 from server.reader.context_rows import Memory, Ref, RowLoader, Unit
-from server.reader.memo import Memo
+from server.reader.memo import Memo, weight_of
 from server.reader.objects import Key
-
-WEIGHT_UNIT: Final = 256
-"""A remembered summary weighs one Memo entry per this many remembered objects (docs/performance.md)."""
 
 
 @dataclass
@@ -83,7 +79,7 @@ async def summarise(
         return found
     sel = await select(conn, scope_key, project_ids, target, time_range=time_range, time_basis=time_basis)
     summary = _summary(sel, time_range is not None, coverage_status)
-    return remembered.put(key, summary, weight=1 + len(summary.gathered) // WEIGHT_UNIT)
+    return remembered.put(key, summary, weight=weight_of(len(summary.gathered)))
 
 
 def _summary(sel: Selection, time_range_used: bool, coverage_status: str) -> Summary:

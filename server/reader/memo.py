@@ -6,8 +6,9 @@ lineage's previous one. A value is therefore never stale (a read at another revi
 whose graph is re-imported while it serves holds only what its current revisions need, not a memo full of
 revisions no call will read again (docs/performance.md, "A long-running server's memory").
 
-The bound is a total weight: most values weigh 1; a large value (a get_context selection of a big
-neighbourhood) says how much it weighs, so a few large values cannot crowd out memory. Once it is
+The bound is a total weight: a value weighs 1, and one unit more per WEIGHT_UNIT things it lists (a get_context
+selection of a big neighbourhood, a search's whole-query match list, a short needle's trigrams: `weight_of`), so
+a few large values cannot crowd out memory, nor many of them grow it past the bound. Once it is
 exceeded, the least recently used values go. Nothing is written anywhere.
 """
 
@@ -21,9 +22,16 @@ from typing import Any, Final, TypeVar
 
 T = TypeVar("T")
 DEFAULT_ENTRIES: Final = 1024
+WEIGHT_UNIT: Final = 256
+"""A value weighs one unit more per this many things it lists (docs/performance.md)."""
 GRAPH: Final = ("graph",)
 """The lineage of values computed from the whole graph (their revision is graph_state's). A tuple, so that it
 never equals a scope key (a string)."""
+
+
+def weight_of(listed: int) -> int:
+    """The weight of a value that lists `listed` things (objects, matches, terms)."""
+    return 1 + listed // WEIGHT_UNIT
 
 
 class Memo:
@@ -89,6 +97,11 @@ class Memo:
         """The revision held per lineage (what a long-running server keeps; for tests and benchmarks)."""
         with self._lock:
             return dict(self._revisions)
+
+    def weight(self) -> int:
+        """The total weight held (for tests and benchmarks)."""
+        with self._lock:
+            return self._weight
 
     def __len__(self) -> int:
         with self._lock:

@@ -34,7 +34,7 @@ import aiosqlite
 
 from server.reader.db import scalar
 from server.reader.fold import Folder, narrow
-from server.reader.memo import GRAPH, Memo
+from server.reader.memo import GRAPH, Memo, weight_of
 from server.reader.search_query import MARKERS as INDEX_MARKERS
 from server.reader.search_query import (
     Needle,
@@ -185,7 +185,8 @@ async def search(
         cached = memo_at.get(("whole", *remembered, query))
         if cached is None:
             whole_items = await _whole_items(conn, folder, query_plan, filters, ids)
-            cached = memo_at.put(("whole", *remembered, query), (whole_items,))
+            weight = weight_of(len(whole_items) if whole_items is not None else 0)
+            cached = memo_at.put(("whole", *remembered, query), (whole_items,), weight)
         listed = cached[0]
     q = Query(conn, folder, query_plan, filters, ids, listed)
     hits, position_after, reason = await _page(q, page_size, position)
@@ -221,7 +222,8 @@ async def _needle(conn: aiosqlite.Connection, memo: Memo, text: str) -> Needle:
         sql = TRIGRAMS_FROM if high is None else TRIGRAMS_BEGINNING
         rows = await conn.execute_fetchall(sql, {"low": text, "high": high})
         # Not the month tokens' trigrams (they hold U+0003): no text holds them.
-        trigrams = memo_at.put(key, [str(row[0]) for row in rows if "\x03" not in str(row[0])])
+        listed = [str(row[0]) for row in rows if "\x03" not in str(row[0])]
+        trigrams = memo_at.put(key, listed, weight_of(len(listed)))
     return needle(text, trigrams)
 
 
