@@ -608,6 +608,63 @@ async def test_coverage_lists_are_ten_examples_beside_exact_counts(tmp_path: Pat
     assert "capped at 10" in mixed["note"]
 
 
+async def test_coverage_says_which_parts_of_the_time_range_no_review_processed(tmp_path: Path) -> None:
+    """'Was February reviewed?': reviews processed January and March. The coverage lists processed ranges (the
+    first 10 only) and their hull, January to March, spans February; a call with a time_range now gets the
+    answer for its own range: not covered, or the uncovered stretches. Unknown when a record cannot say."""
+
+    def reviewed(result_id: str, month: str, last_day: int) -> dict[str, Any]:
+        when = {"from": f"2026-{month}-01T00:00:00Z", "to": f"2026-{month}-{last_day}T23:59:59Z"}
+        record = {"kind": "detailed", "processed_range": when, "unprocessed_sources": 0}
+        stamp = {"review_generated_at": when["to"], "recorded_at": when["to"]}
+        return {"kind": "result", "id": result_id, "scope": ATLAS, **stamp, "coverage": record}
+
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        reviewed("r-jan", "01", 31),
+        reviewed("r-mar", "03", 31),
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
+    ]
+    legacy = {"kind": "result", "id": "r-old", "scope": ATLAS, "review_generated_at": T, "recorded_at": T}
+    february = {"from": "2026-02-01T00:00:00Z", "to": "2026-02-28T23:59:59Z"}
+    january_to_march = {"from": "2026-01-10T00:00:00Z", "to": "2026-03-10T00:00:00Z"}
+    story = {"object_ref": {"type": "story_line", "id": "sl"}}
+    async with client_for(imported_graph(tmp_path, lines, name="reviewed")) as client:
+        feb = (await ok(client, SEARCH, {"query": "cache", "time_range": february}))["coverage"]
+        wide = (await ok(client, SEARCH, {"query": "cache", "time_range": january_to_march}))["coverage"]
+        jan = (
+            await ok(
+                client, SEARCH, {"query": "cache", "time_range": {**january_to_march, "to": "2026-01-20T00:00:00Z"}}
+            )
+        )["coverage"]
+        plain = (await ok(client, SEARCH, {"query": "cache"}))["coverage"]
+        recorded = await ok(client, SEARCH, {"query": "cache", "time_range": february, "time_basis": "recorded_at"})
+        context = await ok(client, "story_graph_get_context", {**story, "time_range": february})
+    async with client_for(imported_graph(tmp_path, [*lines, legacy], name="with-legacy")) as client:
+        unsure = (await ok(client, SEARCH, {"query": "cache", "time_range": february}))["coverage"]
+    assert feb["processed_range"] == {"from": "2026-01-01T00:00:00.000Z", "to": "2026-03-31T23:59:59.000Z"}
+    assert feb["time_range_coverage"] == {
+        "status": "not_covered",
+        "uncovered_parts": [{"from": "2026-02-01T00:00:00.000Z", "to": "2026-02-28T23:59:59.000Z"}],
+        "uncovered_part_count": 1,
+    }
+    assert wide["time_range_coverage"] == {
+        "status": "partly_covered",
+        "uncovered_parts": [{"from": "2026-02-01T00:00:00.000Z", "to": "2026-03-01T00:00:00.000Z"}],
+        "uncovered_part_count": 1,
+    }
+    assert jan["time_range_coverage"] == {"status": "covered", "uncovered_parts": [], "uncovered_part_count": 0}
+    assert plain["time_range_coverage"] is None  # no time_range
+    assert recorded["coverage"]["time_range_coverage"] is None  # processed ranges are source time, not recording
+    assert context["coverage"]["time_range_coverage"] == feb["time_range_coverage"]
+    assert unsure["time_range_coverage"] == {
+        "status": "unknown",
+        "uncovered_parts": "unknown",
+        "uncovered_part_count": "unknown",
+    }
+
+
 async def test_a_term_match_deep_in_a_long_fragment_previews_where_the_terms_are(tmp_path: Path) -> None:
     """The 8,623-code-point design-note fragment holds 'SD card … 58% full' in §53; its preview showed the
     fragment's opening (§40, 'when the SD card is 90% full'), which hid the match and read like an answer."""

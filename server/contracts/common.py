@@ -111,6 +111,19 @@ class ResultWithoutDetail(Contract):
     """What a legacy_count record holds (items processed, with no time, version or range); 'unknown' when absent."""
 
 
+class TimeRangeCoverage(Contract):
+    """How the recorded processed ranges meet the call's time_range (event_time basis only)."""
+
+    status: Literal["covered", "partly_covered", "not_covered", "unknown"]
+    """covered: every instant of the time_range lies in a recorded processed range; partly_covered: some do;
+    not_covered: none do; unknown: the processed ranges are unknown (a result without a detailed record may have
+    processed any period). Covered periods may still hold parts the records name as missing."""
+    uncovered_parts: list[dict[Literal["from", "to"], str]] | Unknown
+    """The stretches of the time_range no processed range covers, in time order (the first COVERAGE_LIST_LIMIT);
+    each runs from an end of the time_range or of a processed range to the next start."""
+    uncovered_part_count: int | Unknown
+
+
 class Coverage(Contract):
     """What the stored review records of exactly this scope say about processing; 'unknown' where they are silent."""
 
@@ -147,6 +160,10 @@ class Coverage(Contract):
     the scope-wide ranges, versions and missing parts 'unknown'."""
     results_without_detail_count: int = 0
     """How many results have a count-only or absent record (result_records counts each kind)."""
+    time_range_coverage: TimeRangeCoverage | None = None
+    """For a call with a time_range on the event_time basis: whether the processed ranges cover it (the list above
+    shows only the first ranges). Null otherwise: processed ranges are periods of source material, not of
+    recording or review."""
     source_types_not_included: list[str] | Unknown
     object_types_not_included: list[str]
     """Requested object types this server does not read: none (every type of the input enum is read, stories and

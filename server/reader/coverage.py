@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -9,14 +10,24 @@ import aiosqlite
 import orjson
 
 from server.contracts.base import format_utc
-from server.contracts.common import COVERAGE_LIST_LIMIT, Coverage, CoverageMissing
-from server.reader.memo import Memo
+from server.contracts.common import COVERAGE_LIST_LIMIT, Coverage, CoverageMissing, TimeRangeCoverage
+from server.reader.memo import Memo, weight_of
 
 RESULT_COVERAGE: Final = (
     "SELECT id, coverage_json, review_generated_at FROM results WHERE scope_key = :scope_key ORDER BY id"
 )
 MEETS: Final = timedelta(seconds=1)
-"""Two processed ranges are joined when the second starts at most this long after the first ends."""
+"""Two processed ranges are joined when the second starts at most this long after the first ends: stored times
+are to the second, so a range ending 23:59:59 covers that whole second."""
+
+Spans = list[tuple[datetime, datetime]]
+
+
+@dataclass(frozen=True)
+class ScopeCoverage:
+    coverage: Coverage
+    processed: Spans | None
+    """Every merged processed range (the coverage lists only the first); None when they are unknown."""
 
 
 async def read_coverage(
@@ -24,23 +35,56 @@ async def read_coverage(
     memo: Memo,
     scope_key: str,
     scope_revision: str,
+    time_range: tuple[str, str] | None = None,
+    time_basis: str = "event_time",
 ) -> Coverage:
-    """Only this scope's records count: another scope's progress never does. Unknown stays 'unknown'.
+    """Only this scope's records count: another scope's progress never does. Unknown stays 'unknown'. With a
+    time_range on the event_time basis, says how the processed ranges cover it.
 
     Summarised once per scope data revision (the records change only with it)."""
     remembered = memo.at(scope_key, scope_revision)
-    coverage: Coverage | None = remembered.get("coverage")
-    if coverage is None:
+    summary: ScopeCoverage | None = remembered.get("coverage")
+    if summary is None:
         rows = await conn.execute_fetchall(RESULT_COVERAGE, {"scope_key": scope_key})
         records: dict[str, dict[str, Any] | None] = {
             row[0]: (orjson.loads(row[1]) if row[1] is not None else None) for row in rows
         }
         generated = {row[0]: str(row[2]) for row in rows}
-        coverage = remembered.put("coverage", summarise(records, generated))
-    return coverage
+        summary = summarise(records, generated)
+        summary = remembered.put("coverage", summary, weight_of(len(summary.processed or [])))
+    if time_range is None or time_basis != "event_time":
+        return summary.coverage
+    return summary.coverage.model_copy(
+        update={"time_range_coverage": time_range_coverage(summary.processed, time_range)}
+    )
 
 
-def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, str]) -> Coverage:
+def time_range_coverage(processed: Spans | None, time_range: tuple[str, str]) -> TimeRangeCoverage:
+    """The stretches of [from, to] no processed range covers (a range covers its last second whole)."""
+    if processed is None:
+        return TimeRangeCoverage(status="unknown", uncovered_parts="unknown", uncovered_part_count="unknown")
+    start, end = (datetime.fromisoformat(t) for t in time_range)
+    gaps: Spans = []
+    covered_until, touched = start, False  # every instant of the range before covered_until is covered
+    for first, last in processed:
+        if first > end or covered_until > end:
+            break
+        if last + MEETS <= covered_until:
+            continue
+        if first > covered_until:
+            gaps.append((covered_until, first))
+        covered_until, touched = last + MEETS, True
+    if covered_until <= end:
+        gaps.append((covered_until, end))
+    status = "covered" if not gaps else "partly_covered" if touched else "not_covered"
+    return TimeRangeCoverage(
+        status=status,
+        uncovered_parts=[{"from": format_utc(a), "to": format_utc(b)} for a, b in gaps[:COVERAGE_LIST_LIMIT]],
+        uncovered_part_count=len(gaps),
+    )
+
+
+def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, str]) -> ScopeCoverage:
     counts = {"detailed": 0, "legacy_count": 0, "absent": 0}
     detailed: dict[str, dict[str, Any]] = {}
     without_detail: list[dict[str, Any]] = []
@@ -84,7 +128,8 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
         if all_detailed and all(ranges)
         else "unknown"
     )
-    merged = _merged([r for r in ranges if r]) if processed_range != "unknown" else "unknown"
+    merged = _merged([r for r in ranges if r]) if processed_range != "unknown" else None
+    listed = [{"from": format_utc(a), "to": format_utc(b)} for a, b in merged] if merged is not None else "unknown"
     versions: list[dict[str, Any]] | str = (
         [
             {"result_id": result_id, **source}
@@ -112,15 +157,15 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
         status = "complete"
     else:
         status = "unknown"
-    return Coverage.model_validate(
+    coverage = Coverage.model_validate(
         {
             "status": status,
             "unprocessed_sources": unprocessed,
             "published_result_count": len(records),
             "result_records": counts,
             "processed_range": processed_range,
-            "processed_ranges": merged[:COVERAGE_LIST_LIMIT] if isinstance(merged, list) else merged,
-            "processed_range_count": len(merged) if isinstance(merged, list) else merged,
+            "processed_ranges": listed[:COVERAGE_LIST_LIMIT] if isinstance(listed, list) else listed,
+            "processed_range_count": len(listed) if isinstance(listed, list) else listed,
             "processed_source_version_count": len(versions) if isinstance(versions, list) else "unknown",
             "processed_source_versions": versions[:COVERAGE_LIST_LIMIT] if isinstance(versions, list) else versions,
             "missing_count": len(missing) if all_detailed else "unknown",
@@ -131,19 +176,22 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             "object_types_not_included": [],
         }
     )
+    return ScopeCoverage(coverage, merged)
 
 
-def _merged(ranges: list[dict[str, str]]) -> list[dict[str, str]] | str:
+def _merged(ranges: list[dict[str, str]]) -> Spans | None:
     """The ranges in time order, joined where they overlap or meet to the second (one ends 23:59:59, the next
-    starts 00:00:00: no whole second lies between them); 'unknown' if a stored time is not an instant."""
+    starts 00:00:00: no whole second lies between them); None if a stored time is not an instant."""
     try:
         spans = sorted((datetime.fromisoformat(r["from"]), datetime.fromisoformat(r["to"])) for r in ranges)
     except (KeyError, TypeError, ValueError):
-        return "unknown"
-    joined: list[list[datetime]] = []
+        return None
+    if any(end.tzinfo is None or start.tzinfo is None for start, end in spans):
+        return None  # a time without an offset is no instant (the sort above compared only naive ones, or failed)
+    joined: Spans = []
     for start, end in spans:
         if joined and start <= joined[-1][1] + MEETS:
-            joined[-1][1] = max(joined[-1][1], end)
+            joined[-1] = (joined[-1][0], max(joined[-1][1], end))
         else:
-            joined.append([start, end])
-    return [{"from": format_utc(start), "to": format_utc(end)} for start, end in joined]
+            joined.append((start, end))
+    return joined

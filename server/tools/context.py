@@ -75,7 +75,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         scope = await resolve_page_scope(conn, call.grant, args.scope, cursor)
         position = parse_position(cursor.position if cursor else None)
         target = await locate_target(conn, call.grant, scope.key, args.object_ref.type, args.object_ref.id)
-        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision)
+        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, time_range, args.time_basis)
         summary = await summarise(
             conn,
             call.memo,

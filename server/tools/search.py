@@ -72,7 +72,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
             position=_position(cursor.position if cursor else None),
         )
         items = await _items(call, conn, scope.key, page)
-        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision)
+        coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, time_range, args.time_basis)
         no_match = (
             await _no_match_note(call, conn, scope, args, page, coverage.status)
             if cursor is None and page.total.exact and page.total.count == 0
