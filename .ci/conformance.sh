@@ -201,6 +201,9 @@ PY
     call stale-cursor 5 $t story_graph_search "{\"query\":\"session cache\",\"page_size\":2,\"cursor\":\"$cursor\"}"
   done
   inspect http-no-token 3 "http://127.0.0.1:$HTTP_PORT/mcp" --transport http --stored-auth-only --method tools/list
+  # What the user reads: the server's 401 says to send a bearer token (there is no OAuth to discover).
+  grep -qsF "'Authorization: Bearer <token>'" "$OUT/inspector-http-no-token.json" "$OUT/inspector-http-no-token.err" ||
+    INSPECT_FAILED="$INSPECT_FAILED http-no-token(its error does not say to send a bearer token)"
 fi
 
 # ---------------------------------------------------------------- report

@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--public-url",
         help="HTTP: the URL clients reach /mcp at, e.g. https://mcp.example.com/mcp behind a TLS proxy "
-        "(names the resource in 401 responses; its host is accepted like --allowed-host)",
+        "(its host is accepted like --allowed-host, and its origin like --allowed-origin)",
     )
     serve.add_argument(
         "--cursor-secret-file",

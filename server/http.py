@@ -3,7 +3,8 @@
 Stateless (`stateless_http=True`, `json_response=True`): no session lives in a process, so any number of
 workers or replicas serve the same clients, and a cursor signed by one is accepted by another that shares
 the cursor secret. `/mcp` requires a bearer token listed (hashed) in the policy and answers POST only (any
-other method with a valid token is 405: there is no event stream); `/healthz` is public and says only
+other method with a valid token is 405: there is no event stream); there is no OAuth authorization server, so
+no OAuth metadata is served and a 401 says to send the operator's token; `/healthz` is public and says only
 whether the policy file is valid and the database readable, and if not, why (locked, corrupt, missing,
 replaced, unreadable).
 
@@ -77,7 +78,8 @@ def transport_security(settings: HttpSettings) -> TransportSecuritySettings:
     )
 
 
-def _resource_url(settings: HttpSettings) -> str:
+def _endpoint_url(settings: HttpSettings) -> str:
+    """The URL clients use for /mcp: `--public-url`, else the bind address (loopback for a wildcard bind)."""
     if settings.public_url:
         return settings.public_url.rstrip("/")
     host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
@@ -85,20 +87,39 @@ def _resource_url(settings: HttpSettings) -> str:
     return f"http://{host}:{settings.port}{MCP_PATH}"
 
 
-class PostOnly:
-    """`/mcp` with a valid token answers any method but POST with 405: the server is stateless and answers with
-    JSON, so there is no event stream to GET and no session to DELETE (a GET would otherwise open a stream that
-    never closes). Without a valid token the request goes on to the SDK, which answers 401 as for POST."""
+NO_TOKEN: Final = (
+    "no bearer token: send the token this server's operator issued you as the header "
+    "'Authorization: Bearer <token>' (tokens are issued out of band; there is no OAuth authorization server)"
+)
+UNKNOWN_TOKEN: Final = (
+    "this bearer token is not accepted (unknown or revoked): ask this server's operator for a valid token "
+    "(tokens are issued out of band; there is no OAuth authorization server)"
+)
+"""What a 401 says, in its `WWW-Authenticate` error_description and its body: the fix, since a client that looks
+for OAuth finds none (RFC 6750 error_description: ASCII without quotes or backslashes)."""
+
+
+class McpGate:
+    """Who may use `/mcp`, for every method: without a token listed in the policy, 401 saying how to get in;
+    with one, any method but POST is 405, since the server is stateless and answers with JSON (there is no
+    event stream to GET and no session to DELETE; a GET would otherwise open a stream that never closes).
+
+    The 401 names no protected-resource metadata (RFC 9728) and none is served: that document exists to point
+    clients at an OAuth authorization server, and the MCP spec requires it to name at least one, which this
+    server does not have. The SDK's own auth check stays behind this gate (and sets the grant's access token)."""
 
     def __init__(self, app: ASGIApp, verifier: PolicyTokenVerifier) -> None:
         self.app = app
         self.verifier = verifier
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == MCP_PATH and scope["method"] != "POST":
+        if scope["type"] == "http" and scope["path"] == MCP_PATH:
             token = _bearer_token(scope)
             verified = await self.verifier.verify_token(token) if token is not None else None
-            if verified is not None:
+            if verified is None:
+                await _unauthorized(NO_TOKEN if token is None else UNKNOWN_TOKEN)(scope, receive, send)
+                return
+            if scope["method"] != "POST":
                 scope["user"] = SimpleUser(verified.client_id)  # for the access line
                 error = JSONRPCError(
                     jsonrpc="2.0",
@@ -118,6 +139,14 @@ class PostOnly:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def _unauthorized(description: str) -> JSONResponse:
+    return JSONResponse(
+        {"error": "invalid_token", "error_description": description},
+        status_code=401,
+        headers={"WWW-Authenticate": f'Bearer error="invalid_token", error_description="{description}"'},
+    )
 
 
 def _bearer_token(scope: Scope) -> str | None:
@@ -225,14 +254,14 @@ class AccessLog:
 def build_http_app(settings: ServeSettings, policy: PolicySource) -> ASGIApp:
     """The ASGI app: `/mcp` (Streamable HTTP, bearer tokens from the policy) and `/healthz` (public)."""
     http = settings.http
-    resource = _resource_url(http)
-    parts = urlsplit(resource)
+    parts = urlsplit(_endpoint_url(http))
     auth = AuthSettings(
-        # No OAuth authorization server: tokens are issued out of band and listed (hashed) in the policy.
-        # The SDK requires an issuer; this server's own origin is the honest value.
+        # No OAuth authorization server: tokens are issued out of band and listed (hashed) in the policy. The SDK
+        # requires an issuer, but without an authorization-server provider and a resource URL it neither serves
+        # nor names it; a resource URL would make it serve protected-resource metadata naming this origin as the
+        # authorization server, which sends OAuth clients to endpoints that do not exist (see McpGate).
         issuer_url=AnyHttpUrl(f"{parts.scheme}://{parts.netloc}"),
-        resource_server_url=AnyHttpUrl(resource),
-        validate_token_resource=False,  # our tokens are bound to this server by being in its policy
+        resource_server_url=None,
     )
     verifier = PolicyTokenVerifier(policy)
     server = build_server(
@@ -251,7 +280,7 @@ def build_http_app(settings: ServeSettings, policy: PolicySource) -> ASGIApp:
         transport_security=transport_security(http),
         host=http.host,
     )
-    return AccessLog(StopOnDisconnect(PostOnly(app, verifier)))
+    return AccessLog(StopOnDisconnect(McpGate(app, verifier)))
 
 
 POLICY_BROKEN: Final = (
@@ -292,7 +321,7 @@ def serve_http(settings: ServeSettings) -> int:
     else:
         one_run, token = one_run_policy(settings.project)
         policy = FixedPolicy(one_run)
-        url = _resource_url(http)
+        url = _endpoint_url(http)
         header = f'--header "Authorization: Bearer {token}"'
         print(
             "story-graph-mcp: no --policy given, so this run accepts one bearer token, made now and shown only "
@@ -323,12 +352,9 @@ def serve_http(settings: ServeSettings) -> int:
 
 def _warn_if_not_loopback(http: HttpSettings) -> None:
     if http.host not in LOOPBACK:
-        # Without --public-url the OAuth resource (401 answers, metadata) names the bind address, which is not
-        # the URL a remote client uses.
-        public = "" if http.public_url else f", and --public-url (now {_resource_url(http)}) for the URL they use"
         print(
             f"story-graph-mcp: listening on {http.host}, not loopback; put TLS in front "
-            f"(docs/deployment.md) and pass --allowed-host for the names clients use{public}",
+            "(docs/deployment.md) and pass --allowed-host (or --public-url) for the names clients use",
             file=sys.stderr,
             flush=True,
         )
@@ -340,8 +366,8 @@ def create_app() -> ASGIApp:
     STORY_GRAPH_DB (required), STORY_GRAPH_POLICY (required: workers cannot share a one-run token),
     STORY_GRAPH_CURSOR_SECRET_FILE or STORY_GRAPH_CURSOR_SECRET (required: workers must share it),
     STORY_GRAPH_BUSY_TIMEOUT (seconds), STORY_GRAPH_ALLOWED_HOSTS / STORY_GRAPH_ALLOWED_ORIGINS
-    (comma-separated), STORY_GRAPH_PUBLIC_URL, STORY_GRAPH_HOST / STORY_GRAPH_PORT (the address uvicorn binds,
-    for the resource URL in 401 answers and the Host check; default 127.0.0.1:8765). A missing or bad setting
+    (comma-separated), STORY_GRAPH_PUBLIC_URL, STORY_GRAPH_HOST / STORY_GRAPH_PORT (the address uvicorn binds;
+    its host is accepted by the Host check; default 127.0.0.1:8765). A missing or bad setting
     is one line on stderr and exit status 3 (uvicorn's start-up failure, so its supervisor stops instead of
     restarting workers). `serve --transport http --workers N` runs this factory (server/workers.py).
     """

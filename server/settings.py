@@ -46,7 +46,7 @@ class HttpSettings:
     allowed_origins: tuple[str, ...] = ()
     """Extra Origin values accepted, e.g. `https://agents.example.com`."""
     public_url: str | None = None
-    """The URL clients use for /mcp (behind a proxy); names the resource in the 401 `WWW-Authenticate` header."""
+    """The URL clients use for /mcp (behind a proxy); its host and origin pass the Host/Origin checks."""
     workers: int = 1
     """Worker processes sharing the listening socket (`serve --transport http --workers N`)."""
     loopback_hosts: tuple[str, ...] = field(
@@ -281,10 +281,9 @@ def _port(text: str, name: str) -> int:
 
 
 def _public_url(text: str | None, name: str) -> str | None:
-    """The URL clients reach /mcp at: http(s), with a host (and a valid port, if any), and nothing else. It is
-    the OAuth resource identifier (RFC 9728): the protected-resource metadata says it as `resource`, and the
-    metadata's own URL is built from its path alone, so a query, a fragment or credentials would make the two
-    disagree (and a fragment is not allowed in a resource identifier at all)."""
+    """The URL clients reach /mcp at: http(s), with a host (and a valid port, if any), and nothing else. Its host
+    and origin pass the Host/Origin checks and the start-up hints print it; a query, a fragment or credentials
+    are no part of what a client sends as Host or Origin, so they are refused rather than silently dropped."""
     if text is None:
         return None
     parts = urlsplit(text)

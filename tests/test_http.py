@@ -9,7 +9,6 @@ import socket
 import subprocess
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -104,24 +103,50 @@ def test_http_binds_loopback_by_default() -> None:
     assert (settings.http.host, settings.http.port) == ("127.0.0.1", 8765)
 
 
-@pytest.mark.parametrize("public_url", ["https://mcp.example.test/mcp", "https://mcp.example.test/story/mcp/"])
-async def test_the_oauth_resource_is_the_public_url_in_the_metadata_and_the_challenge(
-    tmp_path: Path, public_url: str
+DISCOVERY_PATHS = (
+    "/.well-known/oauth-protected-resource/mcp",
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-authorization-server",
+    "/.well-known/openid-configuration",
+)
+"""Where an OAuth client (the MCP Inspector, the TypeScript SDK) looks after a 401 on /mcp."""
+
+
+def assert_refused_with_the_fix(refused: httpx2.Response, fix: str) -> None:
+    """A 401 that says what to send and points at no OAuth metadata, in its header and its body alike."""
+    assert refused.status_code == 401
+    challenge = refused.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
+    assert "resource_metadata" not in challenge, "no metadata is served, so none is named"
+    description = refused.json()["error_description"]
+    assert fix in description and "there is no OAuth authorization server" in description
+    assert f'error_description="{description}"' in challenge
+
+
+@pytest.mark.parametrize("public_url", [None, "https://mcp.example.test/story/mcp"])
+async def test_a_401_says_to_send_the_operators_token_and_no_oauth_metadata_is_served(
+    tmp_path: Path, public_url: str | None
 ) -> None:
-    """RFC 9728: `resource` is the URL clients use for the MCP endpoint (behind a proxy, `--public-url`, whatever
-    path the proxy serves it at), and the 401's `resource_metadata` is that resource's metadata URL, which the
-    server answers at the path a proxy forwards unchanged."""
+    """There is no OAuth authorization server: tokens come from the operator. So no protected-resource metadata
+    (RFC 9728) is served, whose MCP form must name an authorization server (it named this origin, where clients
+    then found no OAuth endpoints and reported an OAuth error), the 401 names none, and it says what to send."""
     db, policy, secret = setup(tmp_path)
-    args = serve_args(db, policy, secret, "--public-url", public_url)
-    resource = public_url.rstrip("/")  # one URL for the endpoint: /mcp/ is redirected to /mcp
-    path = urlsplit(resource).path
+    args = serve_args(db, policy, secret, *(["--public-url", public_url] if public_url else []))
     async with http_server(args, tmp_path) as server, httpx2.AsyncClient() as http:
-        refused = await http.post(server.url, json=LIST, headers=JSON_HEADERS)
-        metadata_url = f"https://mcp.example.test/.well-known/oauth-protected-resource{path}"
-        assert refused.status_code == 401
-        assert f'resource_metadata="{metadata_url}"' in refused.headers["www-authenticate"]
-        metadata = (await http.get(f"{server.base}{urlsplit(metadata_url).path}")).json()
-        assert metadata["resource"] == resource
+        send_token = "send the token this server's operator issued you as the header 'Authorization: Bearer <token>'"
+        assert_refused_with_the_fix(await http.post(server.url, json=LIST, headers=JSON_HEADERS), send_token)
+        assert_refused_with_the_fix(await http.get(server.url), send_token)  # every method: the same answer
+        basic = {**JSON_HEADERS, "Authorization": "Basic YWxwaGE6eA=="}
+        assert_refused_with_the_fix(await http.post(server.url, json=LIST, headers=basic), send_token)
+        for wrong in ("sgm_wrong", hash_token(TOKENS["alpha"])):
+            unknown = {**JSON_HEADERS, "Authorization": f"Bearer {wrong}"}
+            refused = await http.post(server.url, json=LIST, headers=unknown)
+            assert_refused_with_the_fix(refused, "this bearer token is not accepted (unknown or revoked)")
+        paths = [*DISCOVERY_PATHS, "/.well-known/oauth-protected-resource/story/mcp"]
+        for path in paths:
+            assert (await http.get(f"{server.base}{path}")).status_code == 404, path
+        alpha = {**JSON_HEADERS, "Authorization": f"Bearer {TOKENS['alpha']}"}
+        assert (await http.post(server.url, json=LIST, headers=alpha)).status_code == 200
 
 
 async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
@@ -131,15 +156,9 @@ async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
         health = await http.get(f"{server.base}/healthz")
         assert health.status_code == 200 and health.json() == {"status": "ok", "database": "readable"}
 
-        metadata_url = f"{server.base}/.well-known/oauth-protected-resource/mcp"
         for headers in ({}, {"Authorization": "Bearer sgm_wrong"}, {"Authorization": f"Bearer {hash_token('x')}"}):
             refused = await http.post(server.url, json=LIST, headers={**JSON_HEADERS, **headers})
-            assert refused.status_code == 401
-            challenge = refused.headers["www-authenticate"]
-            assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
-            assert f'resource_metadata="{metadata_url}"' in challenge
-        metadata = (await http.get(metadata_url)).json()
-        assert metadata["resource"] == server.url and metadata["bearer_methods_supported"] == ["header"]
+            assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer ")
 
         alpha = {**JSON_HEADERS, "Authorization": f"Bearer {TOKENS['alpha']}"}
         listing = await http.post(server.url, json=LIST, headers=alpha)
@@ -323,11 +342,9 @@ async def test_serve_with_workers_pages_across_processes_and_names_its_own_port(
         await assert_pages_across_connections(server.url, query)
         async with httpx2.AsyncClient() as http:
             refused = await http.post(server.url, json=LIST, headers=JSON_HEADERS)
-            metadata_url = f"{server.base}/.well-known/oauth-protected-resource/mcp"
-            assert (
-                refused.status_code == 401
-                and f'resource_metadata="{metadata_url}"' in refused.headers["www-authenticate"]
-            )
+            assert_refused_with_the_fix(refused, "'Authorization: Bearer <token>'")
+            for path in DISCOVERY_PATHS:
+                assert (await http.get(f"{server.base}{path}")).status_code == 404, path
         for _ in range(FRESH_CONNECTIONS):
             async with httpx2.AsyncClient() as http:  # a new connection each: the kernel picks a worker for each
                 assert (await http.get(f"{server.base}/healthz")).status_code == 200

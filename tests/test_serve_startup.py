@@ -320,16 +320,17 @@ def test_a_relative_db_that_is_not_there_names_where_it_was_looked_for(tmp_path:
     assert f"story-graph-mcp db migrate --db {elsewhere / 'demo.db'}" in line
 
 
-def test_a_non_loopback_bind_without_a_public_url_says_to_give_one(capsys: pytest.CaptureFixture[str]) -> None:
-    """Without --public-url the OAuth resource names the bind address, which no remote client uses."""
+def test_a_non_loopback_bind_says_to_put_tls_in_front_and_name_the_hosts(capsys: pytest.CaptureFixture[str]) -> None:
+    """Clients reach a non-loopback bind by names the Host check refuses until they are given."""
     from server.http import _warn_if_not_loopback
     from server.settings import HttpSettings
 
     _warn_if_not_loopback(HttpSettings(host="0.0.0.0", port=9000))
-    assert "and --public-url (now http://127.0.0.1:9000/mcp) for the URL they use" in capsys.readouterr().err
-    _warn_if_not_loopback(HttpSettings(host="0.0.0.0", public_url="https://mcp.example.com/mcp"))
+    warning = capsys.readouterr().err
+    assert "listening on 0.0.0.0, not loopback; put TLS in front" in warning
+    assert "pass --allowed-host (or --public-url) for the names clients use" in warning
     _warn_if_not_loopback(HttpSettings(host="127.0.0.1"))
-    assert "--public-url" not in capsys.readouterr().err
+    assert capsys.readouterr().err == ""
 
 
 def test_stdio_serving_and_http_serving_do_not_import_each_other() -> None:
