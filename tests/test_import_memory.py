@@ -96,14 +96,24 @@ async def test_relations_keep_their_types_between_the_two_entities(migrated_db: 
     }
 
 
-def test_reimporting_the_same_file_changes_nothing(migrated_db: Path, memory: Path) -> None:
-    first, _ = import_memory_graph(migrated_db, memory, PROJECT)
+def test_reimporting_the_same_file_changes_nothing_and_reports_every_line_unchanged(
+    migrated_db: Path, memory: Path
+) -> None:
+    first = _cli(migrated_db, memory)
     before, revisions_before = dump(migrated_db), revisions(migrated_db)
 
-    again, _ = import_memory_graph(migrated_db, memory, PROJECT)
+    dry = _cli(migrated_db, memory, "--dry-run")
+    again = _cli(migrated_db, memory)
 
-    # Every line again, except the project: it exists now, so it is used as it is.
-    assert (again.total, again.updated, again.unchanged) == (0, {}, first.total - first.written["project"])
+    assert first.returncode == dry.returncode == again.returncode == 0, first.stderr + dry.stderr + again.stderr
+    per_kind = "1 project, 1 scope, 1 result, 1 story_line, 3 source, 3 source_version, 3 source_reference, 3 entity"
+    assert first.stdout == f"imported 18 lines ({per_kind}, 2 relation) into {migrated_db}; 0 unchanged\n"
+    # The project is one of those lines: it exists now and is used as it is, so it is unchanged like the rest.
+    assert again.stdout == f"imported 0 lines (nothing new) into {migrated_db}; 18 unchanged\n"
+    assert (
+        dry.stdout
+        == f"dry run: would import 0 lines (nothing new) into {migrated_db}; 18 unchanged; nothing was written\n"
+    )
     assert dump(migrated_db) == before
     assert revisions(migrated_db) == revisions_before
 
@@ -122,16 +132,22 @@ def test_an_existing_project_is_used_as_it_is_and_another_project_gets_its_own_c
     migrated_db: Path, memory: Path, tmp_path: Path
 ) -> None:
     import_file(
-        migrated_db, write_jsonl(tmp_path / "project.jsonl", [{"kind": "project", "id": PROJECT, "name": "Home lab"}])
+        migrated_db,
+        write_jsonl(
+            tmp_path / "project.jsonl", [{"kind": "project", "id": PROJECT, "name": "Home lab", "status": "archived"}]
+        ),
     )
 
     first, _ = import_memory_graph(migrated_db, memory, PROJECT)
+    again, _ = import_memory_graph(migrated_db, memory, PROJECT)
     second, _ = import_memory_graph(migrated_db, memory, "office")
 
-    assert "project" not in first.written
-    assert rows_of(migrated_db, "SELECT id, name FROM projects ORDER BY id") == [
-        (PROJECT, "Home lab"),
-        ("office", "office"),
+    # The stored project is used as it is (name and status kept) and counted unchanged, on every import.
+    assert ("project" not in first.written, first.unchanged, first.updated) == (True, 1, {})
+    assert (again.total, again.updated, again.unchanged) == (0, {}, first.total + 1)
+    assert rows_of(migrated_db, "SELECT id, name, status FROM projects ORDER BY id") == [
+        (PROJECT, "Home lab", "archived"),
+        ("office", "office", "active"),
     ]
     assert second.written["entity"] == 3  # the same names, under the other project's ids
 

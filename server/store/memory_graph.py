@@ -14,7 +14,8 @@ identity is (from, to, relationType). The whole graph goes into one project:
 The format keeps no time at all: no event is created and no event time is set. The times the store
 requires are the import's: `recorded_at` is when this graph first recorded an object (kept on later
 imports) and an entity's `updated_at` when an import last saw its content change. Confirmation is
-`unknown`. A malformed line is refused with its line number; re-importing the same file changes nothing.
+`unknown`. A malformed line is refused with its line number; re-importing the same file changes nothing, and its
+report counts every line unchanged, the project's included.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "relation": ("from", "to", "relationType"),
 }
 MAX_ID: Final = 256
+ProjectRow = tuple[str, str]
+"""A stored project's name and status."""
 
 
 def stable_id(*parts: str) -> str:
@@ -61,10 +64,10 @@ class MemoryGraphSource:
 
     policy: Final = POLICY
 
-    def __init__(self, path: Path, project: str, *, create_project: bool, now: str | None = None) -> None:
+    def __init__(self, path: Path, project: str, *, stored_project: ProjectRow | None, now: str | None = None) -> None:
         self.path = path
         self.project = project
-        self.create_project = create_project
+        self.stored_project = stored_project
         self.now = now or format_utc(datetime.now(UTC))
         self.notes = Notes()
         self.file = JsonLinesFile(path, mend_surrogates=True)
@@ -119,12 +122,14 @@ class MemoryGraphSource:
         return value
 
     def head(self, first: int) -> Iterator[ImportItem]:
-        """The project (when new), its scope, and the result and story line every object belongs to."""
+        """The project, its scope, and the result and story line every object belongs to. A stored project is
+        used as it is: its line repeats the stored row, so a sync never renames it and the report counts it
+        unchanged, like every other line of an identical re-import."""
         project, now = self.project, self.now
         scope = {"kind": "projects", "projectIds": [project]}
         home = stable_id(project)
-        if self.create_project:
-            yield self.line(first, {"kind": "project", "id": project, "name": project})
+        name, status = self.stored_project or (project, "active")
+        yield self.line(first, {"kind": "project", "id": project, "name": name, "status": status})
         yield self.line(first, {"kind": "scope", "scope": scope})
         result = {"kind": "result", "id": home, "scope": scope, "stage": "memory_import"}
         yield self.line(first, result | {"review_generated_at": now, "recorded_at": now})
@@ -219,12 +224,14 @@ class MemoryGraphSource:
         return (where, validate_line(where, value))
 
 
-def project_exists(db_path: Path, project: str) -> bool:
+def stored_project(db_path: Path, project: str) -> ProjectRow | None:
+    """The stored project's name and status, or None when the graph has no such project."""
     conn = open_store(db_path, write=False)
     try:
-        return conn.execute("SELECT 1 FROM projects WHERE id = ?", (project,)).fetchone() is not None
+        row = conn.execute("SELECT name, status FROM projects WHERE id = ?", (project,)).fetchone()
     finally:
         conn.close()
+    return None if row is None else (str(row[0]), str(row[1]))
 
 
 def import_memory_graph(
@@ -238,6 +245,6 @@ def import_memory_graph(
             f"--project {project!r}: a project that holds a memory graph may not contain ':' (it separates the"
             " project from the entity name in the graph's ids); choose another project id"
         )
-    source = MemoryGraphSource(path, project, create_project=not project_exists(db_path, project))
+    source = MemoryGraphSource(path, project, stored_project=stored_project(db_path, project))
     report = import_source(db_path, source, policy=source.policy, dry_run=dry_run, progress=progress)
     return report, source.notes.lines()
