@@ -5,6 +5,7 @@ the time goes.
     python benchmarks/bench_import.py /tmp/g1m.jsonl                        # any interchange file (e.g. `db export`)
     python benchmarks/bench_import.py --sizes 1M --breakdown                # in this process, phase by phase
     python benchmarks/bench_import.py /tmp/g1m.jsonl --breakdown --drop-triggers revision
+    python benchmarks/bench_import.py /tmp/g100k.jsonl --breakdown --pragma 'PRAGMA threads = 1'
     python benchmarks/bench_import.py --sizes 2000 --cache-dir /tmp/sg-cache   # a quick check
 
 The files: FILE arguments as they are, or per --sizes a file make_jsonl.py writes once into the cache directory.
@@ -20,7 +21,9 @@ and CPU time, the largest peak RSS). Its report is shown, and the last line of i
 staging, each merge step, and the search index rebuild (staging the items' rows in SQL, grams in Python, then each
 statement of the schema's `search_apply_now` trigger one by one, as the trigger would run them, then the FTS insert the
 importer does itself, between dropping and creating again `search_items`' plain indexes as the importer does), with
-CPU and wall time and this process's peak RSS after each part.
+CPU and wall time, this process's peak RSS after each part, and the MiB it read and wrote through system calls during
+each part (/proc/self/io: the JSONL file, the database, its WAL and SQLite's temporary files, page cache included).
+`--pragma SQL` (repeatable) runs a statement after the importer's own pragmas, e.g. to measure a setting.
 
 The machine is shared and busy at times: CPU time is the steadier figure; every block ends with what else the
 machine was doing.
@@ -220,6 +223,13 @@ def peak_rss_mib() -> float:
     return peak_rss_kib(os.getpid()) / 1024
 
 
+def io_mib() -> tuple[float, float]:
+    """MiB this process has read and written through system calls so far (`rchar`, `wchar` of /proc/self/io): the
+    database, its WAL and SQLite's temporary files, whether the kernel served them from its page cache or not."""
+    fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    return int(fields["rchar"]) / 2**20, int(fields["wchar"]) / 2**20
+
+
 class Timers:
     """CPU and wall seconds per named part, in the order first seen."""
 
@@ -286,23 +296,33 @@ def breakdown_run(work: Workload, args: argparse.Namespace) -> None:
         timers = Timers()
         undo = [timers.wrap(module, name, f"merge: {name.strip('_')}") for module, name in MERGE_STEPS]
         try:
-            done = import_in_phases(work.path, db, timers)
+            done = import_in_phases(work.path, db, timers, args.pragma)
         finally:
             for restore in undo:
                 restore()
     rows = []
-    for name, c, w, rss in done.phases:
-        rows.append((name, f"{c:.1f}", f"{w:.1f}", f"{rss:,.0f}"))
+    for name, c, w, rss, read, written in done.phases:
+        rows.append((name, f"{c:.1f}", f"{w:.1f}", f"{rss:,.0f}", f"{read:,.0f}", f"{written:,.0f}"))
         parts = ["read, parse, validate"] if name == "read and stage" else []
         parts += [key for key in timers.cpu if key.startswith("merge: ")] if name == "merge" else []
-        rows += [(f"· {part}", f"{timers.cpu[part]:.1f}", f"{timers.wall[part]:.1f}", "") for part in parts]
+        rows += [(f"· {part}", f"{timers.cpu[part]:.1f}", f"{timers.wall[part]:.1f}", "", "", "") for part in parts]
         if parts:
             rest_cpu = c - sum(timers.cpu[part] for part in parts)
             rest_wall = w - sum(timers.wall[part] for part in parts)
-            rows.append(("· (the rest)", f"{rest_cpu:.1f}", f"{rest_wall:.1f}", ""))
-    rows.append(("total", f"{done.cpu_s:.1f}", f"{done.wall_s:.1f}", f"{peak_rss_mib():,.0f}"))
+            rows.append(("· (the rest)", f"{rest_cpu:.1f}", f"{rest_wall:.1f}", "", "", ""))
+    read = sum(phase[4] for phase in done.phases)
+    written = sum(phase[5] for phase in done.phases)
+    total = (
+        "total",
+        f"{done.cpu_s:.1f}",
+        f"{done.wall_s:.1f}",
+        f"{peak_rss_mib():,.0f}",
+        f"{read:,.0f}",
+        f"{written:,.0f}",
+    )
+    rows.append(total)
     print(f"{done.lines:,} lines ({done.new:,} new)\n")
-    print(markdown_table(("part", "CPU s", "wall s", "peak RSS MiB"), rows))
+    print(markdown_table(("part", "CPU s", "wall s", "peak RSS MiB", "read MiB", "written MiB"), rows))
     print(
         f"\n{work.objects / done.wall_s:,.0f} objects/s, {done.lines / done.wall_s:,.0f} lines/s wall, "
         f"{done.lines / done.cpu_s:,.0f} lines per CPU-second"
@@ -311,28 +331,29 @@ def breakdown_run(work: Workload, args: argparse.Namespace) -> None:
 
 @dataclass
 class Phases:
-    phases: list[tuple[str, float, float, float]]
-    """(part, CPU s, wall s, peak RSS MiB after it)."""
+    phases: list[tuple[str, float, float, float, float, float]]
+    """(part, CPU s, wall s, peak RSS MiB after it, MiB read and written through system calls during it)."""
     cpu_s: float
     wall_s: float
     lines: int
     new: int
 
 
-def import_in_phases(jsonl: Path, db: Path, timers: Timers) -> Phases:
-    """importer.import_lines, step by step, each step timed."""
+def import_in_phases(jsonl: Path, db: Path, timers: Timers, pragmas: Sequence[str] = ()) -> Phases:
+    """importer.import_lines, step by step, each step timed; `pragmas` run after the importer's own."""
     conn = open_store(db, write=True)
-    phases: list[tuple[str, float, float, float]] = []
+    phases: list[tuple[str, float, float, float, float, float]] = []
     c_start, w_start = cpu(), time.perf_counter()
 
     def phase(name: str, run: Callable[[], Any]) -> Any:
-        c0, w0 = cpu(), time.perf_counter()
+        c0, w0, (r0, x0) = cpu(), time.perf_counter(), io_mib()
         result = run()
-        phases.append((name, cpu() - c0, time.perf_counter() - w0, peak_rss_mib()))
+        r1, x1 = io_mib()
+        phases.append((name, cpu() - c0, time.perf_counter() - w0, peak_rss_mib(), r1 - r0, x1 - x0))
         return result
 
     try:
-        for pragma in importer.IMPORT_PRAGMAS:
+        for pragma in (*importer.IMPORT_PRAGMAS, *pragmas):
             conn.execute(pragma)
         conn.execute("BEGIN IMMEDIATE")
         source = TimedSource(JsonlSource(jsonl), timers)
@@ -375,6 +396,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sizes", help="generated files of these many objects (default 100k,300k,1M)")
     parser.add_argument("--breakdown", action="store_true", help="run in this process and time each part")
     parser.add_argument("--drop-triggers", action="append", choices=sorted(TRIGGERS), default=[])
+    parser.add_argument(
+        "--pragma",
+        action="append",
+        default=[],
+        metavar="SQL",
+        help="with --breakdown: run this statement (e.g. 'PRAGMA threads = 1') after the importer's own pragmas",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="imports per file (median wall time; not --breakdown)")
     parser.add_argument("--work", type=Path, help="directory for the databases (default: a temporary one)")
     parser.add_argument(
@@ -388,6 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.files and args.sizes:
         parser.error("give FILE arguments or --sizes, not both")
+    if args.pragma and not args.breakdown:
+        parser.error("--pragma is for --breakdown (the plain run is the CLI as a user runs it)")
     if args.breakdown and args.repeat != 1:
         parser.error("--breakdown runs once per file (--repeat is for the plain run)")
     missing = [str(path) for path in args.files if not path.is_file()]
@@ -396,6 +426,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(machine_header())
     if args.drop_triggers:
         print(f"without the triggers: {', '.join(args.drop_triggers)} (a measurement, not a way to import)")
+    if args.pragma:
+        print(f"with: {'; '.join(args.pragma)} (a measurement, not a way to import)")
     if args.files:
         files = [(path.name, path) for path in args.files]
     else:

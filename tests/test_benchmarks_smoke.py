@@ -127,8 +127,21 @@ def test_bench_import_times_the_cli_on_a_generated_file(cache: Path) -> None:
 def test_bench_import_breakdown_names_every_part(tmp_path: Path) -> None:
     graph = tmp_path / "graph.jsonl"
     run("make_jsonl.py", str(graph), "--objects", OBJECTS)
-    out = run("bench_import.py", str(graph), "--breakdown", "--drop-triggers", "revision", "--work", str(tmp_path))
+    pragma = "PRAGMA threads = 1"
+    out = run(
+        "bench_import.py",
+        str(graph),
+        "--breakdown",
+        "--drop-triggers",
+        "revision",
+        "--pragma",
+        pragma,
+        "--work",
+        str(tmp_path),
+    )
     assert "without the triggers: revision" in out
+    assert f"with: {pragma}" in out
+    assert "| read MiB | written MiB |" in out
     parts = ("read and stage", "· read, parse, validate", "merge", "· merge: insert", "index: grams (Python)", "commit")
     for part in (*parts, "index: stage items (SQL)", "index: apply: INSERT INTO search_fts", "total"):
         assert table_rows(out, part), part
