@@ -64,10 +64,11 @@ class MemoryGraphSource:
 
     policy: Final = POLICY
 
-    def __init__(self, path: Path, project: str, *, stored_project: ProjectRow | None, now: str | None = None) -> None:
+    def __init__(self, path: Path, project: str, *, db_path: Path, now: str | None = None) -> None:
         self.path = path
         self.project = project
-        self.stored_project = stored_project
+        self.db_path = db_path
+        """The graph imported into: its stored project is read when the lines are (see `head`)."""
         self.now = now or format_utc(datetime.now(UTC))
         self.notes = Notes()
         self.file = JsonLinesFile(path, mend_surrogates=True)
@@ -128,7 +129,9 @@ class MemoryGraphSource:
         project, now = self.project, self.now
         scope = {"kind": "projects", "projectIds": [project]}
         home = stable_id(project)
-        name, status = self.stored_project or (project, "active")
+        # Read now, while the import iterates its source: it holds the write lock (BEGIN IMMEDIATE) by then, so no
+        # other writer can rename the project between this read and the line that repeats it.
+        name, status = stored_project(self.db_path, project) or (project, "active")
         yield self.line(first, {"kind": "project", "id": project, "name": name, "status": status})
         yield self.line(first, {"kind": "scope", "scope": scope})
         result = {"kind": "result", "id": home, "scope": scope, "stage": "memory_import"}
@@ -245,6 +248,6 @@ def import_memory_graph(
             f"--project {project!r}: a project that holds a memory graph may not contain ':' (it separates the"
             " project from the entity name in the graph's ids); choose another project id"
         )
-    source = MemoryGraphSource(path, project, stored_project=stored_project(db_path, project))
+    source = MemoryGraphSource(path, project, db_path=db_path)
     report = import_source(db_path, source, policy=source.policy, dry_run=dry_run, progress=progress)
     return report, source.notes.lines()
