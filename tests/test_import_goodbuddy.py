@@ -361,6 +361,57 @@ def test_a_bad_row_aborts_the_import_naming_table_and_row(tmp_path: Path, app: P
     assert dump(graph) == before
 
 
+@pytest.mark.parametrize(
+    ("sql", "stored", "note"),
+    [
+        (
+            # 36 code points like the app's [0, 36), but not the message's text there
+            ("UPDATE supervision_sources SET content = ? WHERE id = ?", ("We go with DuckDB for the sync store", S1)),
+            ("We go with DuckDB for the sync store", None, None, len(TEXT[M_A])),
+            "saved fragments whose [start, end) does not hold their text in the stored version they name (position"
+            " stored as unknown): 1",
+        ),
+        (
+            (
+                "UPDATE supervision_sources SET locator_json = json_set(locator_json, '$.length', 50) WHERE id = ?",
+                (S1,),
+            ),
+            (TEXT[M_A][:36], 0, 36, None),
+            "saved fragments whose source length is not the stored length of their version (stored as unknown): 1",
+        ),
+    ],
+)
+async def test_a_saved_fragment_its_stored_message_contradicts_is_kept_with_that_unknown(
+    tmp_path: Path, app: Path, sql: tuple[str, tuple[Any, ...]], stored: tuple[Any, ...], note: str
+) -> None:
+    """The app's row says its text is at [0, 36) of the message (and the message's length), but the message text
+    stored for that revision says otherwise: kept with the contradicted part unknown and counted, never exact; a
+    second sync finds it unchanged."""
+    write(app, sql[0], *sql[1])
+    db = tmp_path / "fresh.db"
+    migrate(db)
+
+    _, notes = import_goodbuddy(db, app)
+    again, notes_again = import_goodbuddy(db, app)
+
+    with sqlite3.connect(db) as conn:
+        row = conn.execute(
+            "SELECT fragment, fragment_start, fragment_end, source_length FROM source_references WHERE id = ?", (S1,)
+        ).fetchone()
+    assert row == stored
+    assert note in notes and note in notes_again
+    assert again.updated == {} and again.total == 0
+    async with client(db) as session:
+        snapshot = await ok(session, READ, {"source_reference_id": S1})
+    assert snapshot["content"] == stored[0]
+    shown = [value if value is not None else "unknown" for value in stored[1:]]
+    assert [
+        snapshot["saved_fragment"]["start"],
+        snapshot["saved_fragment"]["end"],
+        snapshot["reviewed_source_length"],
+    ] == (shown)
+
+
 def _locator(app: Path, source_id: str, **changes: Any) -> str:
     """The saved fragment's locator JSON with `changes` made to it (a damaged or hand-edited app database)."""
     conn = sqlite3.connect(app)
