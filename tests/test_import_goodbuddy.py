@@ -3,6 +3,7 @@ MCP client with the app's own ids, times, states, relation types and saved fragm
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import subprocess
 import sys
@@ -410,6 +411,36 @@ async def test_a_saved_fragment_its_stored_message_contradicts_is_kept_with_that
         snapshot["saved_fragment"]["end"],
         snapshot["reviewed_source_length"],
     ] == (shown)
+
+
+async def test_a_fragment_of_a_message_holding_nul_keeps_its_range(tmp_path: Path, app: Path) -> None:
+    """The app saved [0, 36) of a message holding U+0000, as the message still reads: the message text is stored with
+    U+FFFD in its place, and so is the fragment's, so the stored text still holds the fragment at its range."""
+    text = TEXT[M_A][:10] + "\x00" + TEXT[M_A][11:]
+    write(app, "UPDATE messages SET content = ? WHERE id = ?", text, M_A)
+    with sqlite3.connect(app) as conn:
+        (context,) = conn.execute(
+            "SELECT context FROM supervision_review_current WHERE record_id = ? AND type = 'conversation'", (M_A,)
+        ).fetchone()
+    revision = hashlib.sha256(str(context).encode()).hexdigest()  # the app's revision of the edited message
+    write(
+        app,
+        "UPDATE supervision_sources SET content = ?, locator_json = json_set(locator_json, '$.revision', ?)"
+        " WHERE id = ?",
+        text[:36],
+        revision,
+        S1,
+    )
+    db = tmp_path / "fresh.db"
+    migrate(db)
+
+    _, notes = import_goodbuddy(db, app)
+
+    async with client(db) as session:
+        snapshot = await ok(session, READ, {"source_reference_id": S1})
+    assert snapshot["content"] == text[:10] + "\ufffd" + text[11:36]
+    assert snapshot["saved_fragment"] == {"start": 0, "end": 36, "length": 36}
+    assert "saved fragment texts holding U+0000 (stored with U+FFFD in its place; positions unchanged): 1" in notes
 
 
 def _locator(app: Path, source_id: str, **changes: Any) -> str:
