@@ -34,7 +34,7 @@ from graph_text import (
 )
 from make_large_graph import DEFAULT_SEED, SCOPES, ScopePlan, counts_for
 
-JSONL_VERSION: Final = 2
+JSONL_VERSION: Final = 3
 """Bump when the generated lines change (cached files are named by it)."""
 SEARCHABLE: Final = frozenset(
     {"story_line", "event", "entity", "entity_revision", "entity_change", "relation", "summary", "source_reference"}
@@ -47,7 +47,8 @@ Line = dict[str, Any]
 class Scope:
     plan: ScopePlan
     results: list[tuple[str, int]] = field(default_factory=list)
-    sources: list[tuple[str, int]] = field(default_factory=list)
+    sources: list[tuple[str, str]] = field(default_factory=list)
+    """(id, text of its one version v1): a reference saves a slice of that text."""
     """(id, text length)."""
     story_lines: list[str] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
@@ -92,7 +93,7 @@ class Generator:
             scope = self.scopes[n % len(self.scopes)] if n < len(self.scopes) else self.scope()
             source_id, body = f"src-{n:07d}", text.words(60, 160)
             updated = iso(EPOCH_START + rng.randrange(EPOCH_SPAN))
-            scope.sources.append((source_id, len(body)))
+            scope.sources.append((source_id, body))
             yield {
                 "kind": "source",
                 "id": source_id,
@@ -159,8 +160,8 @@ class Generator:
                 "kind": "detailed",
                 "processed_range": {"from": iso(generated - 30 * 86_400), "to": iso(generated)},
                 "sources": [
-                    {"source_id": s, "source_version": "v1", "fragments": [[0, length]], "status": "processed"}
-                    for s, length in covered
+                    {"source_id": s, "source_version": "v1", "fragments": [[0, len(body)]], "status": "processed"}
+                    for s, body in covered
                 ],
                 "missing": [],
                 "unprocessed_sources": rng.choice([0, 0, 0, 1]),
@@ -182,10 +183,11 @@ class Generator:
         for n in range(count):
             scope = self.scope()
             result_id, generated = self.result_in(scope)
-            source_id, length = rng.choice(scope.sources)
-            fragment = text.words(10, 30)
+            source_id, body = rng.choice(scope.sources)
+            length = len(body)
+            size = len(text.words(10, 30))
             start = rng.randrange(max(1, length - 40))
-            fragment = fragment[: max(0, length - start)]  # within the source: [start, start + len) is exact
+            fragment = body[start : start + size]  # the text of v1 at [start, start + len): imports compare them
             reference_id = f"sref-{n:07d}"
             scope.references.append(reference_id)
             locator = None

@@ -65,7 +65,7 @@ DEFAULT_OBJECTS: Final = 1_000_000
 DEFAULT_RESULTS: Final = 2_000
 DEFAULT_SEED: Final = 20260801
 DEFAULT_SOURCE_CODE_POINTS: Final = 10_000_000
-GRAPH_VERSION: Final = 4
+GRAPH_VERSION: Final = 5
 """Bump when the generated rows change, so cached graphs (bench_common.ensure_graph) are rebuilt."""
 BATCH: Final = 100_000
 """Rows per transaction."""
@@ -311,6 +311,7 @@ def _fill(conn: sqlite3.Connection, objects: int, result_count: int, seed: int, 
     conn.executemany("INSERT INTO source_chunks (source_id, version, start, text) VALUES (?,?,?,?)", chunk_rows)
     conn.execute("COMMIT")
     source_lengths = {row[0]: int(str(row[2])) for row in version_rows}
+    source_texts = {str(row[0]): str(row[3]) for row in chunk_rows}  # one chunk each: the whole text of v1
     say(f"  {'sources':<18} {len(source_rows):>10,} rows")
 
     # Results, with detailed coverage records (some absent, some legacy counts).
@@ -625,8 +626,8 @@ def _fill(conn: sqlite3.Connection, objects: int, result_count: int, seed: int, 
             source_id = rng.choice(scope.sources)
             length = source_lengths[source_id]
             start = rng.randrange(max(1, length - 40))
-            fragment = text.words(10, 30)
-            fragment = fragment[: max(0, length - start)]  # within the source: [start, start + len) is exact
+            size = len(text.words(10, 30))
+            fragment = source_texts[source_id][start : start + size]  # v1's text there, as imports require
             reference_id = f"sref-{i:07d}"
             scope.source_references.append(reference_id)
             locator = (

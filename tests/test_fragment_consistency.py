@@ -1,7 +1,7 @@
-"""A saved fragment whose text, `[start, end)` and `source_length` contradict each other: an interchange file is
-refused naming the field and the fix (its writer can correct the line); read_source never shows such a range as
-exact. GoodBuddy rows (another program's data) are kept with the contradicted part unknown: see
-test_import_goodbuddy.py."""
+"""A saved fragment whose text, `[start, end)` and `source_length` contradict each other or the stored text of the
+version it names: an interchange file is refused naming the field and the fix (its writer can correct the line);
+read_source and get_context never show such a range as exact. GoodBuddy rows (another program's data) are kept with
+the contradicted part unknown: see test_import_goodbuddy.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
-from jsonl_graph import ALPHA, dump, imported_graph, small_graph, write_jsonl
+from jsonl_graph import ALPHA, T0, dump, imported_graph, small_graph, write_jsonl
 from support import client_for, ok
 
 from server.store.errors import ImportRejected
@@ -81,6 +81,80 @@ def test_a_self_contradictory_fragment_line_is_refused_naming_the_field_and_the_
     assert dump(db) == before
 
 
+# ref-1 names src-1 version v1, 'short first text' (16 code points): 'first text' is at [6, 16).
+AGAINST_ITS_VERSION = [
+    (
+        {"fragment": {"text": "first text", "start": 0, "end": 10}},
+        "fragment.text",
+        "fragment.text is not the text of source 'src-1' version 'v1' at [0, 10), which reads 'short firs': give the"
+        " start and end where the text is in that version, the version it was saved from, or null start and end if"
+        " unknown",
+    ),
+    (
+        {"fragment": {"text": "first text", "start": 10, "end": 20}, "source_length": None},
+        "fragment.end",
+        "fragment.end 20 is past the end of source 'src-1' version 'v1', whose stored text is 16 code points long",
+    ),
+    (
+        # A start alone still says where the text begins: 10 + 10 code points runs past v1 too.
+        {"fragment": {"text": "first text", "start": 10, "end": None}, "source_length": None},
+        "fragment.end",
+        "the fragment's end (10 + its length = 20) is past the end of source 'src-1' version 'v1'",
+    ),
+    (
+        {"source_length": 40},
+        "source_length",
+        "source_length 40 is not the length of source 'src-1' version 'v1', whose stored text is 16 code points"
+        " long: set it to 16, or null if unknown",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "field", "problem"), AGAINST_ITS_VERSION)
+def test_a_fragment_its_version_in_the_same_file_contradicts_is_refused_wherever_the_version_line_is(
+    tmp_path: Path, changes: dict[str, Any], field: str, problem: str
+) -> None:
+    db = imported_graph(tmp_path, small_graph()[:1])
+    before = dump(db)
+    lines = with_ref1(**changes)
+    # The reference comes first, long before the source_version line it is checked against.
+    lines.insert(0, lines.pop(next(n for n, line in enumerate(lines) if line.get("id") == "ref-1")))
+
+    with pytest.raises(ImportRejected) as caught:
+        import_file(db, write_jsonl(tmp_path / "bad.jsonl", lines))
+
+    assert (caught.value.location, caught.value.field) == ("line 1", field)
+    assert problem in caught.value.problem
+    assert dump(db) == before
+
+
+@pytest.mark.parametrize(("changes", "field", "problem"), AGAINST_ITS_VERSION)
+def test_a_fragment_a_version_stored_earlier_contradicts_is_refused(
+    tmp_path: Path, changes: dict[str, Any], field: str, problem: str
+) -> None:
+    db = imported_graph(tmp_path, small_graph())
+    before = dump(db)
+    line = next(line for line in with_ref1(**changes) if line.get("id") == "ref-1") | {"id": "ref-new"}
+    other = {"kind": "result", "id": "r-other", "scope": ALPHA, "review_generated_at": T0, "recorded_at": T0}
+
+    with pytest.raises(ImportRejected) as caught:
+        import_file(db, write_jsonl(tmp_path / "bad.jsonl", [other, line | {"result_id": "r-other"}]))
+
+    assert (caught.value.location, caught.value.field) == ("line 2", field)
+    assert problem in caught.value.problem
+    assert dump(db) == before
+
+
+async def test_a_fragment_whose_version_is_not_stored_keeps_its_range(tmp_path: Path) -> None:
+    """Nothing stored to compare with: the saved range stands (the text of a version gone is not known here)."""
+    db = imported_graph(tmp_path, with_ref1(source_version="v-gone", fragment={"text": "xyz", "start": 0, "end": 3}))
+
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+
+    assert snapshot["saved_fragment"] == {"start": 0, "end": 3, "length": 3}
+
+
 @pytest.mark.parametrize(
     "changes",
     [
@@ -126,6 +200,17 @@ def spoiled(db: Path, sql: str) -> None:
             "unknown",
             "reaches past",
         ),
+        # The right length, in the wrong place: v1 holds 'short firs' at [0, 10).
+        (
+            "UPDATE source_references SET fragment_start = 0, fragment_end = 10 WHERE id = 'ref-1'",
+            16,
+            "the range [0, 10) stored with it does not hold its text in version 'v1' stored here",
+        ),
+        (
+            "UPDATE source_references SET fragment_start = 10, fragment_end = NULL WHERE id = 'ref-1'",
+            16,
+            "the range [10, unknown) stored with it ends past the 16 code points of version 'v1' stored here",
+        ),
     ],
 )
 async def test_a_stored_contradictory_range_is_never_shown_as_exact(
@@ -147,17 +232,26 @@ async def test_a_stored_contradictory_range_is_never_shown_as_exact(
     assert why in snapshot["content_note"] and "position in the source is unknown" in snapshot["content_note"]
     # The saved range cannot be compared with the current text: not "differs" (False), but unknown.
     assert current["fragment_matches_current"] == "unknown"
-    parts = [i for i in context["items"] if i["object_ref"] == {"type": "source_reference", "id": "ref-1"}]
-    line = orjson.loads("".join(part["content"] for part in parts))
+    line = context_line(context)
     assert (line["fragment"]["start"], line["fragment"]["end"], line["source_length"]) == (
         None,
         None,
         None if length == "unknown" else length,
     )
+    assert (
+        why in line["fragment"]["position_note"] and "so its position is unknown" in line["fragment"]["position_note"]
+    )
 
 
-async def snapshot_and_own_version(db: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """ref-1 read as saved, and its own stored version v1 read whole."""
+def context_line(context: dict[str, Any]) -> dict[str, Any]:
+    """ref-1's stored data as a get_context page shows it (its fragments joined)."""
+    parts = [i for i in context["items"] if i["object_ref"] == {"type": "source_reference", "id": "ref-1"}]
+    line: dict[str, Any] = orjson.loads("".join(part["content"] for part in parts))
+    return line
+
+
+async def snapshot_own_version_and_context(db: Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """ref-1 read as saved, its own stored version v1 read whole, and ref-1's data as get_context shows it."""
     async with client_for(db) as client:
         snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
         own = await ok(
@@ -165,7 +259,8 @@ async def snapshot_and_own_version(db: Path) -> tuple[dict[str, Any], dict[str, 
             READ,
             {"source_reference_id": "ref-1", "scope": ALPHA, "content_kind": "version", "source_version": "v1"},
         )
-    return snapshot, own
+        context = await ok(client, CONTEXT, {"object_ref": {"type": "source_reference", "id": "ref-1"}, "scope": ALPHA})
+    return snapshot, own, context_line(context)
 
 
 async def test_a_range_ending_past_its_own_stored_version_is_shown_unknown(tmp_path: Path) -> None:
@@ -176,7 +271,7 @@ async def test_a_range_ending_past_its_own_stored_version_is_shown_unknown(tmp_p
         "UPDATE source_references SET fragment_start = 10, fragment_end = 20, source_length = NULL WHERE id = 'ref-1'",
     )
 
-    snapshot, own = await snapshot_and_own_version(db)
+    snapshot, own, line = await snapshot_own_version_and_context(db)
 
     assert snapshot["content"] == "first text"
     assert snapshot["saved_fragment"] == {"start": "unknown", "end": "unknown", "length": 10}
@@ -185,15 +280,20 @@ async def test_a_range_ending_past_its_own_stored_version_is_shown_unknown(tmp_p
     assert why in snapshot["content_note"]
     # Reading that very version: same version, and no range claimed for the fragment in it.
     assert own["differs_from_reference"] is False and own["saved_fragment"]["start"] == "unknown"
+    # get_context compares with the same stored version (it used to show [10, 20) as saved).
+    assert (line["fragment"]["start"], line["fragment"]["end"]) == (None, None)
+    assert why in line["fragment"]["position_note"]
 
 
 async def test_a_source_length_other_than_its_stored_versions_is_shown_unknown(tmp_path: Path) -> None:
     db = imported_graph(tmp_path, small_graph())
     spoiled(db, "UPDATE source_references SET source_length = 40 WHERE id = 'ref-1'")  # v1 is 16 long
 
-    snapshot, own = await snapshot_and_own_version(db)
+    snapshot, own, line = await snapshot_own_version_and_context(db)
 
     # The range does hold the text in v1, so it stays exact; the length saved with it contradicts v1's own.
     assert snapshot["saved_fragment"] == {"start": 6, "end": 16, "length": 10}
     assert snapshot["reviewed_source_length"] == snapshot["original_source_length"] == "unknown"
     assert own["reviewed_source_length"] == "unknown" and own["original_source_length"] == 16
+    # get_context shows the same (it used to show the 40 saved with it).
+    assert (line["fragment"], line["source_length"]) == ({"text": "first text", "start": 6, "end": 16}, None)

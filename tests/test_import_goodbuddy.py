@@ -3,6 +3,7 @@ MCP client with the app's own ids, times, states, relation types and saved fragm
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import subprocess
 import sys
@@ -359,6 +360,87 @@ def test_a_bad_row_aborts_the_import_naming_table_and_row(tmp_path: Path, app: P
     assert str(caught.value).startswith("import aborted, nothing was written: table supervision_runs row id=")
     assert "field 'scope_json': not valid JSON" in str(caught.value)
     assert dump(graph) == before
+
+
+@pytest.mark.parametrize(
+    ("sql", "stored", "note"),
+    [
+        (
+            # 36 code points like the app's [0, 36), but not the message's text there
+            ("UPDATE supervision_sources SET content = ? WHERE id = ?", ("We go with DuckDB for the sync store", S1)),
+            ("We go with DuckDB for the sync store", None, None, len(TEXT[M_A])),
+            "saved fragments whose [start, end) does not hold their text in the stored version they name (position"
+            " stored as unknown): 1",
+        ),
+        (
+            (
+                "UPDATE supervision_sources SET locator_json = json_set(locator_json, '$.length', 50) WHERE id = ?",
+                (S1,),
+            ),
+            (TEXT[M_A][:36], 0, 36, None),
+            "saved fragments whose source length is not the stored length of their version (stored as unknown): 1",
+        ),
+    ],
+)
+async def test_a_saved_fragment_its_stored_message_contradicts_is_kept_with_that_unknown(
+    tmp_path: Path, app: Path, sql: tuple[str, tuple[Any, ...]], stored: tuple[Any, ...], note: str
+) -> None:
+    """The app's row says its text is at [0, 36) of the message (and the message's length), but the message text
+    stored for that revision says otherwise: kept with the contradicted part unknown and counted, never exact; a
+    second sync finds it unchanged."""
+    write(app, sql[0], *sql[1])
+    db = tmp_path / "fresh.db"
+    migrate(db)
+
+    _, notes = import_goodbuddy(db, app)
+    again, notes_again = import_goodbuddy(db, app)
+
+    with sqlite3.connect(db) as conn:
+        row = conn.execute(
+            "SELECT fragment, fragment_start, fragment_end, source_length FROM source_references WHERE id = ?", (S1,)
+        ).fetchone()
+    assert row == stored
+    assert note in notes and note in notes_again
+    assert again.updated == {} and again.total == 0
+    async with client(db) as session:
+        snapshot = await ok(session, READ, {"source_reference_id": S1})
+    assert snapshot["content"] == stored[0]
+    shown = [value if value is not None else "unknown" for value in stored[1:]]
+    assert [
+        snapshot["saved_fragment"]["start"],
+        snapshot["saved_fragment"]["end"],
+        snapshot["reviewed_source_length"],
+    ] == (shown)
+
+
+async def test_a_fragment_of_a_message_holding_nul_keeps_its_range(tmp_path: Path, app: Path) -> None:
+    """The app saved [0, 36) of a message holding U+0000, as the message still reads: the message text is stored with
+    U+FFFD in its place, and so is the fragment's, so the stored text still holds the fragment at its range."""
+    text = TEXT[M_A][:10] + "\x00" + TEXT[M_A][11:]
+    write(app, "UPDATE messages SET content = ? WHERE id = ?", text, M_A)
+    with sqlite3.connect(app) as conn:
+        (context,) = conn.execute(
+            "SELECT context FROM supervision_review_current WHERE record_id = ? AND type = 'conversation'", (M_A,)
+        ).fetchone()
+    revision = hashlib.sha256(str(context).encode()).hexdigest()  # the app's revision of the edited message
+    write(
+        app,
+        "UPDATE supervision_sources SET content = ?, locator_json = json_set(locator_json, '$.revision', ?)"
+        " WHERE id = ?",
+        text[:36],
+        revision,
+        S1,
+    )
+    db = tmp_path / "fresh.db"
+    migrate(db)
+
+    _, notes = import_goodbuddy(db, app)
+
+    async with client(db) as session:
+        snapshot = await ok(session, READ, {"source_reference_id": S1})
+    assert snapshot["content"] == text[:10] + "\ufffd" + text[11:36]
+    assert snapshot["saved_fragment"] == {"start": 0, "end": 36, "length": 36}
+    assert "saved fragment texts holding U+0000 (stored with U+FFFD in its place; positions unchanged): 1" in notes
 
 
 def _locator(app: Path, source_id: str, **changes: Any) -> str:

@@ -23,7 +23,6 @@ import aiosqlite
 import orjson
 
 from server.contracts.base import scope_from_key
-from server.contracts.interchange import consistent_range
 from server.reader.context_rows_sql import (
     CHANGE_FIELDS_OF_ENTITIES,
     CHANGE_FIELDS_OF_EVENTS,
@@ -50,6 +49,7 @@ from server.reader.context_rows_sql import (
 from server.reader.context_stories import experience_data, story_data
 from server.reader.db import json_ids
 from server.reader.objects import Key, ObjectRow, object_rows, rows_by_id, source_reference_ids, split_change_id
+from server.reader.saved_range import saved_range
 
 Ref = tuple[str, str]
 
@@ -385,12 +385,20 @@ class RowLoader:
             fields = ("id", "result_id", "source_type", "original_source_id", "source_version", "title")
             data = {name: r[name] for name in fields}
             data["locator"] = None if r["locator_json"] is None else _json_or_text(r["locator_json"])
-            # A range contradicting its text or source length is shown unknown, as read_source shows it.
-            start, end, length, _ = consistent_range(
-                r["fragment"], r["fragment_start"], r["fragment_end"], r["source_length"]
+            # The range read_source shows: unknown, with why, when anything stored contradicts it.
+            checked = saved_range(
+                r["fragment"],
+                r["fragment_start"],
+                r["fragment_end"],
+                r["source_length"],
+                r["source_version"],
+                r["own_length"],
+                r["own_text_differs"],
             )
-            data["fragment"] = {"text": r["fragment"], "start": start, "end": end}
-            data["source_length"] = length
+            data["fragment"] = {"text": r["fragment"], "start": checked.start, "end": checked.end}
+            if checked.contradiction is not None:
+                data["fragment"]["position_note"] = f"{checked.contradiction}, so its position is unknown"
+            data["source_length"] = checked.length
             for name in ("availability", "source_record_time", "recorded_at"):
                 data[name] = r[name]
             units.append(Unit(row, data, [r["id"]]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Final
 
 from server.reader import db
+from server.reader.saved_range import own_length_sql, text_differs_sql
 
 STORY_LINES_BY_ID: Final = f"""
 SELECT id, scope_key, topic, recorded_at, revision FROM story_lines WHERE id IN {db.IDS} AND scope_key = :scope_key
@@ -77,10 +78,12 @@ SELECT id, open_items FROM summaries WHERE id IN {db.IDS} AND scope_key = :scope
 SOURCE_REFERENCE_FIELDS: Final = f"""
 SELECT id, source_type, availability FROM source_references WHERE id IN {db.IDS} AND scope_key = :scope_key
 """
+# With what its own stored version says of its range, as read_source reads it (saved_range.py).
 SOURCE_REFERENCES_BY_ID: Final = f"""
-SELECT id, result_id, source_type, original_source_id, source_version, title, locator_json, fragment,
-       fragment_start, fragment_end, source_length, availability, source_record_time, recorded_at
-  FROM source_references WHERE id IN {db.IDS} AND scope_key = :scope_key
+SELECT r.id, r.result_id, r.source_type, r.original_source_id, r.source_version, r.title, r.locator_json, r.fragment,
+       r.fragment_start, r.fragment_end, r.source_length, r.availability, r.source_record_time, r.recorded_at,
+       {own_length_sql("r")} AS own_length, {text_differs_sql("r")} AS own_text_differs
+  FROM source_references AS r WHERE r.id IN {db.IDS} AND r.scope_key = :scope_key
 """
 # Background: Global memory items and those of the scope's own projects.
 MEMORY_ITEMS_FOR: Final = f"""

@@ -13,19 +13,19 @@ from typing import Any, Final
 import aiosqlite
 import orjson
 
-from server.contracts.interchange import consistent_range
+from server.reader.saved_range import saved_range, text_differs_sql
 
 VERSION_LIST_LIMIT: Final = 50
 # The version row joined is the one the read wants: `:version` for a version read, the source's current
 # version for a current read, none for a snapshot. The version list is sorted in Python: SQLite does not
 # promise the order in which json_group_array sees a subquery's rows.
-REFERENCE: Final = """
+REFERENCE: Final = f"""
 SELECT r.id, r.result_id, r.scope_key, r.source_type, r.original_source_id, r.source_version, r.locator_json,
        r.title, r.fragment, r.fragment_start, r.fragment_end, r.source_length, r.availability,
        r.source_record_time, r.recorded_at, res.review_generated_at, res.coverage_json,
        s.id AS source_id, s.project_id, s.conversation_id, s.status, s.current_version, s.updated_at,
        v.version AS version, v.length AS version_length, v.recorded_at AS version_recorded_at, v.text_revision,
-       rv.length AS reference_version_length,
+       rv.length AS reference_version_length, {text_differs_sql("r")} AS reference_text_differs,
        (SELECT count(*) FROM source_versions WHERE source_id = r.original_source_id) AS version_count,
        (SELECT json_group_array(json_array(recorded_at, version))
           FROM (SELECT recorded_at, version FROM source_versions WHERE source_id = r.original_source_id
@@ -119,18 +119,16 @@ async def read_stored(conn: aiosqlite.Connection, reference_id: str, kind: str, 
     if row is None:
         return None
     locator, coverage = row["locator_json"], row["coverage_json"]
-    fragment, saved = row["fragment"], (row["fragment_start"], row["fragment_end"], row["source_length"])
-    start, end, length = saved
-    own_length = row["reference_version_length"]  # the stored text of the version the reference was saved from
-    if own_length is not None and length is not None and length != own_length:
-        length = None  # that text's own length is known: a different one saved with the reference is wrong
-    start, end, length, failed = consistent_range(fragment, start, end, length)
-    contradiction = None if failed is None else _contradiction(failed, len(fragment), *saved)
-    if own_length is not None and end is not None and end > own_length:
-        # Comparing the text itself would read the source's chunks on every snapshot page; the length is known.
-        contradiction = f"the range [{start}, {end}) stored with it ends past the {own_length} code points of"
-        contradiction += f" version {row['source_version']!r} stored here"
-        start = end = None
+    fragment = row["fragment"]
+    checked = saved_range(
+        fragment,
+        row["fragment_start"],
+        row["fragment_end"],
+        row["source_length"],
+        row["source_version"],
+        row["reference_version_length"],  # the stored text of the version the reference was saved from
+        row["reference_text_differs"],
+    )
     reference = Reference(
         id=row["id"],
         result_id=row["result_id"],
@@ -141,15 +139,15 @@ async def read_stored(conn: aiosqlite.Connection, reference_id: str, kind: str, 
         locator=orjson.loads(locator) if locator is not None else None,
         title=row["title"],
         fragment=fragment,
-        fragment_start=start,
-        fragment_end=end,
-        source_length=length,
+        fragment_start=checked.start,
+        fragment_end=checked.end,
+        source_length=checked.length,
         availability=row["availability"],
         source_record_time=row["source_record_time"],
         recorded_at=row["recorded_at"],
         review_generated_at=row["review_generated_at"],
         coverage=orjson.loads(coverage) if coverage is not None else None,
-        contradiction=contradiction,
+        contradiction=checked.contradiction,
     )
     source = (
         None
@@ -175,15 +173,6 @@ async def read_stored(conn: aiosqlite.Connection, reference_id: str, kind: str, 
     )
     listed = sorted((str(at), str(name)) for at, name in orjson.loads(row["versions"]))
     return Stored(reference, source, wanted, int(row["version_count"]), [name for _, name in listed])
-
-
-def _contradiction(failed: str, text_length: int, start: int | None, end: int | None, length: int | None) -> str:
-    shown = f"[{start}, {end if end is not None else 'unknown'})"
-    if failed == "span":
-        return f"the range {shown} stored with it does not span its {text_length}-code-point text"
-    if start is None:
-        return f"the source length {length} stored with it is shorter than its {text_length}-code-point text"
-    return f"the range {shown} stored with it reaches past the source length {length} stored with it"
 
 
 async def read_slice(conn: aiosqlite.Connection, source_id: str, version: str, start: int, end: int) -> str:

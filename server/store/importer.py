@@ -64,6 +64,8 @@ class ImportReport:
     updated: dict[str, int] = field(default_factory=dict)
     retired: int = 0
     dry_run: bool = False
+    repaired: dict[str, int] = field(default_factory=dict)
+    """Lines kept with a contradicted part made unknown (`SyncPolicy.repair`), per reason: for the source's notes."""
 
     @property
     def total(self) -> int:
@@ -149,7 +151,9 @@ def import_lines(
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         drop_tables(conn)
-    return ImportReport(database, merged.written, merged.unchanged, merged.updated, merged.retired, dry_run)
+    return ImportReport(
+        database, merged.written, merged.unchanged, merged.updated, merged.retired, dry_run, merged.repaired
+    )
 
 
 class _Items:

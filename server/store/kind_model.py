@@ -104,6 +104,11 @@ class Check:
     sql: str
     field: str
     problem: Callable[[Sequence[Any]], str]
+    repair: str = ""
+    """An UPDATE of the staged rows that makes what breaks the rule unknown (NULL), for a sync source that keeps
+    another program's rows rather than refusing them (`SyncPolicy.repair`); empty: the rule is never repaired."""
+    note: str = ""
+    """What a repair did, counted in the import's notes."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pydantic import TypeAdapter
 
 from server.contracts.base import ObjectRef, ProjectsScope, Scope, scope_key
 from server.contracts.interchange import KIND_ORDER, Coverage, EventTime, LeafFact, Locator
+from server.reader.saved_range import own_length_sql, reach_sql, stored_there_sql, text_differs_sql
 from server.store.kind_model import (
     SCOPE,
     Check,
@@ -179,6 +180,75 @@ def _missing_version(row: Sequence[Any]) -> str:
     return f"source {row[2]!r} has no version {row[3]!r}: add a source_version line for it"
 
 
+# A saved fragment against the stored text of the version it names (server/reader/saved_range.py, the rule both
+# tools apply to stored rows): that version is written before any reference (KIND_ORDER), whether this file or an
+# earlier import holds it and wherever its line is in the file.
+OWN_LENGTH, REACH, DIFFERS = own_length_sql("s"), reach_sql("s"), text_differs_sql("s")
+REFERENCES: Final = "stage_source_reference"
+FRAGMENT_NOT_THERE: Final = (
+    "saved fragments whose [start, end) does not hold their text in the stored version they name"
+    " (position stored as unknown)"
+)
+
+
+def _fix_length(row: Sequence[Any]) -> str:
+    _, _, length, own, source, version = row
+    return (
+        f"source_length {length} is not the length of source {source!r} version {version!r}, whose stored text is"
+        f" {own} code points long: set it to {own}, or null if unknown"
+    )
+
+
+def _fix_reach(row: Sequence[Any]) -> str:
+    _, _, start, end, reach, own, source, version = row
+    bound = f"fragment.end {end}" if end is not None else f"the fragment's end ({start} + its length = {reach})"
+    return (
+        f"{bound} is past the end of source {source!r} version {version!r}, whose stored text is {own} code points"
+        " long: give the range where the text is in that version, the version it was saved from, or null start and"
+        " end if unknown"
+    )
+
+
+def _fix_text(row: Sequence[Any]) -> str:
+    _, _, start, reach, there, source, version = row
+    there = str(there or "")
+    quoted = there if len(there) <= 40 else f"{there[:40]}…"
+    return (
+        f"fragment.text is not the text of source {source!r} version {version!r} at [{start}, {reach}), which reads"
+        f" {quoted!r}: give the start and end where the text is in that version, the version it was saved from,"
+        " or null start and end if unknown"
+    )
+
+
+FRAGMENT_CHECKS: Final = (
+    Check(
+        f"SELECT s.seq, s.location, s.source_length, {OWN_LENGTH}, s.original_source_id, s.source_version"
+        f" FROM {REFERENCES} AS s WHERE s.skip <> 1 AND s.source_length <> {OWN_LENGTH} ORDER BY s.seq LIMIT 1",
+        "source_length",
+        _fix_length,
+        repair=f"UPDATE {REFERENCES} AS s SET source_length = NULL WHERE s.source_length <> {OWN_LENGTH}",
+        note="saved fragments whose source length is not the stored length of their version (stored as unknown)",
+    ),
+    Check(
+        f"SELECT s.seq, s.location, s.fragment_start, s.fragment_end, {REACH}, {OWN_LENGTH}, s.original_source_id,"
+        f" s.source_version FROM {REFERENCES} AS s WHERE s.skip <> 1 AND {REACH} > {OWN_LENGTH}"
+        " ORDER BY s.seq LIMIT 1",
+        "fragment.end",
+        _fix_reach,
+        repair=f"UPDATE {REFERENCES} AS s SET fragment_start = NULL, fragment_end = NULL WHERE {REACH} > {OWN_LENGTH}",
+        note=FRAGMENT_NOT_THERE,
+    ),
+    Check(
+        f"SELECT s.seq, s.location, s.fragment_start, {REACH}, {stored_there_sql('s')}, s.original_source_id,"
+        f" s.source_version FROM {REFERENCES} AS s WHERE s.skip <> 1 AND {DIFFERS} ORDER BY s.seq LIMIT 1",
+        "fragment.text",
+        _fix_text,
+        repair=f"UPDATE {REFERENCES} AS s SET fragment_start = NULL, fragment_end = NULL WHERE {DIFFERS}",
+        note=FRAGMENT_NOT_THERE,
+    ),
+)
+
+
 _KINDS: Final = (
     Kind("project", "projects", ("id",), ("id", "name", "status")),
     Kind(
@@ -271,6 +341,7 @@ _KINDS: Final = (
             "recorded_at",
         ),
         owner=Link("result_id", "result"),
+        checks=FRAGMENT_CHECKS,
     ),
     Kind(
         "entity",

@@ -69,6 +69,8 @@ class Merged:
     unchanged: int = 0
     updated: dict[str, int] = field(default_factory=dict)
     retired: int = 0
+    repaired: dict[str, int] = field(default_factory=dict)
+    """Sync mode with `SyncPolicy.repair`: lines kept with what broke a rule made unknown, per `Check.note`."""
 
 
 def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, policy: SyncPolicy | None) -> Merged:
@@ -81,6 +83,8 @@ def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, 
     for kind in KINDS.values():
         if counts[kind.name]:
             _index(conn, kind)
+            if policy is not None and policy.repair:
+                _repair(conn, kind, merged.repaired)
             _raise_first(
                 _repeats(conn, kind)
                 + _stored(conn, kind, policy)
@@ -101,6 +105,16 @@ def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, 
     merged.written = {name: count for name, count in merged.written.items() if count}
     merged.updated = {name: count for name, count in merged.updated.items() if count}
     return merged
+
+
+def _repair(conn: sqlite3.Connection, kind: Kind, repaired: dict[str, int]) -> None:
+    """Make what breaks a repairable rule of the kind unknown in its staged lines, before they are compared with
+    what is stored (a sync then finds a row it repaired before unchanged), and count them per note."""
+    for check in kind.checks:
+        if check.repair:
+            count = conn.execute(check.repair).rowcount
+            if count > 0:
+                repaired[check.note] = repaired.get(check.note, 0) + count
 
 
 def _retire(conn: sqlite3.Connection) -> int:

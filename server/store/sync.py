@@ -48,9 +48,12 @@ WRITE_ONCE: Final = "recorded_at"
 
 @dataclass(frozen=True)
 class SyncPolicy:
-    """Turns sync mode on; `volatile` names fields the source can only stamp (ignored when comparing)."""
+    """Turns sync mode on; `volatile` names fields the source can only stamp (ignored when comparing). With
+    `repair`, a line breaking a rule that can be repaired (`Check.repair`: a saved range its version's stored text
+    contradicts) is kept with the contradicted part unknown and counted, instead of refused."""
 
     volatile: frozenset[str] = frozenset()
+    repair: bool = False
 
     @property
     def ignored(self) -> frozenset[str]:

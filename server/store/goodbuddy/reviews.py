@@ -229,7 +229,9 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
         upstream = upstream if isinstance(upstream, dict) else None
         key = source_key(row["source_type"], row["source_id"], upstream)
         conn.execute(NEWER_SOURCE, (key, row["id"], row["result_created_at"], maybe_instant(row["occurred_at"])))
-        start, end, length = saved_range(seen, row["content"], upstream)
+        # As the message text is stored (U+FFFD for U+0000), so the fragment is still that text at its range.
+        content = seen.child_text(row["content"], "saved fragment texts")
+        start, end, length = saved_range(seen, str(content), upstream)
         revision = (upstream or {}).get("revision")
         yield seen.line(
             where,
@@ -242,7 +244,7 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
                 "source_version": revision if isinstance(revision, str) else None,
                 "locator": locator(upstream),
                 "title": row["title"],
-                "fragment": {"text": row["content"], "start": start, "end": end},
+                "fragment": {"text": content, "start": start, "end": end},
                 "source_length": length,
                 "availability": row["availability"],
                 "source_record_time": row["occurred_at"],

@@ -19,7 +19,9 @@ from server.store.notes import Notes
 from server.store.progress import Progress
 from server.store.sync import SyncPolicy
 
-POLICY: Final = SyncPolicy()
+POLICY: Final = SyncPolicy(repair=True)
+"""A saved fragment its stored message text contradicts is kept with its position unknown: one damaged app row must
+not stop the sync (the notes count it)."""
 
 
 class GoodBuddySource:
@@ -75,4 +77,6 @@ def import_goodbuddy(
     """Import (or re-import, as a sync) a GoodBuddy assistant database; returns the report and the notes."""
     source = GoodBuddySource(app_path)
     report = import_source(db_path, source, policy=source.policy, dry_run=dry_run, progress=progress)
+    for reason, count in report.repaired.items():
+        source.notes.add(reason, count)
     return report, source.notes.lines()
