@@ -19,11 +19,12 @@ and CPU time, the largest peak RSS). Its report is shown, and the last line of i
 
 `--breakdown` runs the same pipeline in this process with timers around its parts: reading (parse and validate) and
 staging, each merge step, and the search index rebuild (staging the items' rows in SQL, grams in Python, then each
-statement of the schema's `search_apply_now` trigger one by one, as the trigger would run them, then the FTS insert the
-importer does itself, between dropping and creating again `search_items`' plain indexes as the importer does), with
-CPU and wall time, this process's peak RSS after each part, and the MiB it read and wrote through system calls during
-each part (/proc/self/io: the JSONL file, the database, its WAL and SQLite's temporary files, page cache included).
-`--pragma SQL` (repeatable) runs a statement after the importer's own pragmas, e.g. to measure a setting.
+statement of the schema's `search_apply_now` trigger one by one, as the trigger would run them, then the FTS insert
+and the trigrams the importer writes itself, between dropping and creating again `search_items`' plain indexes as
+the importer does), with CPU and wall time, this process's peak RSS after each part, and the MiB it read and wrote
+through system calls during each part (/proc/self/io: the JSONL file, the database, its WAL and SQLite's temporary
+files, page cache included). `--pragma SQL` (repeatable) runs a statement after the importer's own pragmas, e.g. to
+measure a setting.
 
 The machine is shared and busy at times: CPU time is the steadier figure; every block ends with what else the
 machine was doing.
@@ -372,6 +373,8 @@ def import_in_phases(jsonl: Path, db: Path, timers: Timers, pragmas: Sequence[st
                     words = " ".join(ln for ln in statement.splitlines() if not ln.strip().startswith("--")).split()
                     phase("index: apply: " + " ".join(words[:3]), lambda s=statement: conn.execute(s))  # type: ignore[misc]
                 phase("index: FTS insert (texts folded in Python)", lambda: search_index.insert_fts(conn))
+                phase("index: trigrams (search_trigrams)", lambda: search_index.add_trigrams(conn))
+                conn.execute(search_index.CLEAN)
                 phase("index: create plain indexes", bulk.close)
             conn.execute(search_index.SET_MODE, {"mode": "immediate"})
         phase("commit", lambda: conn.execute("COMMIT"))

@@ -56,6 +56,7 @@ CLASSES: Final = (
     QueryClass("selective", "selective (rare words)"),
     QueryClass("broad", "broad single word"),
     QueryClass("cjk_short", "1–2-character CJK"),
+    QueryClass("latin_short", "1–2-character non-CJK"),
     QueryClass("multi", "multi-word, common terms"),
     QueryClass("identifier", "identifiers (object/source/message id)"),
     QueryClass("zero", "zero hits"),
@@ -103,6 +104,7 @@ def all_cases() -> list[Case]:
     cases = [_search("selective", q) for q in SELECTIVE_QUERIES]
     cases += [_search("broad", q) for q in ("cache", "decision", "session")]
     cases += [_search("cjk_short", q) for q in ("方案", "缓", "决定")]
+    cases += [_search("latin_short", q) for q in ("C", "De", "AI", "x8")]
     cases += [_search("multi", q) for q in ("cache rollback 回顾调度 budget", "export audit", "2019-01-0", "INC-4821")]
     cases += [_search("identifier", q) for q in (IDENT_EVENT, IDENT_SOURCE, IDENT_MESSAGE, IDENT_REFERENCE)]
     cases += [_search("zero", q) for q in ("zyzzogeton", "无此词语")]

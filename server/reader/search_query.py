@@ -92,7 +92,7 @@ class Needle:
 
 
 def needle(text: str, trigrams: list[str] | None = None) -> Needle:
-    """The expressions for one needle; `trigrams` (from the index vocabulary) for a short non-CJK needle."""
+    """The expressions for one needle; `trigrams` (the indexed trigrams it begins) for a short non-CJK needle."""
     if len(text) >= 3:
         return Needle(text, phrase(text), "{hi} : " + phrase(text))
     if not needs_trigram_list(text):

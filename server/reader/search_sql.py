@@ -31,8 +31,19 @@ TYPE_CODES: Final[dict[str, int]] = {  # as in search_types (migrations/0003): h
 
 SCOPE_NUMBER: Final = "SELECT num FROM search_scopes WHERE scope_key = :scope_key"
 GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
-TRIGRAMS_BEGINNING: Final = "SELECT term FROM search_terms WHERE term >= :low AND term < :high"
-TRIGRAMS_FROM: Final = "SELECT term FROM search_terms WHERE term >= :low"
+# The indexed trigrams a short needle begins (migrations/0013): search_trigrams holds every trigram the texts ever put
+# into the index and is never pruned, so each one is kept only while the index still holds it (one FTS5 probe: the
+# first entry of one term, where the vocabulary read every entry of every term). The same terms, in the same order.
+TRIGRAMS_BEGINNING: Final = """
+SELECT t.term FROM search_trigrams AS t
+ WHERE t.term >= :low AND t.term < :high
+   AND EXISTS (SELECT 1 FROM search_fts WHERE search_fts MATCH '"' || replace(t.term, '"', '""') || '"')
+"""
+TRIGRAMS_FROM: Final = """
+SELECT t.term FROM search_trigrams AS t
+ WHERE t.term >= :low
+   AND EXISTS (SELECT 1 FROM search_fts WHERE search_fts MATCH '"' || replace(t.term, '"', '""') || '"')
+"""
 # The items a query names by id: the object's own id (an entity change's '<entity>#<key>' included), and
 # for source references their original source id and the message or task id in their locator; the query as typed or
 # width-folded (server/reader/fold.py: ＩＮＣ－４８２１ names INC-4821; stored ids are not folded).

@@ -5,8 +5,9 @@ in SQL. After `defer(conn)`, writes only collect the items they touch; `rebuild(
 triggers stage them all in one pass, computes their grams in Python (an order of magnitude faster than
 SQL, which has to step through the text one character at a time), has the triggers apply them to
 `search_items`, and writes their FTS entries with texts width-folded in Python (migrations/0012: faster
-than the view's replace() chains). The grams and the entries are the same either way
-(tests/test_search_rank.py, tests/test_search_width.py).
+than the view's replace() chains) and their trigrams into `search_trigrams` (migrations/0013). The grams, the
+entries and the trigrams are the same either way (tests/test_search_rank.py, tests/test_search_width.py,
+tests/test_search_short.py).
 """
 
 from __future__ import annotations
@@ -55,9 +56,27 @@ SELECT v.item_id,
        v.hi_grams, v.lo_grams, v.time_grams
   FROM search_index_rows AS v
  CROSS JOIN search_items AS i ON i.item_id = v.item_id
- WHERE v.item_id IN (SELECT i.item_id FROM search_dirty AS d JOIN search_items AS i
+ WHERE v.item_id IN (SELECT i.item_id FROM search_dirty AS d CROSS JOIN search_items AS i
                          ON i.object_type = d.object_type AND i.object_id = d.object_id
                         AND i.result_key = d.result_key)"""
+# The trigrams of the applied items' texts (migrations/0013), 1,024 items to a scratch document, read unfolded: FTS5
+# folds case as it tokenizes, and the width fold maps one character to one (and commutes with FTS5's case folding),
+# so it is applied to the few distinct trigrams instead of every text.
+SCRATCH_TEXTS: Final = """
+INSERT INTO search_trigram_scratch (rowid, hi, lo)
+SELECT i.item_id >> 10, group_concat(i.hi, ''), group_concat(i.lo, '')
+  FROM search_items AS i
+ WHERE i.item_id IN (SELECT i.item_id FROM search_dirty AS d CROSS JOIN search_items AS i
+                         ON i.object_type = d.object_type AND i.object_id = d.object_id
+                        AND i.result_key = d.result_key)
+ GROUP BY i.item_id >> 10"""
+# As the apply trigger adds them (migrations/0013); two trigrams may fold to one.
+ADD_TRIGRAMS: Final = f"""
+INSERT INTO search_trigrams (term)
+SELECT DISTINCT {FOLD_FUNCTION}(s.term) FROM search_trigram_scratch_terms AS s
+ WHERE unicode(s.term) <> 1
+   AND NOT EXISTS (SELECT 1 FROM search_trigrams AS t WHERE t.term = {FOLD_FUNCTION}(s.term))"""
+CLEAR_SCRATCH: Final = "INSERT INTO search_trigram_scratch (search_trigram_scratch) VALUES ('delete-all')"
 CLEAN: Final = "DELETE FROM search_dirty"
 APPLY: Final = "INSERT INTO search_apply VALUES (NULL)"
 FTS_CONFIG: Final = "INSERT INTO search_fts (search_fts, rank) VALUES (?, ?)"
@@ -124,7 +143,8 @@ def rebuild(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
     """Rebuild every collected item (best inside one transaction), then rebuild items at once again.
 
     The schema stages the items' rows (mode 'flush'), this computes their grams, the schema then applies
-    the rows with those grams to `search_items` (`search_apply`), and this writes their FTS entries. Progress:
+    the rows with those grams to `search_items` (`search_apply`), and this writes their FTS entries and
+    trigrams. Progress:
     the items as their grams are computed ("indexing"), then the time the index writes take.
     """
     progress = progress or Progress.silent()
@@ -148,6 +168,8 @@ def rebuild(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
             with built_after(conn, "search_items", staged):
                 conn.execute(APPLY)
                 insert_fts(conn)
+                add_trigrams(conn)
+                conn.execute(CLEAN)
             conn.execute(SET_MODE, {"mode": "immediate"})
     finally:
         conn.set_progress_handler(None, 0)
@@ -179,8 +201,14 @@ def add_grams(conn: sqlite3.Connection, progress: Progress) -> int:
 
 
 def insert_fts(conn: sqlite3.Connection) -> None:
-    """The FTS entries of the applied items, their texts width-folded in Python (migrations/0012), then the
-    dirty items done."""
+    """The FTS entries of the applied items, their texts width-folded in Python (migrations/0012)."""
     conn.create_function(FOLD_FUNCTION, 1, narrow, deterministic=True)
     conn.execute(INSERT_FTS)
-    conn.execute(CLEAN)
+
+
+def add_trigrams(conn: sqlite3.Connection) -> None:
+    """The distinct trigrams of the applied items' texts into `search_trigrams` (migrations/0013)."""
+    conn.create_function(FOLD_FUNCTION, 1, narrow, deterministic=True)
+    conn.execute(SCRATCH_TEXTS)
+    conn.execute(ADD_TRIGRAMS)
+    conn.execute(CLEAR_SCRATCH)
