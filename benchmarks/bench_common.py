@@ -8,6 +8,7 @@ in-process client, which builds the same server object the tests use (`in_proces
 from __future__ import annotations
 
 import argparse
+import fcntl
 import math
 import os
 import socket
@@ -15,8 +16,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
@@ -336,6 +337,15 @@ def _remove_db(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
+@contextmanager
+def cache_lock(path: Path) -> Iterator[None]:
+    """One writer of a cached file at a time: benchmarks run side by side (several checkouts, one cache) would
+    otherwise write the same temporary file at once. A run that waited finds the file written."""
+    with path.with_name(path.name + ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ensure_graph(
     cache_dir: Path,
     objects: int,
@@ -354,6 +364,13 @@ def ensure_graph(
     code_points = generator.DEFAULT_SOURCE_CODE_POINTS if source_code_points is None else source_code_points
     cache_dir.mkdir(parents=True, exist_ok=True)
     path = cache_dir / f"graph-{objects}-seed{seed}-src{code_points}-v{generator.GRAPH_VERSION}.db"
+    with cache_lock(path):  # held through the migration too
+        _build_graph(path, objects, seed, code_points, say)
+        run_cli(["db", "migrate", "--db", str(path)])
+    return path
+
+
+def _build_graph(path: Path, objects: int, seed: int, code_points: int, say: Callable[[str], None]) -> None:
     if not path.exists():
         building = path.with_name(path.name + ".building")
         _remove_db(building)
@@ -369,8 +386,6 @@ def ensure_graph(
         built = [line for line in done.stdout.splitlines() if line.startswith("built ")]
         path.with_name(path.name + ".txt").write_text(done.stdout)
         say(f"built in {time.perf_counter() - started:.0f} s ({path.stat().st_size / 2**20:,.0f} MiB): {built[-1:]}")
-    run_cli(["db", "migrate", "--db", str(path)])
-    return path
 
 
 def graph_summary(path: Path) -> str:

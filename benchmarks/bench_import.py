@@ -53,6 +53,7 @@ from bench_common import (
     BENCH_DIR,
     PYTHON,
     REPO,
+    cache_lock,
     default_cache_dir,
     machine_header,
     machine_report,
@@ -100,12 +101,13 @@ def ensure_jsonl(cache_dir: Path, objects: int) -> Path:
     """The generated file of `objects` objects from the cache, written by make_jsonl.py when missing."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     path = cache_dir / f"import-{objects}-seed{DEFAULT_SEED}-v{JSONL_VERSION}.jsonl"
-    if not path.exists():
-        partial = path.with_name(path.name + ".writing")
-        print(f"writing {path} ...", file=sys.stderr, flush=True)
-        command = [PYTHON, str(BENCH_DIR / "make_jsonl.py"), str(partial), "--objects", str(objects)]
-        subprocess.run(command, cwd=REPO, env=server_env(), check=True)
-        os.replace(partial, path)
+    with cache_lock(path):
+        if not path.exists():
+            partial = path.with_name(path.name + ".writing")
+            print(f"writing {path} ...", file=sys.stderr, flush=True)
+            command = [PYTHON, str(BENCH_DIR / "make_jsonl.py"), str(partial), "--objects", str(objects)]
+            subprocess.run(command, cwd=REPO, env=server_env(), check=True)
+            os.replace(partial, path)
     return path
 
 

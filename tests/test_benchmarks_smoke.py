@@ -59,6 +59,26 @@ def test_the_generated_graph_is_the_same_for_the_same_seed(tmp_path: Path) -> No
     assert dump_digest(first) == dump_digest(second)
 
 
+def test_benchmarks_started_together_build_a_cached_graph_once(tmp_path: Path) -> None:
+    """Two runs sharing a cache (two checkouts benchmarking at once) built into the same temporary file together;
+    the second now waits for the first and uses its graph."""
+    build = (
+        "import sys; from pathlib import Path; import bench_common; "
+        f"print(bench_common.ensure_graph(Path(sys.argv[1]), {OBJECTS}, source_code_points={SOURCE}))"
+    )
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", build, str(tmp_path)], cwd=BENCH, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    assert len({out.strip() for out, _ in outputs}) == 1
+    assert sum(err.count(b"(cached for later runs)") for _, err in outputs) == 1
+    assert [path.name for path in tmp_path.glob("*.building*")] == []
+
+
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("bench-cache")
