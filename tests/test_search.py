@@ -665,6 +665,55 @@ async def test_coverage_says_which_parts_of_the_time_range_no_review_processed(t
     }
 
 
+async def test_a_processed_range_ending_within_a_second_covers_that_second_and_no_more(tmp_path: Path) -> None:
+    """Stored times keep milliseconds. A range ending 12:00:00.500 covers until 12:00:01 (its last second whole),
+    not until 12:00:01.500: the next review started at 12:00:01.400, so 12:00:01.000-12:00:01.399 was processed
+    by neither; it was merged into one range and a time_range inside that stretch was called covered."""
+
+    def reviewed(result_id: str, start: str, end: str) -> dict[str, Any]:
+        record = {"kind": "detailed", "processed_range": {"from": start, "to": end}, "unprocessed_sources": 0}
+        return {
+            "kind": "result",
+            "id": result_id,
+            "scope": ATLAS,
+            "review_generated_at": T,
+            "recorded_at": T,
+            **{"coverage": record},
+        }
+
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        reviewed("r-morning", "2026-01-01T08:00:00+08:00", "2026-01-01T12:00:00.500Z"),
+        reviewed("r-afternoon", "2026-01-01T12:00:01.400Z", "2026-01-01T19:00:00-05:00"),
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
+    ]
+
+    async def coverage(start: str, end: str) -> dict[str, Any]:
+        found = await ok(client, SEARCH, {"query": "cache", "time_range": {"from": start, "to": end}})
+        return dict(found["coverage"])
+
+    async with client_for(imported_graph(tmp_path, lines)) as client:
+        between = await coverage("2026-01-01T12:00:01.000Z", "2026-01-01T12:00:01.300Z")
+        last_second = await coverage("2026-01-01T12:00:00.600Z", "2026-01-01T12:00:00.999Z")
+        day = await coverage("2026-01-01T09:00:00+09:00", "2026-01-02T09:00:00+09:00")
+    assert between["processed_ranges"] == [
+        {"from": "2026-01-01T00:00:00.000Z", "to": "2026-01-01T12:00:00.500Z"},
+        {"from": "2026-01-01T12:00:01.400Z", "to": "2026-01-02T00:00:00.000Z"},
+    ]
+    assert between["time_range_coverage"] == {
+        "status": "not_covered",
+        "uncovered_parts": [{"from": "2026-01-01T12:00:01.000Z", "to": "2026-01-01T12:00:01.300Z"}],
+        "uncovered_part_count": 1,
+    }
+    assert last_second["time_range_coverage"]["status"] == "covered"
+    assert day["time_range_coverage"] == {
+        "status": "partly_covered",
+        "uncovered_parts": [{"from": "2026-01-01T12:00:01.000Z", "to": "2026-01-01T12:00:01.400Z"}],
+        "uncovered_part_count": 1,
+    }
+
+
 async def test_a_term_match_deep_in_a_long_fragment_previews_where_the_terms_are(tmp_path: Path) -> None:
     """The 8,623-code-point design-note fragment holds 'SD card … 58% full' in §53; its preview showed the
     fragment's opening (§40, 'when the SD card is 90% full'), which hid the match and read like an answer."""

@@ -115,7 +115,8 @@ class TimeRangeCoverage(Contract):
     """How the recorded processed ranges meet the call's time_range (event_time basis only)."""
 
     status: Literal["covered", "partly_covered", "not_covered", "unknown"]
-    """covered: every instant of the time_range lies in a recorded processed range; partly_covered: some do;
+    """covered: every instant of the time_range lies in a recorded processed range (which covers the whole second its
+    end falls in); partly_covered: some do;
     not_covered: none do; unknown: the processed ranges are unknown (a result without a detailed record may have
     processed any period). Covered periods may still hold parts the records name as missing."""
     uncovered_parts: list[dict[Literal["from", "to"], str]] | Unknown
@@ -142,8 +143,9 @@ class Coverage(Contract):
     """The hull of the recorded processed ranges; 'unknown' unless every result records one. It may span gaps no
     record covers: `processed_ranges` lists them."""
     processed_ranges: list[dict[Literal["from", "to"], str]] | Unknown = "unknown"
-    """The recorded processed ranges, merged where they overlap or meet to the second, in time order (the first
-    COVERAGE_LIST_LIMIT); a time between two of them was not processed by any record. 'unknown' as processed_range."""
+    """The recorded processed ranges, merged where they overlap or meet to the second (a range covers the whole second
+    its end falls in), in time order (the first COVERAGE_LIST_LIMIT); a time between two of them was not processed by
+    any record. 'unknown' as processed_range."""
     processed_range_count: int | Unknown = "unknown"
     """How many merged processed ranges there are."""
     processed_source_version_count: int | Unknown

@@ -17,8 +17,8 @@ RESULT_COVERAGE: Final = (
     "SELECT id, coverage_json, review_generated_at FROM results WHERE scope_key = :scope_key ORDER BY id"
 )
 MEETS: Final = timedelta(seconds=1)
-"""Two processed ranges are joined when the second starts at most this long after the first ends: stored times
-are to the second, so a range ending 23:59:59 covers that whole second."""
+"""A processed range covers the whole second its end falls in (records are mostly to the second: one ending 23:59:59
+covers that second), and no more: one ending 12:00:00.500 covers until 12:00:01, not 12:00:01.500."""
 
 Spans = list[tuple[datetime, datetime]]
 
@@ -59,6 +59,11 @@ async def read_coverage(
     )
 
 
+def _covered_until(last: datetime) -> datetime:
+    """The first instant after a processed range ending at `last` (see MEETS)."""
+    return last.replace(microsecond=0) + MEETS
+
+
 def time_range_coverage(processed: Spans | None, time_range: tuple[str, str]) -> TimeRangeCoverage:
     """The stretches of [from, to] no processed range covers (a range covers its last second whole)."""
     if processed is None:
@@ -69,11 +74,11 @@ def time_range_coverage(processed: Spans | None, time_range: tuple[str, str]) ->
     for first, last in processed:
         if first > end or covered_until > end:
             break
-        if last + MEETS <= covered_until:
+        if _covered_until(last) <= covered_until:
             continue
         if first > covered_until:
             gaps.append((covered_until, first))
-        covered_until, touched = last + MEETS, True
+        covered_until, touched = _covered_until(last), True
     if covered_until <= end:
         gaps.append((covered_until, end))
     status = "covered" if not gaps else "partly_covered" if touched else "not_covered"
@@ -190,7 +195,7 @@ def _merged(ranges: list[dict[str, str]]) -> Spans | None:
         return None  # a time without an offset is no instant (the sort above compared only naive ones, or failed)
     joined: Spans = []
     for start, end in spans:
-        if joined and start <= joined[-1][1] + MEETS:
+        if joined and start <= _covered_until(joined[-1][1]):
             joined[-1] = (joined[-1][0], max(joined[-1][1], end))
         else:
             joined.append((start, end))
