@@ -141,11 +141,19 @@ class McpGate:
         await self.app(scope, receive, send)
 
 
-def _unauthorized(description: str) -> JSONResponse:
-    return JSONResponse(
-        {"error": "invalid_token", "error_description": description},
+def _unauthorized(description: str) -> Response:
+    """The fix in the header (RFC 6750) and in a JSON-RPC error body, as the 405's: an MCP client that reads the
+    error a non-2xx answer carries (the Python SDK) shows it; any other body it reports as a bare failure."""
+    error = JSONRPCError(
+        jsonrpc="2.0",
+        id=None,
+        error=ErrorData(code=INVALID_REQUEST, message=description, data={"error": "invalid_token"}),
+    )
+    return Response(
+        error.model_dump_json(by_alias=True, exclude_unset=True),
         status_code=401,
         headers={"WWW-Authenticate": f'Bearer error="invalid_token", error_description="{description}"'},
+        media_type="application/json",
     )
 
 

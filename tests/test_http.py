@@ -24,7 +24,7 @@ from http_support import (
     server_env,
     write_secret,
 )
-from mcp import Client
+from mcp import Client, MCPError
 from support import demo_db, error, error_payload, ok
 
 from server.cli import _parser
@@ -118,7 +118,9 @@ def assert_refused_with_the_fix(refused: httpx2.Response, fix: str) -> None:
     challenge = refused.headers["www-authenticate"]
     assert challenge.startswith("Bearer ") and 'error="invalid_token"' in challenge
     assert "resource_metadata" not in challenge, "no metadata is served, so none is named"
-    description = refused.json()["error_description"]
+    body = refused.json()
+    description = body["error"]["message"]
+    assert (body["jsonrpc"], body["error"]["data"]) == ("2.0", {"error": "invalid_token"})
     assert fix in description and "there is no OAuth authorization server" in description
     assert f'error_description="{description}"' in challenge
 
@@ -147,6 +149,12 @@ async def test_a_401_says_to_send_the_operators_token_and_no_oauth_metadata_is_s
             assert (await http.get(f"{server.base}{path}")).status_code == 404, path
         alpha = {**JSON_HEADERS, "Authorization": f"Bearer {TOKENS['alpha']}"}
         assert (await http.post(server.url, json=LIST, headers=alpha)).status_code == 200
+        # What the Python SDK client shows its user (it read no fix from the old OAuth-style body: "Server returned
+        # an error response").
+        for token, fix in ((None, send_token), ("sgm_wrong", "this bearer token is not accepted")):
+            with pytest.RaisesGroup(pytest.RaisesExc(MCPError, match=re.escape(fix)), flatten_subgroups=True):
+                async with http_client(server.url, token):
+                    pass
 
 
 async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
