@@ -714,6 +714,37 @@ async def test_a_processed_range_ending_within_a_second_covers_that_second_and_n
     }
 
 
+async def test_a_processed_range_to_the_last_representable_second_is_read(tmp_path: Path) -> None:
+    """A review recorded as processed until 9999-12-31T23:59:59Z (import accepts years 1-9999) made every call in its
+    scope an internal_error once a second range followed it, and every call with a time_range: the instant after
+    its end does not exist."""
+
+    def reviewed(result_id: str, start: str, end: str) -> dict[str, Any]:
+        record = {"kind": "detailed", "processed_range": {"from": start, "to": end}, "unprocessed_sources": 0}
+        return {
+            "kind": "result",
+            "id": result_id,
+            "scope": ATLAS,
+            "review_generated_at": T,
+            "recorded_at": T,
+            **{"coverage": record},
+        }
+
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        reviewed("r-open", "2026-01-01T00:00:00Z", "9999-12-31T23:59:59Z"),
+        reviewed("r-feb", "2027-02-01T00:00:00Z", "2027-03-01T00:00:00Z"),
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
+    ]
+    last_second = {"from": "9999-12-31T23:59:59Z", "to": "9999-12-31T23:59:59.999Z"}
+    async with client_for(imported_graph(tmp_path, lines)) as client:
+        plain = (await ok(client, SEARCH, {"query": "cache"}))["coverage"]
+        ranged = (await ok(client, SEARCH, {"query": "cache", "time_range": last_second}))["coverage"]
+    assert plain["processed_ranges"] == [{"from": "2026-01-01T00:00:00.000Z", "to": "9999-12-31T23:59:59.000Z"}]
+    assert ranged["time_range_coverage"] == {"status": "covered", "uncovered_parts": [], "uncovered_part_count": 0}
+
+
 async def test_a_term_match_deep_in_a_long_fragment_previews_where_the_terms_are(tmp_path: Path) -> None:
     """The 8,623-code-point design-note fragment holds 'SD card … 58% full' in §53; its preview showed the
     fragment's opening (§40, 'when the SD card is 90% full'), which hid the match and read like an answer."""

@@ -61,7 +61,10 @@ async def read_coverage(
 
 def _covered_until(last: datetime) -> datetime:
     """The first instant after a processed range ending at `last` (see MEETS)."""
-    return last.replace(microsecond=0) + MEETS
+    try:
+        return last.replace(microsecond=0) + MEETS
+    except OverflowError:  # a range recorded to 9999-12-31T23:59:59 ("until further notice"): no later instant
+        return datetime.max.replace(tzinfo=last.tzinfo)
 
 
 def time_range_coverage(processed: Spans | None, time_range: tuple[str, str]) -> TimeRangeCoverage:
