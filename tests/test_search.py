@@ -631,7 +631,8 @@ async def test_coverage_says_which_parts_of_the_time_range_no_review_processed(t
     january_to_march = {"from": "2026-01-10T00:00:00Z", "to": "2026-03-10T00:00:00Z"}
     story = {"object_ref": {"type": "story_line", "id": "sl"}}
     async with client_for(imported_graph(tmp_path, lines, name="reviewed")) as client:
-        feb = (await ok(client, SEARCH, {"query": "cache", "time_range": february}))["coverage"]
+        feb_page = await ok(client, SEARCH, {"query": "cache", "time_range": february})
+        feb = feb_page["coverage"]
         wide = (await ok(client, SEARCH, {"query": "cache", "time_range": january_to_march}))["coverage"]
         jan = (
             await ok(
@@ -655,6 +656,9 @@ async def test_coverage_says_which_parts_of_the_time_range_no_review_processed(t
         "uncovered_part_count": 1,
     }
     assert jan["time_range_coverage"] == {"status": "covered", "uncovered_parts": [], "uncovered_part_count": 0}
+    # Nothing found in February: every review is complete, yet none processed February, and the note says so.
+    assert (feb["status"], feb_page["page"]["total_count"]) == ("complete", 0)
+    assert "No review processed all of time_range (coverage.time_range_coverage)" in feb_page["no_match_note"]
     assert plain["time_range_coverage"] is None  # no time_range
     assert recorded["coverage"]["time_range_coverage"] is None  # processed ranges are source time, not recording
     assert context["coverage"]["time_range_coverage"] == feb["time_range_coverage"]

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from server.contracts.base import OBJECT_TYPES, GlobalScope, ObjectRef, ProjectsScope, scope_from_key
-from server.contracts.common import INTERPRETATION, Page
+from server.contracts.common import INTERPRETATION, Coverage, Page
 from server.contracts.errors import invalid_cursor
 from server.contracts.search import MatchPosition, SearchArgs, SearchItem, SearchResponse
 from server.reader import search as reader
@@ -74,7 +74,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
         items = await _items(call, conn, scope.key, page)
         coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, time_range, args.time_basis)
         no_match = (
-            await _no_match_note(call, conn, scope, args, page, coverage.status)
+            await _no_match_note(call, conn, scope, args, page, coverage)
             if cursor is None and page.total.exact and page.total.count == 0
             else None
         )
@@ -115,7 +115,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
 
 
 async def _no_match_note(
-    call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage, status: str
+    call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage, coverage: Coverage
 ) -> str:
     """Zero hits: say what the rule required and what else to try. An agent cannot tell an empty scope from a query
     that missed, nor guess which other scopes (another project, a project set, Global) it may read; the list comes
@@ -135,8 +135,16 @@ async def _no_match_note(
     if excluded is not None and excluded.count > 0:
         count = excluded.count if excluded.exact else f"at least {excluded.count}"
         parts.append(f"Matches left out because they have no {args.time_basis}: {count}; search without time_range.")
-    if status != "complete":
-        parts.append(f"Coverage of this scope is {status}: no match does not prove nothing happened.")
+    if coverage.status != "complete":
+        parts.append(f"Coverage of this scope is {coverage.status}: no match does not prove nothing happened.")
+    within_range = coverage.time_range_coverage.status if coverage.time_range_coverage is not None else None
+    if within_range in ("partly_covered", "not_covered"):
+        # A scope whose reviews are complete may still have processed none of this period.
+        part = "all" if within_range == "not_covered" else "part"
+        parts.append(
+            f"No review processed {part} of time_range (coverage.time_range_coverage): no match there does not "
+            "prove nothing happened."
+        )
     others = [
         other
         for other in (await readable_scopes(conn, call.grant, READABLE_SCOPES_LISTED + 1))[0]
