@@ -749,6 +749,49 @@ async def test_a_processed_range_to_the_last_representable_second_is_read(tmp_pa
     assert ranged["time_range_coverage"] == {"status": "covered", "uncovered_parts": [], "uncovered_part_count": 0}
 
 
+async def test_processed_ranges_another_writer_stored_with_offsets_are_compared_as_instants(tmp_path: Path) -> None:
+    """docs/interchange.md asks other writers for UTC text; one that wrote `+08:00` (or no offset) got a hull taken
+    by text order, in its own form: from 2026-01-01T00:00:00Z when a range started at 2025-12-31T23:00:00Z, and a
+    hull of times without an offset beside processed_ranges and time_range_coverage 'unknown'."""
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        *[
+            {
+                "kind": "result",
+                "id": result_id,
+                "scope": ATLAS,
+                "review_generated_at": T,
+                "recorded_at": T,
+                "coverage": {"kind": "detailed", "processed_range": {"from": T, "to": T}, "unprocessed_sources": 0},
+            }
+            for result_id in ("r-a", "r-b")
+        ],
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
+    ]
+    db = imported_graph(tmp_path, lines)
+
+    def written(a: tuple[str, str], b: tuple[str, str]) -> None:
+        with sqlite3.connect(db) as conn:
+            for result_id, (start, end) in (("r-a", a), ("r-b", b)):
+                record = {"kind": "detailed", "processed_range": {"from": start, "to": end}, "unprocessed_sources": 0}
+                conn.execute(
+                    "UPDATE results SET coverage_json = ? WHERE id = ?", (orjson.dumps(record).decode(), result_id)
+                )
+
+    written(
+        ("2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"), ("2026-01-01T07:00:00+08:00", "2026-01-01T08:00:00+08:00")
+    )
+    async with client_for(db) as client:
+        offsets = (await ok(client, SEARCH, {"query": "cache"}))["coverage"]
+    written(("2026-01-01T00:00:00", "2026-01-02T00:00:00"), ("2026-01-03T00:00:00", "2026-01-04T00:00:00"))
+    async with client_for(db) as client:
+        naive = (await ok(client, SEARCH, {"query": "cache"}))["coverage"]
+    assert offsets["processed_range"] == {"from": "2025-12-31T23:00:00.000Z", "to": "2026-01-02T00:00:00.000Z"}
+    assert offsets["processed_ranges"] == [offsets["processed_range"]]
+    assert (naive["processed_range"], naive["processed_ranges"]) == ("unknown", "unknown")
+
+
 async def test_a_term_match_deep_in_a_long_fragment_previews_where_the_terms_are(tmp_path: Path) -> None:
     """The 8,623-code-point design-note fragment holds 'SD card … 58% full' in §53; its preview showed the
     fragment's opening (§40, 'when the SD card is 90% full'), which hid the match and read like an answer."""

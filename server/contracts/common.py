@@ -140,8 +140,8 @@ class Coverage(Contract):
     result_records: dict[Literal["detailed", "legacy_count", "absent"], int]
     """How many results have each kind of coverage record."""
     processed_range: dict[Literal["from", "to"], str] | Unknown
-    """The hull of the recorded processed ranges; 'unknown' unless every result records one. It may span gaps no
-    record covers: `processed_ranges` lists them."""
+    """The hull of the recorded processed ranges (UTC); 'unknown' unless every result records one whose times have
+    an offset. It may span gaps no record covers: `processed_ranges` lists them."""
     processed_ranges: list[dict[Literal["from", "to"], str]] | Unknown = "unknown"
     """The recorded processed ranges, merged where they overlap or meet to the second (a range covers the whole second
     its end falls in), in time order (the first COVERAGE_LIST_LIMIT); a time between two of them was not processed by

@@ -131,12 +131,11 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
         else "unknown"
     )
     ranges = [record.get("processed_range") for record in detailed.values()]
+    merged = _merged([r for r in ranges if r]) if all_detailed and all(ranges) else None
+    # The hull from the instants, not the stored texts: text order is time order only in the UTC form.
     processed_range: dict[str, str] | str = (
-        {"from": min(r["from"] for r in ranges if r), "to": max(r["to"] for r in ranges if r)}
-        if all_detailed and all(ranges)
-        else "unknown"
+        {"from": format_utc(merged[0][0]), "to": format_utc(max(end for _, end in merged))} if merged else "unknown"
     )
-    merged = _merged([r for r in ranges if r]) if processed_range != "unknown" else None
     listed = [{"from": format_utc(a), "to": format_utc(b)} for a, b in merged] if merged is not None else "unknown"
     versions: list[dict[str, Any]] | str = (
         [
