@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from server.contracts.base import ObjectRef, scope_from_key
-from server.contracts.common import listed_sources
+from server.contracts.common import Coverage, listed_sources
 from server.contracts.context import (
     TIME_FILTER_NOTE,
     Claim,
@@ -246,7 +246,7 @@ def _conflict(sel: Selection, unit: Unit) -> Conflict:
     )
 
 
-def known_gaps(sel: Selection, coverage_status: str) -> list[Gap]:
+def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
     """What the saved evidence is known to lack for this object; each gap is reported, never filled."""
     gaps: list[Gap] = []
 
@@ -270,16 +270,22 @@ def known_gaps(sel: Selection, coverage_status: str) -> list[Gap]:
         "Events and entity changes whose event time is unknown: their order relative to dated ones is not known "
         "(timeline lists them apart; no time is filled in).",
     )
-    if coverage_status != "complete":
-        gaps.append(
-            Gap(
-                kind="coverage_not_complete",
-                count="unknown",
-                detail=f"Coverage of this scope is {coverage_status}: the stored reviews may not have processed every "
-                "source, so history may be missing here (see coverage).",
-                refs=[],
-            )
+    said = []
+    if coverage.status != "complete":
+        said.append(
+            f"Coverage of this scope is {coverage.status}: the stored reviews may not have processed every source, so "
+            "history may be missing here (see coverage)."
         )
+    within_range = coverage.time_range_coverage.status if coverage.time_range_coverage is not None else None
+    if within_range in ("partly_covered", "not_covered"):
+        # Reviews that are complete may still have processed none of the period asked about.
+        part = "all" if within_range == "not_covered" else "part"
+        said.append(
+            f"No review processed {part} of time_range (coverage.time_range_coverage), so history in it may be "
+            "missing here."
+        )
+    if said:
+        gaps.append(Gap(kind="coverage_not_complete", count="unknown", detail=" ".join(said), refs=[]))
     outside = [u for u in sel.units if u.ends is not None and not all(u.ends_in_scope)]
     add(
         "relation_end_not_in_scope",

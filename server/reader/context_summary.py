@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import aiosqlite
 
+from server.contracts.common import Coverage
 from server.contracts.context import Gap, Header
 from server.reader.context import Selection, select
 from server.reader.context_arms import BoundArm, Candidate, Mode, SortKey, sort_key
@@ -70,7 +71,7 @@ async def summarise(
     *,
     time_range: tuple[str, str] | None,
     time_basis: str,
-    coverage_status: str,
+    coverage: Coverage,
 ) -> Summary:
     remembered = memo.at(scope_key, scope_revision)
     key = ("context", target, time_range, time_basis)
@@ -78,14 +79,14 @@ async def summarise(
     if found is not None:
         return found
     sel = await select(conn, scope_key, project_ids, target, time_range=time_range, time_basis=time_basis)
-    summary = _summary(sel, time_range is not None, coverage_status)
+    summary = _summary(sel, time_range is not None, coverage)
     return remembered.put(key, summary, weight=weight_of(len(summary.gathered)))
 
 
-def _summary(sel: Selection, time_range_used: bool, coverage_status: str) -> Summary:
+def _summary(sel: Selection, time_range_used: bool, coverage: Coverage) -> Summary:
     return Summary(
         header=build_header(sel, time_range_used=time_range_used),
-        gaps=known_gaps(sel, coverage_status),
+        gaps=known_gaps(sel, coverage),
         graph_count=len(sel.units),
         undated_count=sum(1 for u in sel.units if u.row.event_time_start is None),
         unknown_time_excluded=sel.unknown_time_excluded,

@@ -85,7 +85,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
             target,
             time_range=time_range,
             time_basis=args.time_basis,
-            coverage_status=coverage.status,
+            coverage=coverage,
         )
         # One object more than the page can hold, to know whether another page follows.
         entries = await read_stream(conn, summary, args.mode, position[0] if position else None, args.page_size + 1)
