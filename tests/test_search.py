@@ -658,12 +658,12 @@ async def test_coverage_says_which_parts_of_the_time_range_no_review_processed(t
     assert jan["time_range_coverage"] == {"status": "covered", "uncovered_parts": [], "uncovered_part_count": 0}
     # Nothing found in February: every review is complete, yet none processed February, and the note says so.
     assert (feb["status"], feb_page["page"]["total_count"]) == ("complete", 0)
-    assert "No review processed all of time_range (coverage.time_range_coverage)" in feb_page["no_match_note"]
+    assert "No review processed any of time_range (coverage.time_range_coverage)" in feb_page["no_match_note"]
     assert plain["time_range_coverage"] is None  # no time_range
     assert recorded["coverage"]["time_range_coverage"] is None  # processed ranges are source time, not recording
     assert context["coverage"]["time_range_coverage"] == feb["time_range_coverage"]
     gap = next(g for g in context["known_gaps"] if g["kind"] == "coverage_not_complete")  # the same warning
-    assert gap["detail"].startswith("No review processed all of time_range (coverage.time_range_coverage)")
+    assert gap["detail"].startswith("No review processed any of time_range (coverage.time_range_coverage)")
     assert unsure["time_range_coverage"] == {
         "status": "unknown",
         "uncovered_parts": "unknown",

@@ -28,6 +28,7 @@ from server.contracts.context import (
 )
 from server.reader.context import Selection
 from server.reader.context_rows import Ref, Unit
+from server.reader.coverage import time_range_unprocessed
 
 LABEL_LIMIT: Final = 160
 REASON_LIMIT: Final = 400
@@ -276,14 +277,9 @@ def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
             f"Coverage of this scope is {coverage.status}: the stored reviews may not have processed every source, so "
             "history may be missing here (see coverage)."
         )
-    within_range = coverage.time_range_coverage.status if coverage.time_range_coverage is not None else None
-    if within_range in ("partly_covered", "not_covered"):
-        # Reviews that are complete may still have processed none of the period asked about.
-        part = "all" if within_range == "not_covered" else "part"
-        said.append(
-            f"No review processed {part} of time_range (coverage.time_range_coverage), so history in it may be "
-            "missing here."
-        )
+    unprocessed = time_range_unprocessed(coverage)
+    if unprocessed is not None:
+        said.append(f"{unprocessed}, so history in it may be missing here.")
     if said:
         gaps.append(Gap(kind="coverage_not_complete", count="unknown", detail=" ".join(said), refs=[]))
     outside = [u for u in sel.units if u.ends is not None and not all(u.ends_in_scope)]

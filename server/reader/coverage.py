@@ -67,6 +67,17 @@ def _covered_until(last: datetime) -> datetime:
         return datetime.max.replace(tzinfo=last.tzinfo)
 
 
+def time_range_unprocessed(coverage: Coverage) -> str | None:
+    """The warning for a call whose time_range no review processed all of: reviews that are complete may still have
+    processed none of the period asked about. None when it was all processed, or nothing says (no time_range)."""
+    within = coverage.time_range_coverage.status if coverage.time_range_coverage is not None else None
+    if within == "not_covered":
+        return "No review processed any of time_range (coverage.time_range_coverage)"
+    if within == "partly_covered":
+        return "Part of time_range was processed by no review (coverage.time_range_coverage)"
+    return None
+
+
 def time_range_coverage(processed: Spans | None, time_range: tuple[str, str]) -> TimeRangeCoverage:
     """The stretches of [from, to] no processed range covers (a range covers its last second whole)."""
     if processed is None:

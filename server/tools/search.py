@@ -12,7 +12,7 @@ from server.contracts.errors import invalid_cursor
 from server.contracts.search import MatchPosition, SearchArgs, SearchItem, SearchResponse
 from server.reader import search as reader
 from server.reader import search_items
-from server.reader.coverage import read_coverage
+from server.reader.coverage import read_coverage, time_range_unprocessed
 from server.reader.cursor import request_digest
 from server.reader.fold import Folder
 from server.reader.objects import object_rows, source_reference_ids
@@ -137,14 +137,9 @@ async def _no_match_note(
         parts.append(f"Matches left out because they have no {args.time_basis}: {count}; search without time_range.")
     if coverage.status != "complete":
         parts.append(f"Coverage of this scope is {coverage.status}: no match does not prove nothing happened.")
-    within_range = coverage.time_range_coverage.status if coverage.time_range_coverage is not None else None
-    if within_range in ("partly_covered", "not_covered"):
-        # A scope whose reviews are complete may still have processed none of this period.
-        part = "all" if within_range == "not_covered" else "part"
-        parts.append(
-            f"No review processed {part} of time_range (coverage.time_range_coverage): no match there does not "
-            "prove nothing happened."
-        )
+    unprocessed = time_range_unprocessed(coverage)
+    if unprocessed is not None:
+        parts.append(f"{unprocessed}: no match there does not prove nothing happened.")
     others = [
         other
         for other in (await readable_scopes(conn, call.grant, READABLE_SCOPES_LISTED + 1))[0]
