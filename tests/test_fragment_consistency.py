@@ -85,6 +85,12 @@ def test_a_self_contradictory_fragment_line_is_refused_naming_the_field_and_the_
 # ref-1 names src-1 version v1, 'short first text' (16 code points): 'first text' is at [6, 16).
 AGAINST_ITS_VERSION = [
     (
+        # U+0000 where v1 has a space: SQLite's length() and substr() stop at it, so only 'first' was compared.
+        {"fragment": {"text": "first\x00text", "start": 6, "end": None}},
+        "fragment.text",
+        "fragment.text is not the text of source 'src-1' version 'v1' at [6, 16)",
+    ),
+    (
         {"fragment": {"text": "first text", "start": 0, "end": 10}},
         "fragment.text",
         "fragment.text is not the text of source 'src-1' version 'v1' at [0, 10), which reads 'short firs': give the"
@@ -344,3 +350,27 @@ async def test_a_range_its_stored_version_contradicts_exports_as_shown_and_impor
     exact = later is V3_LONGER  # its range holds; its length is the contradicted part
     saved = {"start": 6, "end": 16, "length": 10} if exact else {"start": "unknown", "end": "unknown", "length": 10}
     assert shown == [(saved, "unknown" if exact else 16)] * 2
+
+
+async def test_a_stored_fragment_holding_u0000_is_never_shown_at_its_start(tmp_path: Path) -> None:
+    """No stored version text holds U+0000 (a source text is refused with it; GoodBuddy stores U+FFFD), so a fragment
+    that does is not its version's text at any start. Both tools showed [6, unknown) as saved: they compared only the
+    text before U+0000, 'first', with v1's."""
+    db = imported_graph(tmp_path, small_graph())
+    spoiled(
+        db,
+        "UPDATE source_references SET fragment = 'first' || char(0) || 'text', fragment_end = NULL WHERE id = 'ref-1'",
+    )
+
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+        context = await ok(client, CONTEXT, {"object_ref": {"type": "source_reference", "id": "ref-1"}, "scope": ALPHA})
+
+    assert snapshot["content"] == "first\x00text"
+    assert snapshot["saved_fragment"] == {"start": "unknown", "end": "unknown", "length": 10}
+    why = "the range [6, unknown) stored with it does not hold its text in version 'v1' stored here"
+    assert why in snapshot["content_note"]
+    line = context_line(context)
+    assert (line["fragment"]["start"], line["fragment"]["end"]) == (None, None) and why in line["fragment"][
+        "position_note"
+    ]
