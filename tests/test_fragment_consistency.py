@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import pytest
@@ -15,6 +15,7 @@ from jsonl_graph import ALPHA, T0, dump, imported_graph, small_graph, write_json
 from support import client_for, ok
 
 from server.store.errors import ImportRejected
+from server.store.exporter import export_file
 from server.store.importer import import_file
 
 pytestmark = pytest.mark.anyio
@@ -83,6 +84,12 @@ def test_a_self_contradictory_fragment_line_is_refused_naming_the_field_and_the_
 
 # ref-1 names src-1 version v1, 'short first text' (16 code points): 'first text' is at [6, 16).
 AGAINST_ITS_VERSION = [
+    (
+        # U+0000 where v1 has a space: SQLite's length() and substr() stop at it, so only 'first' was compared.
+        {"fragment": {"text": "first\x00text", "start": 6, "end": None}},
+        "fragment.text",
+        "fragment.text is not the text of source 'src-1' version 'v1' at [6, 16)",
+    ),
     (
         {"fragment": {"text": "first text", "start": 0, "end": 10}},
         "fragment.text",
@@ -297,3 +304,73 @@ async def test_a_source_length_other_than_its_stored_versions_is_shown_unknown(t
     assert own["reviewed_source_length"] == "unknown" and own["original_source_length"] == 16
     # get_context shows the same (it used to show the 40 saved with it).
     assert (line["fragment"], line["source_length"]) == ({"text": "first text", "start": 6, "end": 16}, None)
+
+
+V3_DIFFERS: Final = {"kind": "source_version", "source_id": "src-1", "version": "v3", "text": "short other text"}
+V3_LONGER: Final = {"kind": "source_version", "source_id": "src-1", "version": "v3", "text": "short first text, longer"}
+
+
+@pytest.mark.parametrize(
+    ("later", "sql"),
+    [
+        # ref-1 says it was saved from v3, not stored then; a later import stores v3: 'other text' at [6, 16).
+        (V3_DIFFERS, ""),
+        # v3 does hold 'first text' at [6, 16), but it is 24 code points long, not the 16 saved with ref-1.
+        (V3_LONGER, ""),
+        # A database imported before the check: v1 holds 'short firs' at [0, 10).
+        (None, "UPDATE source_references SET fragment_start = 0, fragment_end = 10 WHERE id = 'ref-1'"),
+    ],
+)
+async def test_a_range_its_stored_version_contradicts_exports_as_shown_and_imports_again(
+    tmp_path: Path, later: dict[str, Any] | None, sql: str
+) -> None:
+    """An export writes a saved range and source length as the tools show them: what the stored text of the
+    reference's own version contradicts is null. It wrote the stored numbers, which the import then refused at
+    fragment.text or source_length, so the backup of a graph built by two ordinary imports could not be restored."""
+    version = "v3" if later is not None else "v1"
+    db = imported_graph(tmp_path, with_ref1(source_version=version))
+    if later is not None:
+        import_file(db, write_jsonl(tmp_path / "later.jsonl", [later | {"recorded_at": T0}]))
+    if sql:
+        spoiled(db, sql)
+    out = tmp_path / "export.jsonl"
+
+    export_file(db, out)
+    copy = imported_graph(tmp_path, [], name="copy")
+    import_file(copy, out)  # refused before
+    again = import_file(db, out)
+
+    assert again.total == 0 and again.unchanged == len(out.read_bytes().splitlines())
+    shown = []
+    for graph in (db, copy):
+        async with client_for(graph) as client:
+            snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+        shown.append((snapshot["saved_fragment"], snapshot["reviewed_source_length"]))
+    # The copy shows what the graph showed (without the reason: its range is simply unknown there).
+    exact = later is V3_LONGER  # its range holds; its length is the contradicted part
+    saved = {"start": 6, "end": 16, "length": 10} if exact else {"start": "unknown", "end": "unknown", "length": 10}
+    assert shown == [(saved, "unknown" if exact else 16)] * 2
+
+
+async def test_a_stored_fragment_holding_u0000_is_never_shown_at_its_start(tmp_path: Path) -> None:
+    """No stored version text holds U+0000 (a source text is refused with it; GoodBuddy stores U+FFFD), so a fragment
+    that does is not its version's text at any start. Both tools showed [6, unknown) as saved: they compared only the
+    text before U+0000, 'first', with v1's."""
+    db = imported_graph(tmp_path, small_graph())
+    spoiled(
+        db,
+        "UPDATE source_references SET fragment = 'first' || char(0) || 'text', fragment_end = NULL WHERE id = 'ref-1'",
+    )
+
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+        context = await ok(client, CONTEXT, {"object_ref": {"type": "source_reference", "id": "ref-1"}, "scope": ALPHA})
+
+    assert snapshot["content"] == "first\x00text"
+    assert snapshot["saved_fragment"] == {"start": "unknown", "end": "unknown", "length": 10}
+    why = "the range [6, unknown) stored with it does not hold its text in version 'v1' stored here"
+    assert why in snapshot["content_note"]
+    line = context_line(context)
+    assert (line["fragment"]["start"], line["fragment"]["end"]) == (None, None) and why in line["fragment"][
+        "position_note"
+    ]

@@ -37,7 +37,9 @@ def text_differs_sql(r: str) -> str:
 
     Each chunk overlapping the range is compared with the matching piece of the fragment (substr counts code points,
     the positions' unit), so no text is concatenated. The chunks are an index range: from the last chunk starting
-    at or before `start` to the last starting before the reach; chunk sizes are not assumed."""
+    at or before `start` to the last starting before the reach; chunk sizes are not assumed. A fragment holding
+    U+0000 differs from any stored version's text, which never holds it (interchange ChildText; GoodBuddy stores
+    U+FFFD): SQLite's length() and substr() end a text at U+0000, so the chunks would be compared with its head only."""
     start, reach = f"{r}.fragment_start", reach_sql(r)
     version = f"c.source_id = {r}.original_source_id AND c.version = {r}.source_version"
     first = (
@@ -46,7 +48,9 @@ def text_differs_sql(r: str) -> str:
     )
     lo, hi = f"max({start}, c.start)", f"min({reach}, c.start + length(c.text))"
     return (
-        f"CASE WHEN {start} IS NULL THEN NULL ELSE EXISTS (SELECT 1 FROM source_chunks AS c"
+        f"CASE WHEN {start} IS NULL THEN NULL"
+        f" WHEN instr({r}.fragment, char(0)) > 0 THEN {own_length_sql(r)} IS NOT NULL"
+        f" ELSE EXISTS (SELECT 1 FROM source_chunks AS c"
         f" WHERE {version} AND c.start >= coalesce({first}, 0) AND c.start < {reach} AND {hi} > {lo}"
         f" AND substr(c.text, {lo} - c.start + 1, {hi} - {lo}) IS NOT substr({r}.fragment, {lo} - {start} + 1,"
         f" {hi} - {lo})) END"

@@ -210,7 +210,8 @@ def _fix_reach(row: Sequence[Any]) -> str:
 
 
 def _fix_text(row: Sequence[Any]) -> str:
-    _, _, start, reach, there, source, version = row
+    _, _, start, _, there, source, version, end, text = row
+    reach = end if end is not None else start + len(text)  # len: SQL's length() ends a text at U+0000
     there = str(there or "")
     quoted = there if len(there) <= 40 else f"{there[:40]}…"
     return (
@@ -240,7 +241,8 @@ FRAGMENT_CHECKS: Final = (
     ),
     Check(
         f"SELECT s.seq, s.location, s.fragment_start, {REACH}, {stored_there_sql('s')}, s.original_source_id,"
-        f" s.source_version FROM {REFERENCES} AS s WHERE s.skip <> 1 AND {DIFFERS} ORDER BY s.seq LIMIT 1",
+        f" s.source_version, s.fragment_end, s.fragment FROM {REFERENCES} AS s WHERE s.skip <> 1 AND {DIFFERS}"
+        " ORDER BY s.seq LIMIT 1",
         "fragment.text",
         _fix_text,
         repair=f"UPDATE {REFERENCES} AS s SET fragment_start = NULL, fragment_end = NULL WHERE {DIFFERS}",

@@ -4,7 +4,9 @@ The importer compares an incoming line with `load_line(...)` of the same key, an
 writes `iter_lines(...)`, so both agree on what a stored object's content is. Both read the columns
 and fields that kinds.py declares for the kind (the same declaration the importer stages lines
 with); only the child rows read back into list fields (evidence, facts, text chunks) are queried
-here.
+here. A saved fragment's range and source length come back as both tools show them (SHOWN): a stored row
+may hold a range that the text of its own version, stored by a later import, contradicts, and an import
+refuses such a line, so an export writing it could not be imported again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from server.contracts.interchange import LINE, Line
+from server.reader.saved_range import own_length_sql, saved_range, text_differs_sql
 from server.store.errors import StoreError
 from server.store.kind_model import Kind, Stored
 from server.store.kinds import KINDS
@@ -118,11 +121,42 @@ CHILDREN: Final[dict[str, tuple[_Child, ...]]] = {
 projects come back from its key)."""
 
 
+def _shown_fragment(line: dict[str, Any], row: Row) -> None:
+    """A source reference's range and source length as read_source and get_context show them (saved_range.py):
+    unknown (null) where the stored text of its own version contradicts them, as an import would refuse them."""
+    checked = saved_range(
+        row["fragment"],
+        row["fragment_start"],
+        row["fragment_end"],
+        row["source_length"],
+        row["source_version"],
+        row["own_length"],
+        row["own_text_differs"],
+    )
+    line["fragment"] = {"text": row["fragment"], "start": checked.start, "end": checked.end}
+    line["source_length"] = checked.length
+
+
+SHOWN: Final[dict[str, tuple[tuple[str, ...], Callable[[dict[str, Any], Row], None]]]] = {
+    "source_reference": (
+        (
+            f"{own_length_sql('source_references')} AS own_length",
+            f"{text_differs_sql('source_references')} AS own_text_differs",
+        ),
+        _shown_fragment,
+    ),
+}
+"""Kinds whose stored values are read back as the tools show them: the columns that also tell (read in the same
+statement) and how the line is then corrected."""
+
+
 class _Reader:
     """How one kind is read: its queries, key width, child queries and row-to-line mapping, from its `Kind`."""
 
     def __init__(self, kind: Kind) -> None:
-        select = f"SELECT {', '.join(kind.columns)} FROM {kind.table}"
+        extra, shown = SHOWN.get(kind.name, ((), None))
+        self.shown: Callable[[dict[str, Any], Row], None] | None = shown
+        select = f"SELECT {', '.join(kind.columns + extra)} FROM {kind.table}"
         self.one = select + " WHERE " + " AND ".join(f"{column} = :k{i}" for i, column in enumerate(kind.key))
         self.every = select + f" ORDER BY {', '.join(kind.key)}"
         self.width = len(kind.key)
@@ -137,6 +171,8 @@ class _Reader:
         line = {"kind": self.name, **{name: row[name] for name in self.plain}}
         line |= {name: load(row) for name, load in self.loaded}
         line |= {child.field: child.load(rows) for child, rows in zip(self.children, children, strict=True)}
+        if self.shown is not None:
+            self.shown(line, row)
         return line
 
 
