@@ -38,7 +38,15 @@ from uvicorn.config import STARTUP_FAILURE
 
 from server.app import StoryGraphServer, build_server
 from server.logs import configure_logging
-from server.policy import FixedPolicy, HttpPolicyAccess, PolicyFile, PolicySource, PolicyTokenVerifier, one_run_policy
+from server.policy import (
+    FixedPolicy,
+    HttpPolicyAccess,
+    PolicyFile,
+    PolicySource,
+    PolicyTokenVerifier,
+    hash_token,
+    one_run_policy,
+)
 from server.reader.cursor import CursorCodec
 from server.settings import INSPECTOR, HttpSettings, ServeSettings, check_startup, settle_heap
 from server.store.errors import StoreError
@@ -117,6 +125,9 @@ class McpGate:
             token = _bearer_token(scope)
             verified = await self.verifier.verify_token(token) if token is not None else None
             if verified is None:
+                # For the access line: which refused token, so that after a rotation the operator can see who
+                # still sends the old one (its hash's first hex digits, as `policy hash-token` prints them).
+                scope[REFUSED_TOKEN] = "none" if token is None else f"sha256:{hash_token(token)[:TOKEN_HASH_SHOWN]}"
                 await _unauthorized(NO_TOKEN if token is None else UNKNOWN_TOKEN)(scope, receive, send)
                 return
             if scope["method"] != "POST":
@@ -219,6 +230,10 @@ class StopOnDisconnect:
 
 
 CLIENT_GONE: Final = "story_graph.client_gone"
+REFUSED_TOKEN: Final = "story_graph.refused_token"
+TOKEN_HASH_SHOWN: Final = 8
+"""Hex digits of a refused token's sha256 an access line shows: enough to match it with an entry removed from the
+policy file's `token_sha256`, few enough to tell a reader of the log little about what was sent."""
 """Set in the ASGI scope when the client disconnected before its answer: the access line says 499."""
 
 
@@ -248,14 +263,16 @@ class AccessLog:
             user = scope.get("user")
             client = getattr(user, "username", None) if getattr(user, "is_authenticated", False) else None
             peer = scope.get("client")
+            refused = scope.get(REFUSED_TOKEN)
             access_log.info(
-                "%s %s %s %s %s %.1fms",
+                "%s %s %s %s %s %.1fms%s",
                 peer[0] if peer else "-",
                 client or "-",
                 scope["method"],
                 scope["path"],
                 499 if scope.get(CLIENT_GONE) else status or "-",
                 (time.perf_counter() - started) * 1000,
+                f" token={refused}" if refused else "",
             )
 
 

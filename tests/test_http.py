@@ -157,6 +157,26 @@ async def test_a_401_says_to_send_the_operators_token_and_no_oauth_metadata_is_s
                     pass
 
 
+async def test_a_refused_call_names_the_token_it_sent_by_its_hash_in_the_access_line(tmp_path: Path) -> None:
+    """After a token is rotated out of the policy, the operator needs to see who still sends it: every refused
+    access line showed the client as '-' alike. It now ends with `token=none` or the first hex digits of the sent
+    token's sha256 (what `policy hash-token` prints and the policy lists); the token itself is never logged."""
+    db, policy, secret = setup(tmp_path)
+    revoked = "sgm_revoked_0123456789abcdef"
+    async with http_server(serve_args(db, policy, secret), tmp_path) as server, httpx2.AsyncClient() as http:
+        assert (await http.post(server.url, json=LIST, headers=JSON_HEADERS)).status_code == 401
+        sent = {**JSON_HEADERS, "Authorization": f"Bearer {revoked}"}
+        assert (await http.post(server.url, json=LIST, headers=sent)).status_code == 401
+        alpha = {**JSON_HEADERS, "Authorization": f"Bearer {TOKENS['alpha']}"}
+        assert (await http.post(server.url, json=LIST, headers=alpha)).status_code == 200
+    access = [line for line in server.output().splitlines() if "story_graph_mcp.access:" in line]
+    assert any(re.search(r" - POST /mcp 401 \S+ms token=none$", line) for line in access), access
+    shown = f" - POST /mcp 401 \\S+ms token=sha256:{hash_token(revoked)[:8]}$"
+    assert any(re.search(shown, line) for line in access), access
+    assert any(re.search(r" alpha POST /mcp 200 \S+ms$", line) for line in access), access
+    assert revoked not in server.output()
+
+
 async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
     db, policy, secret = setup(tmp_path)
     extra = ["--allowed-host", "mcp.example.test", "--allowed-origin", "https://agents.example.test"]
