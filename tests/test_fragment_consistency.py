@@ -32,6 +32,15 @@ def with_ref1(**changes: Any) -> list[dict[str, Any]]:
     return lines
 
 
+def refused(db: Path, folder: Path, lines: list[dict[str, Any]]) -> ImportRejected:
+    """Import `lines` into `db`, which refuses them and stays as it was: what it said."""
+    before = dump(db)
+    with pytest.raises(ImportRejected) as caught:
+        import_file(db, write_jsonl(folder / "bad.jsonl", lines))
+    assert dump(db) == before
+    return caught.value
+
+
 @pytest.mark.parametrize(
     ("changes", "field", "problem"),
     [
@@ -69,17 +78,13 @@ def with_ref1(**changes: Any) -> list[dict[str, Any]]:
 def test_a_self_contradictory_fragment_line_is_refused_naming_the_field_and_the_fix(
     tmp_path: Path, changes: dict[str, Any], field: str, problem: str
 ) -> None:
-    db = imported_graph(tmp_path, small_graph()[:1])
-    before = dump(db)
     lines = with_ref1(**changes)
     number = 1 + next(n for n, line in enumerate(lines) if line.get("id") == "ref-1")
 
-    with pytest.raises(ImportRejected) as caught:
-        import_file(db, write_jsonl(tmp_path / "bad.jsonl", lines))
+    rejected = refused(imported_graph(tmp_path, small_graph()[:1]), tmp_path, lines)
 
-    assert (caught.value.location, caught.value.field) == (f"line {number}", field)
-    assert problem in caught.value.problem
-    assert dump(db) == before
+    assert (rejected.location, rejected.field) == (f"line {number}", field)
+    assert problem in rejected.problem
 
 
 # ref-1 names src-1 version v1, 'short first text' (16 code points): 'first text' is at [6, 16).
@@ -121,35 +126,27 @@ AGAINST_ITS_VERSION = [
 def test_a_fragment_its_version_in_the_same_file_contradicts_is_refused_wherever_the_version_line_is(
     tmp_path: Path, changes: dict[str, Any], field: str, problem: str
 ) -> None:
-    db = imported_graph(tmp_path, small_graph()[:1])
-    before = dump(db)
     lines = with_ref1(**changes)
     # The reference comes first, long before the source_version line it is checked against.
     lines.insert(0, lines.pop(next(n for n, line in enumerate(lines) if line.get("id") == "ref-1")))
 
-    with pytest.raises(ImportRejected) as caught:
-        import_file(db, write_jsonl(tmp_path / "bad.jsonl", lines))
+    rejected = refused(imported_graph(tmp_path, small_graph()[:1]), tmp_path, lines)
 
-    assert (caught.value.location, caught.value.field) == ("line 1", field)
-    assert problem in caught.value.problem
-    assert dump(db) == before
+    assert (rejected.location, rejected.field) == ("line 1", field)
+    assert problem in rejected.problem
 
 
 @pytest.mark.parametrize(("changes", "field", "problem"), AGAINST_ITS_VERSION)
 def test_a_fragment_a_version_stored_earlier_contradicts_is_refused(
     tmp_path: Path, changes: dict[str, Any], field: str, problem: str
 ) -> None:
-    db = imported_graph(tmp_path, small_graph())
-    before = dump(db)
     line = next(line for line in with_ref1(**changes) if line.get("id") == "ref-1") | {"id": "ref-new"}
     other = {"kind": "result", "id": "r-other", "scope": ALPHA, "review_generated_at": T0, "recorded_at": T0}
 
-    with pytest.raises(ImportRejected) as caught:
-        import_file(db, write_jsonl(tmp_path / "bad.jsonl", [other, line | {"result_id": "r-other"}]))
+    rejected = refused(imported_graph(tmp_path, small_graph()), tmp_path, [other, line | {"result_id": "r-other"}])
 
-    assert (caught.value.location, caught.value.field) == ("line 2", field)
-    assert problem in caught.value.problem
-    assert dump(db) == before
+    assert (rejected.location, rejected.field) == ("line 2", field)
+    assert problem in rejected.problem
 
 
 async def test_a_fragment_whose_version_is_not_stored_keeps_its_range(tmp_path: Path) -> None:

@@ -213,25 +213,41 @@ async def test_an_empty_scope_with_unknown_coverage_differs_from_zero_hits_in_a_
     assert empty["coverage"]["unprocessed_sources"] == "unknown"
 
 
+def _reviewed_graph(*ranges: tuple[str, str, str]) -> list[dict[str, Any]]:
+    """Atlas with one story line about `cache` and a result per (id, from, to) whose detailed record processed that
+    range."""
+    results = [
+        {
+            "kind": "result",
+            "id": result_id,
+            "scope": ATLAS,
+            "review_generated_at": T,
+            "recorded_at": T,
+            "coverage": {"kind": "detailed", "processed_range": {"from": start, "to": end}, "unprocessed_sources": 0},
+        }
+        for result_id, start, end in ranges
+    ]
+    return [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        *results,
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
+    ]
+
+
 async def test_coverage_lists_the_processed_ranges_so_a_gap_between_them_is_never_claimed(tmp_path: Path) -> None:
     """January and March were reviewed, February was not: the hull (January to March) alone would say February was
     processed. The ranges themselves are listed, merged where they meet to the second."""
 
-    def result(result_id: str, start: str, end: str) -> dict[str, Any]:
-        record = {"kind": "detailed", "unprocessed_sources": 0, "processed_range": {"from": start, "to": end}}
-        times = {"review_generated_at": end, "recorded_at": end}
-        return {"kind": "result", "id": result_id, "scope": ATLAS, **times, "coverage": record}
-
-    lines: list[dict[str, Any]] = [
-        {"kind": "project", "id": "atlas", "name": "Atlas"},
-        {"kind": "scope", "scope": ATLAS},
-        result("r-mar-2", "2026-03-16T00:00:00+08:00", "2026-03-31T23:59:59+08:00"),
-        result("r-jan", "2026-01-01T00:00:00Z", "2026-01-31T23:59:59Z"),
-        result("r-mar-1", "2026-03-01T00:00:00+08:00", "2026-03-15T23:59:59+08:00"),  # meets r-mar-2 to the second
-        result("r-mar-3", "2026-03-10T00:00:00Z", "2026-03-20T00:00:00Z"),  # inside March
-        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
-    ]
-    db = imported_graph(tmp_path, lines)
+    db = imported_graph(
+        tmp_path,
+        _reviewed_graph(
+            ("r-mar-2", "2026-03-16T00:00:00+08:00", "2026-03-31T23:59:59+08:00"),
+            ("r-jan", "2026-01-01T00:00:00Z", "2026-01-31T23:59:59Z"),
+            ("r-mar-1", "2026-03-01T00:00:00+08:00", "2026-03-15T23:59:59+08:00"),  # meets r-mar-2 to the second
+            ("r-mar-3", "2026-03-10T00:00:00Z", "2026-03-20T00:00:00Z"),  # inside March
+        ),
+    )
     february = {"from": "2026-02-01T00:00:00Z", "to": "2026-02-28T23:59:59Z"}
     async with client_for(db) as client:
         page = await ok(client, SEARCH, {"query": "cache", "time_range": february})
@@ -613,19 +629,10 @@ async def test_coverage_says_which_parts_of_the_time_range_no_review_processed(t
     first 10 only) and their hull, January to March, spans February; a call with a time_range now gets the
     answer for its own range: not covered, or the uncovered stretches. Unknown when a record cannot say."""
 
-    def reviewed(result_id: str, month: str, last_day: int) -> dict[str, Any]:
-        when = {"from": f"2026-{month}-01T00:00:00Z", "to": f"2026-{month}-{last_day}T23:59:59Z"}
-        record = {"kind": "detailed", "processed_range": when, "unprocessed_sources": 0}
-        stamp = {"review_generated_at": when["to"], "recorded_at": when["to"]}
-        return {"kind": "result", "id": result_id, "scope": ATLAS, **stamp, "coverage": record}
-
-    lines: list[dict[str, Any]] = [
-        {"kind": "project", "id": "atlas", "name": "Atlas"},
-        {"kind": "scope", "scope": ATLAS},
-        reviewed("r-jan", "01", 31),
-        reviewed("r-mar", "03", 31),
-        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
-    ]
+    lines = _reviewed_graph(
+        ("r-jan", "2026-01-01T00:00:00Z", "2026-01-31T23:59:59Z"),
+        ("r-mar", "2026-03-01T00:00:00Z", "2026-03-31T23:59:59Z"),
+    )
     legacy = {"kind": "result", "id": "r-old", "scope": ATLAS, "review_generated_at": T, "recorded_at": T}
     february = {"from": "2026-02-01T00:00:00Z", "to": "2026-02-28T23:59:59Z"}
     january_to_march = {"from": "2026-01-10T00:00:00Z", "to": "2026-03-10T00:00:00Z"}
@@ -676,24 +683,10 @@ async def test_a_processed_range_ending_within_a_second_covers_that_second_and_n
     not until 12:00:01.500: the next review started at 12:00:01.400, so 12:00:01.000-12:00:01.399 was processed
     by neither; it was merged into one range and a time_range inside that stretch was called covered."""
 
-    def reviewed(result_id: str, start: str, end: str) -> dict[str, Any]:
-        record = {"kind": "detailed", "processed_range": {"from": start, "to": end}, "unprocessed_sources": 0}
-        return {
-            "kind": "result",
-            "id": result_id,
-            "scope": ATLAS,
-            "review_generated_at": T,
-            "recorded_at": T,
-            **{"coverage": record},
-        }
-
-    lines: list[dict[str, Any]] = [
-        {"kind": "project", "id": "atlas", "name": "Atlas"},
-        {"kind": "scope", "scope": ATLAS},
-        reviewed("r-morning", "2026-01-01T08:00:00+08:00", "2026-01-01T12:00:00.500Z"),
-        reviewed("r-afternoon", "2026-01-01T12:00:01.400Z", "2026-01-01T19:00:00-05:00"),
-        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
-    ]
+    lines = _reviewed_graph(
+        ("r-morning", "2026-01-01T08:00:00+08:00", "2026-01-01T12:00:00.500Z"),
+        ("r-afternoon", "2026-01-01T12:00:01.400Z", "2026-01-01T19:00:00-05:00"),
+    )
 
     async def coverage(start: str, end: str) -> dict[str, Any]:
         found = await ok(client, SEARCH, {"query": "cache", "time_range": {"from": start, "to": end}})
@@ -725,24 +718,10 @@ async def test_a_processed_range_to_the_last_representable_second_is_read(tmp_pa
     scope an internal_error once a second range followed it, and every call with a time_range: the instant after
     its end does not exist."""
 
-    def reviewed(result_id: str, start: str, end: str) -> dict[str, Any]:
-        record = {"kind": "detailed", "processed_range": {"from": start, "to": end}, "unprocessed_sources": 0}
-        return {
-            "kind": "result",
-            "id": result_id,
-            "scope": ATLAS,
-            "review_generated_at": T,
-            "recorded_at": T,
-            **{"coverage": record},
-        }
-
-    lines: list[dict[str, Any]] = [
-        {"kind": "project", "id": "atlas", "name": "Atlas"},
-        {"kind": "scope", "scope": ATLAS},
-        reviewed("r-open", "2026-01-01T00:00:00Z", "9999-12-31T23:59:59Z"),
-        reviewed("r-feb", "2027-02-01T00:00:00Z", "2027-03-01T00:00:00Z"),
-        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
-    ]
+    lines = _reviewed_graph(
+        ("r-open", "2026-01-01T00:00:00Z", "9999-12-31T23:59:59Z"),
+        ("r-feb", "2027-02-01T00:00:00Z", "2027-03-01T00:00:00Z"),
+    )
     last_second = {"from": "9999-12-31T23:59:59Z", "to": "9999-12-31T23:59:59.999Z"}
     async with client_for(imported_graph(tmp_path, lines)) as client:
         plain = (await ok(client, SEARCH, {"query": "cache"}))["coverage"]
@@ -755,23 +734,7 @@ async def test_processed_ranges_another_writer_stored_with_offsets_are_compared_
     """docs/interchange.md asks other writers for UTC text; one that wrote `+08:00` (or no offset) got a hull taken
     by text order, in its own form: from 2026-01-01T00:00:00Z when a range started at 2025-12-31T23:00:00Z, and a
     hull of times without an offset beside processed_ranges and time_range_coverage 'unknown'."""
-    lines: list[dict[str, Any]] = [
-        {"kind": "project", "id": "atlas", "name": "Atlas"},
-        {"kind": "scope", "scope": ATLAS},
-        *[
-            {
-                "kind": "result",
-                "id": result_id,
-                "scope": ATLAS,
-                "review_generated_at": T,
-                "recorded_at": T,
-                "coverage": {"kind": "detailed", "processed_range": {"from": T, "to": T}, "unprocessed_sources": 0},
-            }
-            for result_id in ("r-a", "r-b")
-        ],
-        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
-    ]
-    db = imported_graph(tmp_path, lines)
+    db = imported_graph(tmp_path, _reviewed_graph(("r-a", T, T), ("r-b", T, T)))
 
     def written(a: tuple[str, str], b: tuple[str, str]) -> None:
         with sqlite3.connect(db) as conn:

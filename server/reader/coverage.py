@@ -88,11 +88,12 @@ def time_range_coverage(processed: Spans | None, time_range: tuple[str, str]) ->
     for first, last in processed:
         if first > end or covered_until > end:
             break
-        if _covered_until(last) <= covered_until:
+        until = _covered_until(last)
+        if until <= covered_until:
             continue
         if first > covered_until:
             gaps.append((covered_until, first))
-        covered_until, touched = _covered_until(last), True
+        covered_until, touched = until, True
     if covered_until <= end:
         gaps.append((covered_until, end))
     status = "covered" if not gaps else "partly_covered" if touched else "not_covered"
@@ -144,10 +145,10 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
     ranges = [record.get("processed_range") for record in detailed.values()]
     merged = _merged([r for r in ranges if r]) if all_detailed and all(ranges) else None
     # The hull from the instants, not the stored texts: text order is time order only in the UTC form.
+    # Merged ranges are disjoint and in time order: the hull runs from the first one's start to the last one's end.
     processed_range: dict[str, str] | str = (
-        {"from": format_utc(merged[0][0]), "to": format_utc(max(end for _, end in merged))} if merged else "unknown"
+        {"from": format_utc(merged[0][0]), "to": format_utc(merged[-1][1])} if merged else "unknown"
     )
-    listed = [{"from": format_utc(a), "to": format_utc(b)} for a, b in merged] if merged is not None else "unknown"
     versions: list[dict[str, Any]] | str = (
         [
             {"result_id": result_id, **source}
@@ -182,8 +183,12 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             "published_result_count": len(records),
             "result_records": counts,
             "processed_range": processed_range,
-            "processed_ranges": listed[:COVERAGE_LIST_LIMIT] if isinstance(listed, list) else listed,
-            "processed_range_count": len(listed) if isinstance(listed, list) else listed,
+            "processed_ranges": (
+                [{"from": format_utc(a), "to": format_utc(b)} for a, b in merged[:COVERAGE_LIST_LIMIT]]
+                if merged is not None
+                else "unknown"
+            ),
+            "processed_range_count": len(merged) if merged is not None else "unknown",
             "processed_source_version_count": len(versions) if isinstance(versions, list) else "unknown",
             "processed_source_versions": versions[:COVERAGE_LIST_LIMIT] if isinstance(versions, list) else versions,
             "missing_count": len(missing) if all_detailed else "unknown",
