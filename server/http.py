@@ -66,8 +66,8 @@ access_log = logging.getLogger("story_graph_mcp.access")
 MCP_PATH = "/mcp"
 MCP_PATHS: Final = (MCP_PATH, MCP_PATH + "/")
 """`/mcp/` is served as `/mcp` (after the token check, like it): Starlette would answer it with a 307 redirect to
-`/mcp` before any check, which told a client without a token that the endpoint exists, and which MCP clients
-follow badly for a POST (some re-send it without its body or credentials)."""
+`/mcp` before any check, which told a client without a token that the endpoint exists; a client that does not
+follow a redirected POST failed, and one that does paid a second round trip per request."""
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 KEEP_ALIVE_SECONDS: Final = 75
 """How long an idle keep-alive connection stays open. Longer than the clients' and proxies' own idle limits
