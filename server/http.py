@@ -169,10 +169,10 @@ class McpGate:
                 )
                 await response(scope, receive, send)
                 return
+            send = _json_refusals(scope, send)
             if scope["path"] != MCP_PATH:
                 # The app routes `/mcp` only; the access line keeps the path the client sent.
                 scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
-            send = _json_refusals(send)
         await self.app(scope, receive, send)
 
 
@@ -188,10 +188,11 @@ REFUSAL_FIXES: Final = {
 by status, and what to change."""
 
 
-def _json_refusals(send: Send) -> Send:
+def _json_refusals(scope: Scope, send: Send) -> Send:
     """The SDK's plain-text refusals of an authenticated /mcp request as JSON-RPC errors that also say what to fix, as
     the 401's and 405's are (same status and other headers): a client reads the error a non-2xx answer carries only
-    when it is JSON-RPC (the Python SDK otherwise shows `Server returned an error response`, whatever the cause)."""
+    when it is JSON-RPC (the Python SDK otherwise shows `Server returned an error response`, whatever the cause).
+    The SDK's text goes into `scope` for the access line (the SDK logs only a refused Host or Origin)."""
     held: Message | None = None
     text = b""
 
@@ -210,6 +211,7 @@ def _json_refusals(send: Send) -> Send:
             return
         status = int(held["status"])
         said = text.decode("utf-8", "replace").strip() or HTTPStatus(status).phrase
+        scope[REFUSAL] = said
         error = JSONRPCError(
             jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=f"{said}: {REFUSAL_FIXES[status]}")
         )
@@ -300,11 +302,14 @@ class StopOnDisconnect:
 
 
 CLIENT_GONE: Final = "story_graph.client_gone"
+"""Set in the ASGI scope when the client disconnected before its answer: the access line says 499."""
 REFUSED_TOKEN: Final = "story_graph.refused_token"
+REFUSAL: Final = "story_graph.refusal"
+"""Set in the ASGI scope when the SDK refused an authenticated /mcp request (`Invalid Host header`, `Not
+Acceptable`, ...): the access line ends with it."""
 TOKEN_HASH_SHOWN: Final = 8
 """Hex digits of a refused token's sha256 an access line shows: enough to match it with an entry removed from the
 policy file's `token_sha256`, few enough to tell a reader of the log little about what was sent."""
-"""Set in the ASGI scope when the client disconnected before its answer: the access line says 499."""
 
 
 class AccessLog:
@@ -334,8 +339,9 @@ class AccessLog:
             client = getattr(user, "username", None) if getattr(user, "is_authenticated", False) else None
             peer = scope.get("client")
             refused = scope.get(REFUSED_TOKEN)
+            reason = scope.get(REFUSAL)
             access_log.info(
-                "%s %s %s %s %s %.1fms%s",
+                "%s %s %s %s %s %.1fms%s%s",
                 peer[0] if peer else "-",
                 client or "-",
                 scope["method"],
@@ -343,6 +349,7 @@ class AccessLog:
                 499 if scope.get(CLIENT_GONE) else status or "-",
                 (time.perf_counter() - started) * 1000,
                 f" token={refused}" if refused else "",
+                f' reason="{reason}"' if reason else "",
             )
 
 

@@ -347,6 +347,10 @@ async def test_a_refused_request_says_what_to_fix_in_a_json_rpc_error(tmp_path: 
         with pytest.RaisesGroup(pytest.RaisesExc(MCPError, match="--allowed-origin"), flatten_subgroups=True):
             async with http_client(server.url, TOKENS["alpha"], origin="https://evil.example"):
                 pass
+    # The access line says why (the SDK itself logs only a refused Host or Origin).
+    access = [line for line in server.output().splitlines() if "story_graph_mcp.access:" in line]
+    for _, _, status, said, _ in refusals:
+        assert any(re.search(rf" alpha POST /mcp {status} \S+ms reason=\"{said}\"$", line) for line in access), access
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
