@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 import orjson
-from mcp.server.auth.provider import TokenVerifier
-from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
@@ -99,8 +97,6 @@ class StoryGraphServer(MCPServer[Any]):
         cursors: CursorCodec,
         tools: tuple[ToolSpec, ...],
         *,
-        token_verifier: TokenVerifier | None = None,
-        auth: AuthSettings | None = None,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     ) -> None:
         super().__init__(
@@ -109,8 +105,6 @@ class StoryGraphServer(MCPServer[Any]):
             version=package_version(),
             instructions=SERVER_INSTRUCTIONS,
             lifespan=self._lifespan,
-            token_verifier=token_verifier,
-            auth=auth,
         )
         self.db_path = db_path
         self.access = access
@@ -342,17 +336,13 @@ def build_server(
     access: Access,
     cursors: CursorCodec | None = None,
     *,
-    token_verifier: TokenVerifier | None = None,
-    auth: AuthSettings | None = None,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
 ) -> StoryGraphServer:
-    """The server; HTTP passes the policy's `token_verifier` and `auth` settings (bearer tokens, 401s)."""
+    """The server, for every transport (HTTP checks bearer tokens in front of it: server/http.py, McpGate)."""
     return StoryGraphServer(
         db_path,
         access,
         cursors or CursorCodec(),
         TOOLS,
-        token_verifier=token_verifier,
-        auth=auth,
         busy_timeout=busy_timeout,
     )

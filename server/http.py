@@ -18,19 +18,21 @@ environment (docs/deployment.md)::
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from http import HTTPStatus
 from typing import Final
 from urllib.parse import urlsplit
 
 import anyio.to_thread
 import uvicorn
-from mcp.server.auth.settings import AuthSettings
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from mcp.types import INVALID_REQUEST, ErrorData, JSONRPCError
-from pydantic import AnyHttpUrl
-from starlette.authentication import SimpleUser
+from starlette.authentication import AuthCredentials
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -48,13 +50,24 @@ from server.policy import (
     one_run_policy,
 )
 from server.reader.cursor import CursorCodec
-from server.settings import INSPECTOR, HttpSettings, ServeSettings, check_startup, settle_heap
+from server.settings import (
+    INSPECTOR,
+    STORY_GRAPH_PORT_IGNORED,
+    HttpSettings,
+    ServeSettings,
+    check_startup,
+    settle_heap,
+)
 from server.store.errors import StoreError
 
 log = logging.getLogger("story_graph_mcp.http")
 access_log = logging.getLogger("story_graph_mcp.access")
 
 MCP_PATH = "/mcp"
+MCP_PATHS: Final = (MCP_PATH, MCP_PATH + "/")
+"""`/mcp/` is served as `/mcp` (after the token check, like it): Starlette would answer it with a 307 redirect to
+`/mcp` before any check, which told a client without a token that the endpoint exists; a client that does not
+follow a redirected POST failed, and one that does paid a second round trip per request."""
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 KEEP_ALIVE_SECONDS: Final = 75
 """How long an idle keep-alive connection stays open. Longer than the clients' and proxies' own idle limits
@@ -108,20 +121,25 @@ for OAuth finds none (RFC 6750 error_description: ASCII without quotes or backsl
 
 
 class McpGate:
-    """Who may use `/mcp`, for every method: without a token listed in the policy, 401 saying how to get in;
-    with one, any method but POST is 405, since the server is stateless and answers with JSON (there is no
-    event stream to GET and no session to DELETE; a GET would otherwise open a stream that never closes).
+    """Who may use `/mcp` (and `/mcp/`, the same endpoint), for every method: without a token listed in the policy,
+    401 saying how to get in; with one, any method but POST is 405, since the server is stateless and answers with
+    JSON (there is no event stream to GET and no session to DELETE; a GET would otherwise open a stream that never
+    closes).
+
+    This is the one place a bearer token is checked: the SDK's own bearer middleware is not installed (see
+    `build_http_app`). The verified token goes into the ASGI scope as the SDK's `AuthenticatedUser`, which the
+    SDK's `AuthContextMiddleware` (inside this gate) hands to the tools as `get_access_token()`.
 
     The 401 names no protected-resource metadata (RFC 9728) and none is served: that document exists to point
     clients at an OAuth authorization server, and the MCP spec requires it to name at least one, which this
-    server does not have. The SDK's own auth check stays behind this gate (and sets the grant's access token)."""
+    server does not have."""
 
     def __init__(self, app: ASGIApp, verifier: PolicyTokenVerifier) -> None:
         self.app = app
         self.verifier = verifier
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == MCP_PATH:
+        if scope["type"] == "http" and scope["path"] in MCP_PATHS:
             token = _bearer_token(scope)
             verified = await self.verifier.verify_token(token) if token is not None else None
             if verified is None:
@@ -130,8 +148,10 @@ class McpGate:
                 scope[REFUSED_TOKEN] = "none" if token is None else f"sha256:{hash_token(token)[:TOKEN_HASH_SHOWN]}"
                 await _unauthorized(NO_TOKEN if token is None else UNKNOWN_TOKEN)(scope, receive, send)
                 return
+            # Set on the scope the access line reads too (it logs the client id).
+            scope["user"] = AuthenticatedUser(verified)
+            scope["auth"] = AuthCredentials(verified.scopes)
             if scope["method"] != "POST":
-                scope["user"] = SimpleUser(verified.client_id)  # for the access line
                 error = JSONRPCError(
                     jsonrpc="2.0",
                     id=None,
@@ -149,7 +169,59 @@ class McpGate:
                 )
                 await response(scope, receive, send)
                 return
+            send = _json_refusals(scope, send)
+            if scope["path"] != MCP_PATH:
+                # The app routes `/mcp` only; the access line keeps the path the client sent.
+                scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
         await self.app(scope, receive, send)
+
+
+REFUSAL_FIXES: Final = {
+    400: "send the JSON-RPC message with the header 'Content-Type: application/json'",
+    403: "this Origin is not allowed; the server's operator allows one with --allowed-origin (or --public-url)",
+    406: "send the header 'Accept: application/json, text/event-stream'",
+    413: f"this server accepts at most {DEFAULT_MAX_REQUEST_BODY_SIZE // 2**20} MiB per request",  # the SDK's limit
+    421: "this Host is not a name this server answers for; the server's operator adds one with --allowed-host "
+    "(or --public-url), and a proxy in front must pass the client's Host header",
+}
+"""The refusals the SDK answers a request to /mcp with in plain text (`Invalid Host header`) or an empty body (406),
+by status, and what to change."""
+
+
+def _json_refusals(scope: Scope, send: Send) -> Send:
+    """The SDK's plain-text refusals of an authenticated /mcp request as JSON-RPC errors that also say what to fix, as
+    the 401's and 405's are (same status and other headers): a client reads the error a non-2xx answer carries only
+    when it is JSON-RPC (the Python SDK otherwise shows `Server returned an error response`, whatever the cause).
+    The SDK's text goes into `scope` for the access line (the SDK logs only a refused Host or Origin)."""
+    held: Message | None = None
+    text = b""
+
+    async def sending(message: Message) -> None:
+        nonlocal held, text
+        if message["type"] == "http.response.start" and message["status"] in REFUSAL_FIXES:
+            headers = dict(message.get("headers", []))
+            if not headers.get(b"content-type", b"").startswith(b"application/json"):
+                held = message
+                return
+        if held is None or message["type"] != "http.response.body":
+            await send(message)
+            return
+        text += message.get("body", b"")
+        if message.get("more_body", False):
+            return
+        status = int(held["status"])
+        said = text.decode("utf-8", "replace").strip() or HTTPStatus(status).phrase
+        scope[REFUSAL] = said
+        error = JSONRPCError(
+            jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=f"{said}: {REFUSAL_FIXES[status]}")
+        )
+        body = error.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        kept = [(k, v) for k, v in held.get("headers", []) if k not in (b"content-type", b"content-length")]
+        kept += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({**held, "headers": kept})
+        await send({"type": "http.response.body", "body": body})
+
+    return sending
 
 
 def _unauthorized(description: str) -> Response:
@@ -230,11 +302,14 @@ class StopOnDisconnect:
 
 
 CLIENT_GONE: Final = "story_graph.client_gone"
+"""Set in the ASGI scope when the client disconnected before its answer: the access line says 499."""
 REFUSED_TOKEN: Final = "story_graph.refused_token"
+REFUSAL: Final = "story_graph.refusal"
+"""Set in the ASGI scope when the SDK refused an authenticated /mcp request (`Invalid Host header`, `Not
+Acceptable`, ...): the access line ends with it."""
 TOKEN_HASH_SHOWN: Final = 8
 """Hex digits of a refused token's sha256 an access line shows: enough to match it with an entry removed from the
 policy file's `token_sha256`, few enough to tell a reader of the log little about what was sent."""
-"""Set in the ASGI scope when the client disconnected before its answer: the access line says 499."""
 
 
 class AccessLog:
@@ -264,8 +339,9 @@ class AccessLog:
             client = getattr(user, "username", None) if getattr(user, "is_authenticated", False) else None
             peer = scope.get("client")
             refused = scope.get(REFUSED_TOKEN)
+            reason = scope.get(REFUSAL)
             access_log.info(
-                "%s %s %s %s %s %.1fms%s",
+                "%s %s %s %s %s %.1fms%s%s",
                 peer[0] if peer else "-",
                 client or "-",
                 scope["method"],
@@ -273,29 +349,18 @@ class AccessLog:
                 499 if scope.get(CLIENT_GONE) else status or "-",
                 (time.perf_counter() - started) * 1000,
                 f" token={refused}" if refused else "",
+                f' reason="{reason}"' if reason else "",
             )
 
 
 def build_http_app(settings: ServeSettings, policy: PolicySource) -> ASGIApp:
     """The ASGI app: `/mcp` (Streamable HTTP, bearer tokens from the policy) and `/healthz` (public)."""
     http = settings.http
-    parts = urlsplit(_endpoint_url(http))
-    auth = AuthSettings(
-        # No OAuth authorization server: tokens are issued out of band and listed (hashed) in the policy. The SDK
-        # requires an issuer, but without an authorization-server provider and a resource URL it neither serves
-        # nor names it; a resource URL would make it serve protected-resource metadata naming this origin as the
-        # authorization server, which sends OAuth clients to endpoints that do not exist (see McpGate).
-        issuer_url=AnyHttpUrl(f"{parts.scheme}://{parts.netloc}"),
-        resource_server_url=None,
-    )
     verifier = PolicyTokenVerifier(policy)
+    # No `token_verifier`/`auth` for the SDK: McpGate checks the token, once per request. With them the SDK adds its
+    # own bearer middleware, which verified every token a second time (a stat of the policy file, a hash, a lookup).
     server = build_server(
-        settings.db,
-        HttpPolicyAccess(policy),
-        CursorCodec(settings.cursor_secret),
-        token_verifier=verifier,
-        auth=auth,
-        busy_timeout=settings.busy_timeout,
+        settings.db, HttpPolicyAccess(policy), CursorCodec(settings.cursor_secret), busy_timeout=settings.busy_timeout
     )
     server.custom_route("/healthz", methods=["GET"])(_health_route(server, policy))
     app = server.streamable_http_app(
@@ -305,7 +370,7 @@ def build_http_app(settings: ServeSettings, policy: PolicySource) -> ASGIApp:
         transport_security=transport_security(http),
         host=http.host,
     )
-    return AccessLog(StopOnDisconnect(McpGate(app, verifier)))
+    return AccessLog(StopOnDisconnect(McpGate(AuthContextMiddleware(app), verifier)))
 
 
 POLICY_BROKEN: Final = (
@@ -391,12 +456,15 @@ def create_app() -> ASGIApp:
     STORY_GRAPH_DB (required), STORY_GRAPH_POLICY (required: workers cannot share a one-run token),
     STORY_GRAPH_CURSOR_SECRET_FILE or STORY_GRAPH_CURSOR_SECRET (required: workers must share it),
     STORY_GRAPH_BUSY_TIMEOUT (seconds), STORY_GRAPH_ALLOWED_HOSTS / STORY_GRAPH_ALLOWED_ORIGINS
-    (comma-separated), STORY_GRAPH_PUBLIC_URL, STORY_GRAPH_HOST / STORY_GRAPH_PORT (the address uvicorn binds;
-    its host is accepted by the Host check; default 127.0.0.1:8765). A missing or bad setting
-    is one line on stderr and exit status 3 (uvicorn's start-up failure, so its supervisor stops instead of
-    restarting workers). `serve --transport http --workers N` runs this factory (server/workers.py).
+    (comma-separated), STORY_GRAPH_PUBLIC_URL, STORY_GRAPH_HOST (the address uvicorn binds, uvicorn's --host;
+    accepted by the Host check; default 127.0.0.1). The port is uvicorn's --port alone: a STORY_GRAPH_PORT is
+    said to have no effect. A missing or bad setting is one line on stderr and exit status 3 (uvicorn's start-up
+    failure, so its supervisor stops instead of restarting workers). `serve --transport http --workers N` runs this
+    factory (server/workers.py).
     """
     configure_logging()
+    if os.environ.get("STORY_GRAPH_PORT", "").strip():
+        log.warning(STORY_GRAPH_PORT_IGNORED)
     try:
         settings = ServeSettings.from_env()
         check_startup(settings)

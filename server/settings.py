@@ -91,7 +91,8 @@ class ServeSettings:
     @classmethod
     def from_env(cls) -> ServeSettings:
         """The uvicorn factory's settings (docs/deployment.md, 'Several workers'): every worker must share the
-        policy file and the cursor secret, so both are required."""
+        policy file and the cursor secret, so both are required. There is no port setting: uvicorn binds the port
+        of its own `--port`, and nothing in the app depends on it (STORY_GRAPH_PORT_IGNORED)."""
         db = Path(_required_env("STORY_GRAPH_DB"))
         secret_file = os.environ.get("STORY_GRAPH_CURSOR_SECRET_FILE", "").strip()
         secret = cursor_secret(Path(secret_file) if secret_file else None)
@@ -99,7 +100,6 @@ class ServeSettings:
             raise StoreError("set STORY_GRAPH_CURSOR_SECRET_FILE or STORY_GRAPH_CURSOR_SECRET: workers must share it")
         policy = Path(_required_env("STORY_GRAPH_POLICY"))
         timeout = os.environ.get("STORY_GRAPH_BUSY_TIMEOUT", "").strip()
-        port = os.environ.get("STORY_GRAPH_PORT", "").strip()
         return cls(
             db=db,
             policy=policy,
@@ -108,7 +108,6 @@ class ServeSettings:
             busy_timeout=busy_timeout(_seconds(timeout, "STORY_GRAPH_BUSY_TIMEOUT") if timeout else None),
             http=HttpSettings(
                 host=os.environ.get("STORY_GRAPH_HOST", "").strip() or HttpSettings.host,
-                port=_port(port, "STORY_GRAPH_PORT") if port else HttpSettings.port,
                 allowed_hosts=_csv("STORY_GRAPH_ALLOWED_HOSTS"),
                 allowed_origins=_csv("STORY_GRAPH_ALLOWED_ORIGINS"),
                 public_url=_public_url(os.environ.get("STORY_GRAPH_PUBLIC_URL") or None, "STORY_GRAPH_PUBLIC_URL"),
@@ -127,7 +126,6 @@ class ServeSettings:
             "STORY_GRAPH_POLICY": str(self.policy.resolve()),
             "STORY_GRAPH_BUSY_TIMEOUT": repr(self.busy_timeout),
             "STORY_GRAPH_HOST": http.host,
-            "STORY_GRAPH_PORT": str(http.port),
             "STORY_GRAPH_ALLOWED_HOSTS": ",".join(http.allowed_hosts),
             "STORY_GRAPH_ALLOWED_ORIGINS": ",".join(http.allowed_origins),
             "STORY_GRAPH_PUBLIC_URL": http.public_url or "",
@@ -136,6 +134,13 @@ class ServeSettings:
             env["STORY_GRAPH_CURSOR_SECRET_FILE"] = str(self.cursor_secret_file.resolve())
         return env
 
+
+STORY_GRAPH_PORT_IGNORED: Final = (
+    "STORY_GRAPH_PORT is set but has no effect: uvicorn listens on the port of its own --port (default 8000), "
+    "and the app needs no port; remove STORY_GRAPH_PORT"
+)
+"""Logged by the factory when STORY_GRAPH_PORT is set (earlier docs said to set it to uvicorn's --port; an operator
+who set it instead of --port got uvicorn's default port, without a word)."""
 
 MAX_WORKERS: Final = 64
 

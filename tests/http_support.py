@@ -153,8 +153,12 @@ async def http_server(
 
 
 @asynccontextmanager
-async def http_client(url: str, token: str | None, mode: str = "auto") -> AsyncGenerator[Client, None]:
+async def http_client(
+    url: str, token: str | None, mode: str = "auto", *, origin: str | None = None
+) -> AsyncGenerator[Client, None]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    if origin is not None:
+        headers["Origin"] = origin
     async with (
         httpx2.AsyncClient(headers=headers, timeout=30) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode) as client,

@@ -7,14 +7,19 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
+import uvicorn
 from http_support import (
     PYTHON,
+    SECRET,
     TOKENS,
     HttpServer,
     free_port,
@@ -28,8 +33,9 @@ from mcp import Client, MCPError
 from support import demo_db, error, error_payload, ok
 
 from server.cli import _parser
-from server.policy import hash_token
-from server.settings import ServeSettings
+from server.http import build_http_app
+from server.policy import Policy, PolicyFile, hash_token
+from server.settings import STORY_GRAPH_PORT_IGNORED, ServeSettings
 from server.tools import TOOLS
 
 pytestmark = pytest.mark.anyio
@@ -177,6 +183,95 @@ async def test_a_refused_call_names_the_token_it_sent_by_its_hash_in_the_access_
     assert revoked not in server.output()
 
 
+class CountingPolicy:
+    """A real policy file, counting how often a bearer token is checked against it (`last_good` is read only for
+    that: the tools read `current`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = PolicyFile(path)
+        self.token_checks = 0
+
+    def current(self) -> Policy | None:
+        return self.file.current()
+
+    def last_good(self) -> Policy:
+        self.token_checks += 1
+        return self.file.last_good()
+
+    def broken(self) -> bool:
+        return self.file.broken()
+
+
+@asynccontextmanager
+async def in_process_server(settings: ServeSettings, policy: CountingPolicy) -> AsyncIterator[str]:
+    """The app `serve --transport http` runs, served by uvicorn in this process on a free loopback port (so the test
+    can read the policy's counter); yields the /mcp URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(build_http_app(settings, policy), log_config=None, access_log=False)
+        server = uvicorn.Server(config)
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(server.serve, [sock])
+            with anyio.fail_after(30):
+                while not server.started:  # noqa: ASYNC110 - uvicorn's Server has no event to wait on
+                    await anyio.sleep(0.01)
+            try:
+                yield f"http://127.0.0.1:{port}/mcp"
+            finally:
+                server.should_exit = True
+
+
+async def test_a_bearer_token_is_checked_once_per_request(tmp_path: Path) -> None:
+    """McpGate is the one place a token is checked: the SDK's own bearer middleware checked it a second time on every
+    request (a stat of the policy file, a sha256 and a lookup), for nothing. The grant still reaches the tools."""
+    db, policy_path, _ = setup(tmp_path)
+    policy = CountingPolicy(policy_path)
+    settings = ServeSettings(db=db, policy=policy_path, cursor_secret=SECRET.encode())
+    alpha = {**JSON_HEADERS, "Authorization": f"Bearer {TOKENS['alpha']}"}
+    search = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+    search["params"] = {"name": "story_graph_search", "arguments": {"query": "session cache"}}
+    async with in_process_server(settings, policy) as url, httpx2.AsyncClient() as http:
+        requests = [
+            http.post(url, json=LIST, headers=alpha),
+            http.post(url, json=search, headers=alpha),
+            http.get(url, headers=alpha),
+            http.post(url, json=LIST, headers={**JSON_HEADERS, "Authorization": "Bearer sgm_wrong"}),
+        ]
+        answers = [await request for request in requests]
+        assert [answer.status_code for answer in answers] == [200, 200, 405, 401]
+        found = answers[1].json()["result"]["structuredContent"]
+        assert found["resolved_scope"] == ATLAS, "alpha's grant (its default project) reached the tool"
+        assert policy.token_checks == len(requests)
+        assert (await http.post(url, json=LIST, headers=JSON_HEADERS)).status_code == 401
+        assert policy.token_checks == len(requests), "no token: nothing to check"
+
+
+async def test_mcp_with_a_trailing_slash_is_the_same_endpoint_behind_the_same_token_check(tmp_path: Path) -> None:
+    """`/mcp/` answered 307 (a redirect to `/mcp`) before the token was checked, so a request without a token learned
+    that the endpoint exists, and MCP clients follow a redirected POST badly. Now it is `/mcp`: 401 without a valid
+    token, served with one; the access line shows the path the client sent."""
+    db, policy, secret = setup(tmp_path)
+    async with http_server(serve_args(db, policy, secret), tmp_path) as server, httpx2.AsyncClient() as http:
+        url = f"{server.url}/"
+        send_token = "'Authorization: Bearer <token>'"
+        assert_refused_with_the_fix(await http.post(url, json=LIST, headers=JSON_HEADERS), send_token)
+        wrong = {**JSON_HEADERS, "Authorization": "Bearer sgm_wrong"}
+        assert_refused_with_the_fix(await http.post(url, json=LIST, headers=wrong), "is not accepted")
+        alpha = {**JSON_HEADERS, "Authorization": f"Bearer {TOKENS['alpha']}"}
+        listing = await http.post(url, json=LIST, headers=alpha)
+        assert listing.status_code == 200 and "location" not in listing.headers
+        assert {t["name"] for t in listing.json()["result"]["tools"]} == STORY_TOOLS
+        assert (await http.get(url, headers=alpha)).status_code == 405
+        assert (await http.post(f"{server.url}/other", json=LIST, headers=alpha)).status_code == 404
+        async with http_client(url, TOKENS["alpha"]) as client:  # an MCP client configured with the slash
+            assert (await ok(client, "story_graph_search", {"query": "session cache"}))["resolved_scope"] == ATLAS
+    access = [line for line in server.output().splitlines() if "story_graph_mcp.access:" in line]
+    assert any(re.search(r" - POST /mcp/ 401 \S+ms token=none$", line) for line in access), access
+    assert any(" alpha POST /mcp/ 200 " in line for line in access), access
+    assert not any(" 307 " in line for line in access), access
+
+
 async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
     db, policy, secret = setup(tmp_path)
     extra = ["--allowed-host", "mcp.example.test", "--allowed-origin", "https://agents.example.test"]
@@ -225,6 +320,37 @@ async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
             moved.rename(db)
         assert (await http.get(f"{server.base}/healthz")).status_code == 200
     assert_no_secrets_logged(server, *TOKENS.values(), "sgm_wrong")
+
+
+async def test_a_refused_request_says_what_to_fix_in_a_json_rpc_error(tmp_path: Path) -> None:
+    """The SDK refused a request with a valid token in plain text (`Invalid Host header`) or with an empty body (406):
+    an MCP client reads only a JSON-RPC error from a non-2xx answer (the Python SDK showed `Server returned an error
+    response`), so neither the client nor its user learned the cause. Same statuses, now JSON-RPC with the fix."""
+    db, policy, secret = setup(tmp_path)
+    alpha = {**JSON_HEADERS, "Authorization": f"Bearer {TOKENS['alpha']}"}
+    modern = {**alpha, "MCP-Protocol-Version": "2026-07-28", "Accept": "text/html"}
+    refusals = [
+        ({**alpha, "Host": "evil.example"}, LIST, 421, "Invalid Host header", "--allowed-host"),
+        ({**alpha, "Origin": "https://evil.example"}, LIST, 403, "Invalid Origin header", "--allowed-origin"),
+        ({**alpha, "Content-Type": "text/plain"}, LIST, 400, "Invalid Content-Type header", "application/json"),
+        (modern, LIST, 406, "Not Acceptable", "'Accept: application/json, text/event-stream'"),
+        (alpha, {**LIST, "padding": "x" * (4 * 2**20)}, 413, "Request body too large", "at most 4 MiB"),
+    ]
+    async with http_server(serve_args(db, policy, secret), tmp_path) as server, httpx2.AsyncClient() as http:
+        for headers, message, status, said, fix in refusals:
+            refused = await http.post(server.url, json=message, headers=headers)
+            assert (refused.status_code, refused.headers["content-type"]) == (status, "application/json"), said
+            error = refused.json()
+            assert (error["jsonrpc"], error["id"], error["error"]["code"]) == ("2.0", None, -32600)
+            assert error["error"]["message"].startswith(said) and fix in error["error"]["message"], error
+        # What the Python SDK client shows its user: the cause and the fix.
+        with pytest.RaisesGroup(pytest.RaisesExc(MCPError, match="--allowed-origin"), flatten_subgroups=True):
+            async with http_client(server.url, TOKENS["alpha"], origin="https://evil.example"):
+                pass
+    # The access line says why (the SDK itself logs only a refused Host or Origin).
+    access = [line for line in server.output().splitlines() if "story_graph_mcp.access:" in line]
+    for _, _, status, said, _ in refusals:
+        assert any(re.search(rf" alpha POST /mcp {status} \S+ms reason=\"{said}\"$", line) for line in access), access
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -356,6 +482,46 @@ async def test_several_workers_from_the_factory(tmp_path: Path) -> None:
         await assert_pages_across_connections(server.url, query)
         async with httpx2.AsyncClient() as http:
             assert (await http.post(server.url, json=LIST, headers=JSON_HEADERS)).status_code == 401
+    assert STORY_GRAPH_PORT_IGNORED not in server.output()
+
+
+async def test_the_factory_says_that_story_graph_port_has_no_effect(tmp_path: Path) -> None:
+    """uvicorn binds the port of its own --port; the factory cannot change it and needs none. The docs said to set
+    STORY_GRAPH_PORT as well, and a factory given only STORY_GRAPH_PORT listened on uvicorn's default port without a
+    word. It still starts (deployments set both), and says so."""
+    db, policy, secret = setup(tmp_path)
+    env = {
+        **server_env(),
+        "STORY_GRAPH_DB": str(db),
+        "STORY_GRAPH_POLICY": str(policy),
+        "STORY_GRAPH_CURSOR_SECRET_FILE": str(secret),
+        "STORY_GRAPH_PORT": "9",
+    }
+    command = [PYTHON, "-m", "uvicorn", "--factory", "server.http:create_app", "--port", "{port}"]
+    async with (
+        http_server([], tmp_path, command=command, env=env) as server,
+        http_client(server.url, TOKENS["alpha"]) as client,
+    ):
+        assert (await ok(client, "story_graph_search", {"query": "session cache"}))["resolved_scope"] == ATLAS
+    assert server.output().count(STORY_GRAPH_PORT_IGNORED) == 1, server.output()
+
+
+def test_serve_hands_its_workers_every_setting(tmp_path: Path) -> None:
+    """`serve --workers N` builds each worker with the factory from the environment it sets: every option comes back
+    as it was given (the port is the supervisor's own socket; the project has no effect over HTTP with a policy)."""
+    db, policy, secret = setup(tmp_path)
+    argv = ["serve", "--transport", "http", *serve_args(db, policy, secret), "--workers", "2", "--host", "10.0.0.7"]
+    argv += ["--allowed-host", "mcp.example.test", "--allowed-host", "other.example.test:8443"]
+    argv += ["--allowed-origin", "https://agents.example.test", "--public-url", "https://mcp.example.test/x/mcp"]
+    argv += ["--busy-timeout", "0.25"]
+    given = ServeSettings.from_args(_parser().parse_args(argv), db, None)
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in given.worker_env().items():
+            env.setenv(name, value)
+        handed = ServeSettings.from_env()
+    assert handed.http == replace(given.http, port=handed.http.port, workers=1)
+    assert (handed.db, handed.policy, handed.cursor_secret_file) == (db, policy, secret)
+    assert (handed.cursor_secret, handed.busy_timeout) == (given.cursor_secret, 0.25)
 
 
 FRESH_CONNECTIONS = 32
