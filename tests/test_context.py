@@ -168,6 +168,22 @@ async def test_confirmation_and_validity_stay_apart(demo: Path) -> None:
         assert {i["validity"] for i in objects(page).values()} == {"unknown"}
 
 
+async def test_a_known_gap_counts_the_objects_it_lists_not_their_rows(demo: Path) -> None:
+    # The revoked option has two rows without a revision (its current projection and its March revision): one
+    # object. A count of 2 beside one ref (under the cap of 10) read as if a second object were left unlisted.
+    async with client_for(demo) as client:
+        revoked = await read_all(client, {"object_ref": _ref("entity", "ent-option-redis-cluster")})
+    found = objects(revoked)
+    assert found[("entity", "ent-option-redis-cluster", None)]["object_revision"] == "unknown"
+    assert found[("entity", "ent-option-redis-cluster", "res-atlas-2026-03")]["object_revision"] == "unknown"
+    gaps = {g["kind"]: g for g in revoked["known_gaps"]}
+    assert gaps["no_reliable_revision"]["refs"] == [_ref("entity", "ent-option-redis-cluster")]
+    assert gaps["no_reliable_revision"]["count"] == 1
+    for gap in revoked["known_gaps"]:
+        if gap["kind"] != "coverage_not_complete" and gap["count"] <= 10:
+            assert gap["count"] == len(gap["refs"]), gap
+
+
 async def test_memory_items_are_labelled_background_for_global_and_the_scopes_own_projects(demo: Path) -> None:
     async with client_for(demo) as client:
         atlas = await read_all(client, {"object_ref": _ref("entity", "ent-decision-b")})
