@@ -543,6 +543,33 @@ async def test_a_search_that_finds_nothing_says_what_to_try_and_which_other_scop
     assert alone["no_match_note"].endswith("Only this scope was searched.")
 
 
+async def test_no_match_note_says_when_a_filter_not_the_words_left_the_matches_out(tmp_path: Path) -> None:
+    """'What happened at the kickoff, recorded in February?': the kickoff was recorded in July, so nothing was
+    recorded in February, and the note said 'try fewer or other words' although the word matched 4 items: an
+    agent would drop the right word. It now says how many match without the filter. A query of symbols only
+    (an agent's wildcard) was told the same, though it held no term at all."""
+    demo = demo_db(tmp_path)
+    february = {"from": "2026-02-01T00:00:00+08:00", "to": "2026-02-28T23:59:59+08:00"}
+    async with client_for(demo) as client:
+        recorded = await ok(client, SEARCH, {"query": "kickoff", "time_range": february, "time_basis": "recorded_at"})
+        everything = await ok(client, SEARCH, {"query": "kickoff"})
+        typed = await ok(client, SEARCH, {"query": "edge box infrastructure", "object_types": ["experience"]})
+        untyped = await ok(client, SEARCH, {"query": "edge box infrastructure"})
+        wildcard = await ok(client, SEARCH, {"query": "*"})
+        one_term = await ok(client, SEARCH, {"query": "撤回"})
+    assert recorded["items"] == [] and everything["page"]["total_count"] == 4
+    note = recorded["no_match_note"]
+    assert note.startswith("No object within time_range holds the whole query. Without time_range (time_basis")
+    assert "recorded_at) it matches 4 items: widen time_range or try another time_basis." in note
+    assert "other words" not in note
+    assert untyped["page"]["total_count"] == 27
+    assert f"Without object_types it matches {untyped['page']['total_count']} items" in typed["no_match_note"]
+    assert "other words" not in typed["no_match_note"]
+    assert wildcard["query_terms"] == [] and "holds no search term" in wildcard["no_match_note"]
+    assert "there is no wildcard" in wildcard["no_match_note"] and "fewer" not in wildcard["no_match_note"]
+    assert one_term["query_terms"] == ["撤回"] and "; try other words." in one_term["no_match_note"]
+
+
 async def test_coverage_names_the_results_whose_record_cannot_say_what_they_processed(tmp_path: Path) -> None:
     """'Is there anything we don't know about the review coverage?': the counts said one Atlas result is
     count-only, not which review run, so an agent could not say which period is unknown. Every response's
