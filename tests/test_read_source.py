@@ -310,6 +310,30 @@ async def test_a_readable_reference_of_another_scope_is_a_scope_mismatch(db: Pat
     assert global_current["source_location"]["document_id"] == "doc-eng-handbook"
 
 
+async def test_a_source_version_the_kind_does_not_use_is_named_in_the_note(db: Path) -> None:
+    """'Show me v2 of the edited message' sent as a snapshot returned the v1 fragment, and the note only said it
+    was the saved fragment: the answer echoed requested_version 'v2' beside v1 text, easy to quote as v2."""
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-changed-msg", "source_version": "v2"})
+        current = await ok(
+            client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "current", "source_version": "v1"}
+        )
+        same = await ok(client, READ, {"source_reference_id": "ref-changed-msg", "source_version": "v1"})
+        version = await ok(
+            client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "version", "source_version": "v1"}
+        )
+    assert (snapshot["requested_version"], snapshot["source_version"]) == ("v2", "v1")
+    assert snapshot["content"] == reference(db, "ref-changed-msg")["fragment"]
+    assert snapshot["content_note"].endswith(
+        "source_version 'v2' was not used: a snapshot is the fragment saved with the reference (version 'v1'); "
+        "read content_kind 'version' with source_version 'v2' for that version's text."
+    )
+    assert (current["requested_version"], current["source_version"]) == ("v1", "v2")
+    assert "source_version 'v1' was not used: this is the current text (version 'v2')" in current["content_note"]
+    for read in (same, version):  # the version asked for is the one read: nothing to say
+        assert "was not used" not in read["content_note"]
+
+
 async def test_a_source_moved_out_of_the_scope_is_refused_for_current_and_version_but_its_snapshot_reads(
     db: Path,
 ) -> None:

@@ -171,7 +171,9 @@ async def read(
         else text.length,
         fragment_matches_current=matches,
         error=None,
-        content_note=note(args.content_kind, reference, source, in_scope, text, offset, end, has_more),
+        content_note=note(
+            args.content_kind, reference, source, in_scope, text, offset, end, has_more, args.source_version
+        ),
     )
 
 
