@@ -345,6 +345,9 @@ async def test_a_source_moved_out_of_the_scope_is_refused_for_current_and_versio
         snapshot = await ok(client, READ, {"source_reference_id": "ref-moved-msg"})
     assert current["error"] == version["error"] == "scope_mismatch"
     assert "moved out of the requested scope" in current["message"]
+    # The argument to change: the reference is Atlas's and the source Beacon's now, so no scope reads both.
+    assert current["field"] == version["field"] == "content_kind"
+    assert current["next_step"] == "Read content_kind 'snapshot' for the fragment saved with this reference."
     assert snapshot["content"] == reference(db, "ref-moved-msg")["fragment"]
     assert snapshot["original_source_availability"] == "outside_scope"
     assert snapshot["available_content_kinds"] == ["snapshot"] and snapshot["available_versions"] == []

@@ -93,7 +93,8 @@ async def read(
             raise StoryGraphError(
                 "scope_mismatch",
                 "source moved out of the requested scope: where it lives now is outside it.",
-                field="source_reference_id",
+                # No scope reads both the reference and the moved source: only another content_kind works.
+                field="content_kind",
                 next_step="Read content_kind 'snapshot' for the fragment saved with this reference.",
             )
 
