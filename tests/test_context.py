@@ -315,6 +315,34 @@ async def test_an_id_asked_for_with_the_wrong_type_names_the_call_that_reads_it(
     ).decode().replace("no-such-id", "<id>")
 
 
+async def test_an_id_with_whitespace_around_it_names_the_stored_id(demo: Path) -> None:
+    """An id copied with a space or newline around it: search trims its query and finds the object, get_context
+    answered a plain object_not_found, and the agent concluded the object was gone. The refusal names the
+    stored id (never read in its place), and keeps a scope the caller may not read hidden."""
+    atlas_only = Grant(default_project="atlas", projects=["atlas"], allow_global=False)
+    both = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=True)
+    async with client_for(demo, both) as client:
+        padded = await error(client, CONTEXT, {"object_ref": _ref("entity", " ent-decision-b")})
+        change = await error(client, CONTEXT, {"object_ref": _ref("entity_change", "ent-decision-b#added-2026-07\n")})
+        typed = await error(client, CONTEXT, {"object_ref": _ref("event", "ent-decision-b ")})
+        beacon = await error(client, CONTEXT, {"object_ref": _ref("entity", "ent-beacon-offline-queue ")})
+        found = await ok(client, "story_graph_search", {"query": " ent-decision-b"})
+    assert found["items"][0]["object_ref"] == _ref("entity", "ent-decision-b")
+    assert padded["error"] == "object_not_found" and padded["field"] == "object_ref"
+    assert padded["next_step"] == (
+        "The id has whitespace around it; 'ent-decision-b' is stored: call again with object_ref "
+        '{"type":"entity","id":"ent-decision-b"}.'
+    )
+    assert '{"type":"entity_change","id":"ent-decision-b#added-2026-07"}' in change["next_step"]
+    assert "'ent-decision-b' is stored with type entity: call again with object_ref" in typed["next_step"]
+    assert beacon["next_step"].endswith(
+        '{"type":"entity","id":"ent-beacon-offline-queue"} and scope {"kind":"projects","projectIds":["beacon"]}.'
+    )
+    async with client_for(demo, atlas_only) as client:
+        hidden = await error(client, CONTEXT, {"object_ref": _ref("entity", "ent-beacon-offline-queue ")})
+    assert "search" in hidden["next_step"] and "beacon" not in hidden["next_step"]
+
+
 async def test_a_relation_end_outside_the_scope_is_never_read(demo: Path) -> None:
     with sqlite3.connect(demo) as conn:
         conn.execute(

@@ -310,6 +310,26 @@ async def test_a_readable_reference_of_another_scope_is_a_scope_mismatch(db: Pat
     assert global_current["source_location"]["document_id"] == "doc-eng-handbook"
 
 
+async def test_a_reference_id_with_whitespace_around_it_names_the_stored_id(db: Path) -> None:
+    """A reference id copied with a space or newline around it got 'use a source_reference_id from a search
+    item', though it was one: the refusal names the stored id, and its scope only when the caller may read it."""
+    both = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=False)
+    async with client_for(db, both) as client:
+        padded = await error(client, READ, {"source_reference_id": "ref-revision-2 "})
+        beacon = await error(client, READ, {"source_reference_id": "\nref-beacon-push"})
+    assert padded["error"] == "source_not_found" and padded["field"] == "source_reference_id"
+    assert (
+        padded["next_step"] == "The id has whitespace around it; 'ref-revision-2' is stored: call again with that id."
+    )
+    assert beacon["next_step"].endswith(
+        'call again with that id with scope {"kind":"projects","projectIds":["beacon"]}.'
+    )
+    async with client_for(db, Grant(default_project="atlas", projects=["atlas"], allow_global=False)) as client:
+        hidden = await error(client, READ, {"source_reference_id": "\nref-beacon-push"})
+        missing = await error(client, READ, {"source_reference_id": "\nno-such-reference"})
+    assert hidden["next_step"] == missing["next_step"]  # Beacon is not granted: nothing about it
+
+
 async def test_a_source_version_the_kind_does_not_use_is_named_in_the_note(db: Path) -> None:
     """'Show me v2 of the edited message' sent as a snapshot returned the v1 fragment, and the note only said it
     was the saved fragment: the answer echoed requested_version 'v2' beside v1 text, easy to quote as v2."""
