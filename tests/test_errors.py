@@ -258,3 +258,25 @@ async def test_a_bare_id_or_name_where_an_object_is_expected_is_answered_with_th
     assert kind["field"] == "scope" and '{"kind":"projects","projectIds":["<project id>"]}' in kind["message"]
     assert types["problems"][0]["problem"].endswith('expected the shape ["event"]')
     assert fixed_ref["items"] and fixed_scope["items"]
+
+
+async def test_a_bare_project_id_and_a_blank_query_are_answered_with_what_to_send(demo: Path) -> None:
+    """`"projectIds": "atlas"` got 'Input should be a valid list' with no shape, and a query of spaces got 'String
+    should have at least 1 character' though three were sent (it is trimmed first): neither said what to send."""
+    async with client_for(demo) as client:
+        bare = await error(client, SEARCH, {"query": "cache", "scope": {"kind": "projects", "projectIds": "atlas"}})
+        blank = await error(client, SEARCH, {"query": "   "})
+        empty = await error(client, SEARCH, {"query": ""})
+    assert bare["problems"] == [
+        {
+            "field": "scope.projectIds",
+            "problem": 'Input should be a valid list; expected the shape ["atlas"] (a list, even for one project)',
+        }
+    ]
+    assert blank["problems"] == [
+        {
+            "field": "query",
+            "problem": "the query holds only whitespace, which is trimmed before searching; send words or an id",
+        }
+    ]
+    assert empty["problems"] == [{"field": "query", "problem": "String should have at least 1 character"}]
