@@ -369,6 +369,8 @@ async def test_search_lists_a_read_only_tool_with_schemas(graph_db: Path) -> Non
     assert "no_match_note" in tool.description and "no_match_note" in tool.output_schema["properties"]
     for listed in tools.values():
         assert "project set" in listed.input_schema["properties"]["scope"]["description"]
+        # Said at the property, where clients show it (inside anyOf, the Inspector's list showed none).
+        assert "next_cursor of the previous page" in listed.input_schema["properties"]["cursor"]["description"]
 
 
 async def test_the_listed_object_types_filter_describes_what_it_finds(tmp_path: Path) -> None:
