@@ -115,11 +115,33 @@ async def test_invalid_cursor_does_not_ask_to_repeat_page_sizes(demo: Path) -> N
         cursor = first["page"]["next_cursor"]
         smaller = await ok(client, SEARCH, {"query": "cache", "page_size": 1, "cursor": cursor})
         other = await error(client, SEARCH, {"query": "redis", "page_size": 2, "cursor": cursor})
+        # Matching ignores case, but an id query does not: the cursor binds the query as typed. The refusal names
+        # the argument that differs, so the agent repeats it instead of guessing among all its filters.
+        retyped = await error(client, SEARCH, {"query": "Cache", "page_size": 2, "cursor": cursor})
+        widened = await error(client, SEARCH, {"query": "cache", "object_types": ["event"], "cursor": cursor})
+        first_ctx = await ok(client, CONTEXT, {"object_ref": {"type": "entity", "id": "ent-decision-b"}})
+        timeline = await error(
+            client,
+            CONTEXT,
+            {
+                "object_ref": {"type": "entity", "id": "ent-decision-b"},
+                "mode": "timeline",
+                "time_basis": "recorded_at",
+                "cursor": first_ctx["page"]["next_cursor"],
+            },
+        )
     assert smaller["page"]["returned_count"] == 1
-    assert other["error"] == "invalid_cursor" and other["field"] == "cursor"
+    assert other["error"] == "invalid_cursor" and other["field"] == "cursor, query"
     text = f"{other['message']} {other['next_step']}"
     assert "page size" not in text.replace("page sizes may change", "")
-    assert "repeat the original filters" in text
+    assert "repeat the original query" in text
+    assert retyped["field"] == "cursor, query"
+    assert retyped["message"] == (
+        "the cursor was issued for a request with another query; repeat the original query with it."
+    )
+    assert widened["field"] == "cursor, object_types"
+    assert timeline["field"] == "cursor, mode, time_basis"
+    assert "another mode and time_basis" in timeline["message"]
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

@@ -189,11 +189,12 @@ def object_not_found(
     )
 
 
-def invalid_cursor(reason: str) -> StoryGraphError:
+def invalid_cursor(reason: str, fields: list[str] | None = None) -> StoryGraphError:
+    """`fields`: the arguments that differ from the request the cursor was issued for, named after the cursor."""
     return StoryGraphError(
         "invalid_cursor",
         reason,
-        field="cursor",
+        field=", ".join(["cursor", *(fields or [])]),
         next_step="Pass next_cursor exactly as returned, with the same tool and filters (page sizes may change); "
         "or omit cursor to start again.",
     )

@@ -55,6 +55,13 @@ class CursorCodec:
         if payload.get("v") != _VERSION or payload.get("t") != tool:
             raise invalid_cursor("the cursor belongs to another tool.")
         if payload.get("q") != request:
+            differing = _differing(str(payload.get("q")), request)
+            if differing:
+                names = " and ".join(differing)
+                raise invalid_cursor(
+                    f"the cursor was issued for a request with another {names}; repeat the original {names} with it.",
+                    fields=differing,
+                )
             raise invalid_cursor("the cursor was issued for a different request; repeat the original filters with it.")
         return DecodedCursor(scope_key=str(payload["s"]), revision=str(payload["r"]), position=dict(payload["p"]))
 
@@ -63,8 +70,30 @@ class CursorCodec:
 
 
 def request_digest(tool: str, normalised: dict[str, Any]) -> str:
-    """A short digest of everything the pages of one query must share (never the cursor or the scope)."""
-    return hashlib.sha256(orjson.dumps([tool, normalised], option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+    """A short digest of everything the pages of one query must share (never the cursor or the scope), followed by
+    a shorter digest of each argument, so a mismatch can name the argument that differs (an agent that retyped
+    the query in another case, or dropped a filter, was told only 'a different request')."""
+    whole = hashlib.sha256(orjson.dumps([tool, normalised], option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+    parts = ",".join(f"{name}={_digest([tool, name, normalised[name]])}" for name in sorted(normalised))
+    return f"{whole};{parts}"
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()[:6]
+
+
+def _differing(issued: str, request: str) -> list[str]:
+    """The arguments whose digests differ between the request a cursor was issued for and this one (in the
+    request's order); empty when the cursor carries no per-argument digests."""
+
+    def parts(text: str) -> dict[str, str]:
+        _, _, listed = text.partition(";")
+        return dict(part.partition("=")[::2] for part in listed.split(",") if "=" in part)
+
+    before, now = parts(issued), parts(request)
+    if not before or set(before) != set(now):
+        return []
+    return [name for name in now if before[name] != now[name]]
 
 
 def _b64(data: bytes) -> str:
