@@ -545,6 +545,23 @@ async def test_a_search_that_finds_nothing_says_what_to_try_and_which_other_scop
     assert alone["no_match_note"].endswith("Only this scope was searched.")
 
 
+async def test_an_event_lists_the_entity_changes_it_carried_as_its_evolution(tmp_path: Path) -> None:
+    """The revision event carried two entity changes (A revised, B proposed): search gave it evolution_ref_count 0
+    while get_context on the same event listed both, so an agent skipping an event 'with no evolution' missed
+    the revision itself."""
+    async with client_for(demo_db(tmp_path)) as client:
+        found = await ok(client, SEARCH, {"query": "evt-revision-a-to-b", "object_types": ["event"]})
+        context = await ok(
+            client, "story_graph_get_context", {"object_ref": {"type": "event", "id": "evt-revision-a-to-b"}}
+        )
+    event = found["items"][0]
+    assert event["object_ref"] == {"type": "event", "id": "evt-revision-a-to-b"}
+    changes = [{"type": "entity_change", "id": "ent-decision-a#revised-2026-05"},
+               {"type": "entity_change", "id": "ent-decision-b#proposed-2026-05"}]  # fmt: skip
+    assert event["evolution_refs"] == changes and event["evolution_ref_count"] == 2
+    assert context["header"]["evolution_refs"] == changes
+
+
 async def test_no_match_note_says_when_a_filter_not_the_words_left_the_matches_out(tmp_path: Path) -> None:
     """'What happened at the kickoff, recorded in February?': the kickoff was recorded in July, so nothing was
     recorded in February, and the note said 'try fewer or other words' although the word matched 4 items: an
