@@ -218,7 +218,7 @@ async def _trimmed_reference(
     trimmed = some_id.strip()
     if not trimmed or trimmed == some_id:
         return None
-    rows = await conn.execute_fetchall(REFERENCE_SCOPE, {"id": trimmed})
+    rows = list(await conn.execute_fetchall(REFERENCE_SCOPE, {"id": trimmed}))
     if not rows:
         return None
     key = str(rows[0][0])
