@@ -119,6 +119,7 @@ async def test_invalid_cursor_does_not_ask_to_repeat_page_sizes(demo: Path) -> N
         # the argument that differs, so the agent repeats it instead of guessing among all its filters.
         retyped = await error(client, SEARCH, {"query": "Cache", "page_size": 2, "cursor": cursor})
         widened = await error(client, SEARCH, {"query": "cache", "object_types": ["event"], "cursor": cursor})
+        elsewhere = await error(client, SEARCH, {"query": "cache", "scope": {"kind": "global"}, "cursor": cursor})
         first_ctx = await ok(client, CONTEXT, {"object_ref": {"type": "entity", "id": "ent-decision-b"}})
         timeline = await error(
             client,
@@ -140,6 +141,8 @@ async def test_invalid_cursor_does_not_ask_to_repeat_page_sizes(demo: Path) -> N
         "the cursor was issued for a request with another query; repeat the original query with it."
     )
     assert widened["field"] == "cursor, object_types"
+    assert elsewhere["field"] == "cursor, scope"  # omitting scope keeps the cursor's
+    assert elsewhere["message"] == "the cursor was issued for another scope; repeat the original scope or omit it."
     assert timeline["field"] == "cursor, mode, time_basis"
     assert "another mode and time_basis" in timeline["message"]
 
