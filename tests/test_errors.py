@@ -305,3 +305,14 @@ async def test_a_bare_project_id_and_a_blank_query_are_answered_with_what_to_sen
         }
     ]
     assert empty["problems"] == [{"field": "query", "problem": "String should have at least 1 character"}]
+
+
+async def test_a_cursor_from_before_a_restart_says_why_it_is_refused(demo: Path) -> None:
+    """serve --demo without --cursor-secret-file signs with a new secret each start: an agent resuming after a
+    restart was told only 'not one this server issued' and suspected its own copy of the cursor."""
+    async with client_for(demo, secret=b"first-process-secret-0123") as client:
+        cursor = (await ok(client, SEARCH, {"query": "cache", "page_size": 2}))["page"]["next_cursor"]
+    async with client_for(demo, secret=b"second-process-secret-012") as client:
+        refused = await error(client, SEARCH, {"query": "cache", "page_size": 2, "cursor": cursor})
+    assert refused["error"] == "invalid_cursor" and refused["field"] == "cursor"
+    assert "before this server restarted without a fixed cursor secret" in refused["message"]

@@ -50,7 +50,11 @@ class CursorCodec:
         except ValueError:
             raise invalid_cursor("the cursor is not one this server issued.") from None
         if not dot or not hmac.compare_digest(mac, self._mac(body)):
-            raise invalid_cursor("the cursor is not one this server issued (signature mismatch).")
+            # A restart is the common innocent cause: without a shared secret each process signs with a new one.
+            raise invalid_cursor(
+                "the cursor is not one this server issued (signature mismatch): it was altered or cut, comes from "
+                "another server, or from before this server restarted without a fixed cursor secret."
+            )
         payload = orjson.loads(body)
         if payload.get("v") != _VERSION or payload.get("t") != tool:
             raise invalid_cursor("the cursor belongs to another tool.")
