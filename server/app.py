@@ -311,6 +311,16 @@ def _problem(err: Any, arguments: dict[str, Any]) -> str:
         given = arguments.get(str(loc[0]))
         example = template.format(orjson.dumps(given if isinstance(given, str) else placeholder).decode())
         return f"{err['msg']}; expected the shape {example}"
+    scope = arguments.get("scope")
+    given_ids = scope.get("projectIds") if isinstance(scope, dict) else None
+    if err["type"] == "list_type" and tuple(loc[:1]) == ("scope",) and loc[-1] == "projectIds":
+        # One project is a one-element set: "projectIds": "atlas" is a common slip.
+        example = orjson.dumps([given_ids if isinstance(given_ids, str) else "<project id>"]).decode()
+        return f"{err['msg']}; expected the shape {example} (a list, even for one project)"
+    query = arguments.get("query")
+    if err["type"] == "string_too_short" and tuple(loc) == ("query",) and isinstance(query, str) and query:
+        # pydantic saw the trimmed text: "at least 1 character" read as if nothing had been sent.
+        return "the query holds only whitespace, which is trimmed before searching; send words or an id"
     if err["type"] == "extra_forbidden":
         return "unknown argument; remove it (see the input schema for accepted names)"
     if err["type"] == "value_error" and "error" in err.get("ctx", {}):

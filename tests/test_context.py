@@ -168,6 +168,22 @@ async def test_confirmation_and_validity_stay_apart(demo: Path) -> None:
         assert {i["validity"] for i in objects(page).values()} == {"unknown"}
 
 
+async def test_a_known_gap_counts_the_objects_it_lists_not_their_rows(demo: Path) -> None:
+    # The revoked option has two rows without a revision (its current projection and its March revision): one
+    # object. A count of 2 beside one ref (under the cap of 10) read as if a second object were left unlisted.
+    async with client_for(demo) as client:
+        revoked = await read_all(client, {"object_ref": _ref("entity", "ent-option-redis-cluster")})
+    found = objects(revoked)
+    assert found[("entity", "ent-option-redis-cluster", None)]["object_revision"] == "unknown"
+    assert found[("entity", "ent-option-redis-cluster", "res-atlas-2026-03")]["object_revision"] == "unknown"
+    gaps = {g["kind"]: g for g in revoked["known_gaps"]}
+    assert gaps["no_reliable_revision"]["refs"] == [_ref("entity", "ent-option-redis-cluster")]
+    assert gaps["no_reliable_revision"]["count"] == 1
+    for gap in revoked["known_gaps"]:
+        if gap["kind"] != "coverage_not_complete" and gap["count"] <= 10:
+            assert gap["count"] == len(gap["refs"]), gap
+
+
 async def test_memory_items_are_labelled_background_for_global_and_the_scopes_own_projects(demo: Path) -> None:
     async with client_for(demo) as client:
         atlas = await read_all(client, {"object_ref": _ref("entity", "ent-decision-b")})
@@ -297,6 +313,34 @@ async def test_an_id_asked_for_with_the_wrong_type_names_the_call_that_reads_it(
     assert orjson.dumps(hidden).decode().replace("evt-beacon-push-relay", "<id>") == orjson.dumps(
         missing
     ).decode().replace("no-such-id", "<id>")
+
+
+async def test_an_id_with_whitespace_around_it_names_the_stored_id(demo: Path) -> None:
+    """An id copied with a space or newline around it: search trims its query and finds the object, get_context
+    answered a plain object_not_found, and the agent concluded the object was gone. The refusal names the
+    stored id (never read in its place), and keeps a scope the caller may not read hidden."""
+    atlas_only = Grant(default_project="atlas", projects=["atlas"], allow_global=False)
+    both = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=True)
+    async with client_for(demo, both) as client:
+        padded = await error(client, CONTEXT, {"object_ref": _ref("entity", " ent-decision-b")})
+        change = await error(client, CONTEXT, {"object_ref": _ref("entity_change", "ent-decision-b#added-2026-07\n")})
+        typed = await error(client, CONTEXT, {"object_ref": _ref("event", "ent-decision-b ")})
+        beacon = await error(client, CONTEXT, {"object_ref": _ref("entity", "ent-beacon-offline-queue ")})
+        found = await ok(client, "story_graph_search", {"query": " ent-decision-b"})
+    assert found["items"][0]["object_ref"] == _ref("entity", "ent-decision-b")
+    assert padded["error"] == "object_not_found" and padded["field"] == "object_ref"
+    assert padded["next_step"] == (
+        "The id has whitespace around it; 'ent-decision-b' is stored: call again with object_ref "
+        '{"type":"entity","id":"ent-decision-b"}.'
+    )
+    assert '{"type":"entity_change","id":"ent-decision-b#added-2026-07"}' in change["next_step"]
+    assert "'ent-decision-b' is stored with type entity: call again with object_ref" in typed["next_step"]
+    assert beacon["next_step"].endswith(
+        '{"type":"entity","id":"ent-beacon-offline-queue"} and scope {"kind":"projects","projectIds":["beacon"]}.'
+    )
+    async with client_for(demo, atlas_only) as client:
+        hidden = await error(client, CONTEXT, {"object_ref": _ref("entity", "ent-beacon-offline-queue ")})
+    assert "search" in hidden["next_step"] and "beacon" not in hidden["next_step"]
 
 
 async def test_a_relation_end_outside_the_scope_is_never_read(demo: Path) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 from demo.make_demo import encoded
+from support import client_for, demo_db, ok
 
 from server.store.demo import demo_path, write_demo
 from server.store.stats import stats_text
@@ -81,3 +83,21 @@ def test_the_demo_keeps_its_stories_and_experience_in_their_scopes(tmp_path: Pat
         "story-atlas-sqlite-wal",
     ]
     assert len(primaries) == len(set(primaries)) == 8
+
+
+@pytest.mark.anyio
+async def test_a_day_precision_window_covers_its_last_day_whole(tmp_path: Path) -> None:
+    """The load test ran April 1–14 (precision day), but its interval ended at 2026-04-14T00:00: a search for the
+    afternoon of April 14 did not find it. A day-precision end is that day's last millisecond, as imports store it."""
+    afternoon = {"from": "2026-04-14T08:00:00Z", "to": "2026-04-14T20:00:00Z"}
+    async with client_for(demo_db(tmp_path)) as client:
+        found = await ok(
+            client, "story_graph_search", {"query": "load test", "object_types": ["event"], "time_range": afternoon}
+        )
+    assert [i["object_ref"]["id"] for i in found["items"]] == ["evt-load-test-window"]
+    assert found["items"][0]["event_interval"] == {
+        "start": "2026-04-01T00:00:00.000Z",
+        "end": "2026-04-14T23:59:59.999Z",
+        "precision": "day",
+        "basis": "stated_in_source",
+    }

@@ -115,11 +115,36 @@ async def test_invalid_cursor_does_not_ask_to_repeat_page_sizes(demo: Path) -> N
         cursor = first["page"]["next_cursor"]
         smaller = await ok(client, SEARCH, {"query": "cache", "page_size": 1, "cursor": cursor})
         other = await error(client, SEARCH, {"query": "redis", "page_size": 2, "cursor": cursor})
+        # Matching ignores case, but an id query does not: the cursor binds the query as typed. The refusal names
+        # the argument that differs, so the agent repeats it instead of guessing among all its filters.
+        retyped = await error(client, SEARCH, {"query": "Cache", "page_size": 2, "cursor": cursor})
+        widened = await error(client, SEARCH, {"query": "cache", "object_types": ["event"], "cursor": cursor})
+        elsewhere = await error(client, SEARCH, {"query": "cache", "scope": {"kind": "global"}, "cursor": cursor})
+        first_ctx = await ok(client, CONTEXT, {"object_ref": {"type": "entity", "id": "ent-decision-b"}})
+        timeline = await error(
+            client,
+            CONTEXT,
+            {
+                "object_ref": {"type": "entity", "id": "ent-decision-b"},
+                "mode": "timeline",
+                "time_basis": "recorded_at",
+                "cursor": first_ctx["page"]["next_cursor"],
+            },
+        )
     assert smaller["page"]["returned_count"] == 1
-    assert other["error"] == "invalid_cursor" and other["field"] == "cursor"
+    assert other["error"] == "invalid_cursor" and other["field"] == "cursor, query"
     text = f"{other['message']} {other['next_step']}"
     assert "page size" not in text.replace("page sizes may change", "")
-    assert "repeat the original filters" in text
+    assert "repeat the original query" in text
+    assert retyped["field"] == "cursor, query"
+    assert retyped["message"] == (
+        "the cursor was issued for a request with another query; repeat the original query with it."
+    )
+    assert widened["field"] == "cursor, object_types"
+    assert elsewhere["field"] == "cursor, scope"  # omitting scope keeps the cursor's
+    assert elsewhere["message"] == "the cursor was issued for another scope; repeat the original scope or omit it."
+    assert timeline["field"] == "cursor, mode, time_basis"
+    assert "another mode and time_basis" in timeline["message"]
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
@@ -258,3 +283,36 @@ async def test_a_bare_id_or_name_where_an_object_is_expected_is_answered_with_th
     assert kind["field"] == "scope" and '{"kind":"projects","projectIds":["<project id>"]}' in kind["message"]
     assert types["problems"][0]["problem"].endswith('expected the shape ["event"]')
     assert fixed_ref["items"] and fixed_scope["items"]
+
+
+async def test_a_bare_project_id_and_a_blank_query_are_answered_with_what_to_send(demo: Path) -> None:
+    """`"projectIds": "atlas"` got 'Input should be a valid list' with no shape, and a query of spaces got 'String
+    should have at least 1 character' though three were sent (it is trimmed first): neither said what to send."""
+    async with client_for(demo) as client:
+        bare = await error(client, SEARCH, {"query": "cache", "scope": {"kind": "projects", "projectIds": "atlas"}})
+        blank = await error(client, SEARCH, {"query": "   "})
+        empty = await error(client, SEARCH, {"query": ""})
+    assert bare["problems"] == [
+        {
+            "field": "scope.projectIds",
+            "problem": 'Input should be a valid list; expected the shape ["atlas"] (a list, even for one project)',
+        }
+    ]
+    assert blank["problems"] == [
+        {
+            "field": "query",
+            "problem": "the query holds only whitespace, which is trimmed before searching; send words or an id",
+        }
+    ]
+    assert empty["problems"] == [{"field": "query", "problem": "String should have at least 1 character"}]
+
+
+async def test_a_cursor_from_before_a_restart_says_why_it_is_refused(demo: Path) -> None:
+    """serve --demo without --cursor-secret-file signs with a new secret each start: an agent resuming after a
+    restart was told only 'not one this server issued' and suspected its own copy of the cursor."""
+    async with client_for(demo, secret=b"first-process-secret-0123") as client:
+        cursor = (await ok(client, SEARCH, {"query": "cache", "page_size": 2}))["page"]["next_cursor"]
+    async with client_for(demo, secret=b"second-process-secret-012") as client:
+        refused = await error(client, SEARCH, {"query": "cache", "page_size": 2, "cursor": cursor})
+    assert refused["error"] == "invalid_cursor" and refused["field"] == "cursor"
+    assert "before this server restarted without a fixed cursor secret" in refused["message"]

@@ -310,6 +310,50 @@ async def test_a_readable_reference_of_another_scope_is_a_scope_mismatch(db: Pat
     assert global_current["source_location"]["document_id"] == "doc-eng-handbook"
 
 
+async def test_a_reference_id_with_whitespace_around_it_names_the_stored_id(db: Path) -> None:
+    """A reference id copied with a space or newline around it got 'use a source_reference_id from a search
+    item', though it was one: the refusal names the stored id, and its scope only when the caller may read it."""
+    both = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=False)
+    async with client_for(db, both) as client:
+        padded = await error(client, READ, {"source_reference_id": "ref-revision-2 "})
+        beacon = await error(client, READ, {"source_reference_id": "\nref-beacon-push"})
+    assert padded["error"] == "source_not_found" and padded["field"] == "source_reference_id"
+    assert (
+        padded["next_step"] == "The id has whitespace around it; 'ref-revision-2' is stored: call again with that id."
+    )
+    assert beacon["next_step"].endswith(
+        'call again with that id with scope {"kind":"projects","projectIds":["beacon"]}.'
+    )
+    async with client_for(db, Grant(default_project="atlas", projects=["atlas"], allow_global=False)) as client:
+        hidden = await error(client, READ, {"source_reference_id": "\nref-beacon-push"})
+        missing = await error(client, READ, {"source_reference_id": "\nno-such-reference"})
+    assert hidden["next_step"] == missing["next_step"]  # Beacon is not granted: nothing about it
+
+
+async def test_a_source_version_the_kind_does_not_use_is_named_in_the_note(db: Path) -> None:
+    """'Show me v2 of the edited message' sent as a snapshot returned the v1 fragment, and the note only said it
+    was the saved fragment: the answer echoed requested_version 'v2' beside v1 text, easy to quote as v2."""
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-changed-msg", "source_version": "v2"})
+        current = await ok(
+            client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "current", "source_version": "v1"}
+        )
+        same = await ok(client, READ, {"source_reference_id": "ref-changed-msg", "source_version": "v1"})
+        version = await ok(
+            client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "version", "source_version": "v1"}
+        )
+    assert (snapshot["requested_version"], snapshot["source_version"]) == ("v2", "v1")
+    assert snapshot["content"] == reference(db, "ref-changed-msg")["fragment"]
+    assert snapshot["content_note"].endswith(
+        "source_version 'v2' was not used: a snapshot is the fragment saved with the reference (version 'v1'); "
+        "read content_kind 'version' with source_version 'v2' for that version's text."
+    )
+    assert (current["requested_version"], current["source_version"]) == ("v1", "v2")
+    assert "source_version 'v1' was not used: this is the current text (version 'v2')" in current["content_note"]
+    for read in (same, version):  # the version asked for is the one read: nothing to say
+        assert "was not used" not in read["content_note"]
+
+
 async def test_a_source_moved_out_of_the_scope_is_refused_for_current_and_version_but_its_snapshot_reads(
     db: Path,
 ) -> None:
@@ -321,6 +365,9 @@ async def test_a_source_moved_out_of_the_scope_is_refused_for_current_and_versio
         snapshot = await ok(client, READ, {"source_reference_id": "ref-moved-msg"})
     assert current["error"] == version["error"] == "scope_mismatch"
     assert "moved out of the requested scope" in current["message"]
+    # The argument to change: the reference is Atlas's and the source Beacon's now, so no scope reads both.
+    assert current["field"] == version["field"] == "content_kind"
+    assert current["next_step"] == "Read content_kind 'snapshot' for the fragment saved with this reference."
     assert snapshot["content"] == reference(db, "ref-moved-msg")["fragment"]
     assert snapshot["original_source_availability"] == "outside_scope"
     assert snapshot["available_content_kinds"] == ["snapshot"] and snapshot["available_versions"] == []

@@ -369,6 +369,8 @@ async def test_search_lists_a_read_only_tool_with_schemas(graph_db: Path) -> Non
     assert "no_match_note" in tool.description and "no_match_note" in tool.output_schema["properties"]
     for listed in tools.values():
         assert "project set" in listed.input_schema["properties"]["scope"]["description"]
+        # Said at the property, where clients show it (inside anyOf, the Inspector's list showed none).
+        assert "next_cursor of the previous page" in listed.input_schema["properties"]["cursor"]["description"]
 
 
 async def test_the_listed_object_types_filter_describes_what_it_finds(tmp_path: Path) -> None:
@@ -541,6 +543,50 @@ async def test_a_search_that_finds_nothing_says_what_to_try_and_which_other_scop
     async with client_for(demo, Grant(default_project="atlas", projects=["atlas"], allow_global=False)) as client:
         alone = await ok(client, SEARCH, question)
     assert alone["no_match_note"].endswith("Only this scope was searched.")
+
+
+async def test_an_event_lists_the_entity_changes_it_carried_as_its_evolution(tmp_path: Path) -> None:
+    """The revision event carried two entity changes (A revised, B proposed): search gave it evolution_ref_count 0
+    while get_context on the same event listed both, so an agent skipping an event 'with no evolution' missed
+    the revision itself."""
+    async with client_for(demo_db(tmp_path)) as client:
+        found = await ok(client, SEARCH, {"query": "evt-revision-a-to-b", "object_types": ["event"]})
+        context = await ok(
+            client, "story_graph_get_context", {"object_ref": {"type": "event", "id": "evt-revision-a-to-b"}}
+        )
+    event = found["items"][0]
+    assert event["object_ref"] == {"type": "event", "id": "evt-revision-a-to-b"}
+    changes = [{"type": "entity_change", "id": "ent-decision-a#revised-2026-05"},
+               {"type": "entity_change", "id": "ent-decision-b#proposed-2026-05"}]  # fmt: skip
+    assert event["evolution_refs"] == changes and event["evolution_ref_count"] == 2
+    assert context["header"]["evolution_refs"] == changes
+
+
+async def test_no_match_note_says_when_a_filter_not_the_words_left_the_matches_out(tmp_path: Path) -> None:
+    """'What happened at the kickoff, recorded in February?': the kickoff was recorded in July, so nothing was
+    recorded in February, and the note said 'try fewer or other words' although the word matched 4 items: an
+    agent would drop the right word. It now says how many match without the filter. A query of symbols only
+    (an agent's wildcard) was told the same, though it held no term at all."""
+    demo = demo_db(tmp_path)
+    february = {"from": "2026-02-01T00:00:00+08:00", "to": "2026-02-28T23:59:59+08:00"}
+    async with client_for(demo) as client:
+        recorded = await ok(client, SEARCH, {"query": "kickoff", "time_range": february, "time_basis": "recorded_at"})
+        everything = await ok(client, SEARCH, {"query": "kickoff"})
+        typed = await ok(client, SEARCH, {"query": "edge box infrastructure", "object_types": ["experience"]})
+        untyped = await ok(client, SEARCH, {"query": "edge box infrastructure"})
+        wildcard = await ok(client, SEARCH, {"query": "*"})
+        one_term = await ok(client, SEARCH, {"query": "撤回"})
+    assert recorded["items"] == [] and everything["page"]["total_count"] == 4
+    note = recorded["no_match_note"]
+    assert note.startswith("No object within time_range holds the whole query. Without time_range (time_basis")
+    assert "recorded_at) it matches 4 items: widen time_range or try another time_basis." in note
+    assert "other words" not in note
+    assert untyped["page"]["total_count"] == 27
+    assert f"Without object_types it matches {untyped['page']['total_count']} items" in typed["no_match_note"]
+    assert "other words" not in typed["no_match_note"]
+    assert wildcard["query_terms"] == [] and "holds no search term" in wildcard["no_match_note"]
+    assert "there is no wildcard" in wildcard["no_match_note"] and "fewer" not in wildcard["no_match_note"]
+    assert one_term["query_terms"] == ["撤回"] and "; try other words." in one_term["no_match_note"]
 
 
 async def test_coverage_names_the_results_whose_record_cannot_say_what_they_processed(tmp_path: Path) -> None:

@@ -162,18 +162,25 @@ def stored_in_another_scope(what: str, scope: dict[str, Any]) -> StoryGraphError
 
 
 def object_not_found(
-    object_type: str, object_id: str, other_type: str | None = None, other_scope: dict[str, Any] | None = None
+    object_type: str,
+    object_id: str,
+    other_type: str | None = None,
+    other_scope: dict[str, Any] | None = None,
+    stored_id: str | None = None,
 ) -> StoryGraphError:
-    """No such object the caller may read. `other_type`: the same id is stored as that type in the requested
-    scope, or in `other_scope` (one the caller may read), so the next step is the one call that reads it."""
+    """No such object the caller may read. `other_type`: the id (or `stored_id`, the id without the whitespace
+    around it) is stored as that type in the requested scope, or in `other_scope` (one the caller may read), so the
+    next step is the one call that reads it."""
     next_step = (
         "Use an object_ref returned by story_graph_search in this scope (a query equal to an id finds the objects "
         "that carry it)."
     )
     if other_type is not None:
-        ref = _compact({"type": other_type, "id": object_id})
+        ref = _compact({"type": other_type, "id": stored_id if stored_id is not None else object_id})
         where = f" and scope {_compact(other_scope)}" if other_scope is not None else ""
-        next_step = f"That id is stored with type {other_type}: call again with object_ref {ref}{where}."
+        stored = "That id" if stored_id is None else f"The id has whitespace around it; {stored_id!r}"
+        kind = f" with type {other_type}" if other_type != object_type else ""
+        next_step = f"{stored} is stored{kind}: call again with object_ref {ref}{where}."
     return StoryGraphError(
         "object_not_found",
         f"no {object_type} with id {object_id!r} is stored in any scope this client may read.",
@@ -182,11 +189,12 @@ def object_not_found(
     )
 
 
-def invalid_cursor(reason: str) -> StoryGraphError:
+def invalid_cursor(reason: str, fields: list[str] | None = None) -> StoryGraphError:
+    """`fields`: the arguments that differ from the request the cursor was issued for, named after the cursor."""
     return StoryGraphError(
         "invalid_cursor",
         reason,
-        field="cursor",
+        field=", ".join(["cursor", *(fields or [])]),
         next_step="Pass next_cursor exactly as returned, with the same tool and filters (page sizes may change); "
         "or omit cursor to start again.",
     )

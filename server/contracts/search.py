@@ -32,6 +32,8 @@ class SearchArgs(Contract):
     page_size: Annotated[int, Strict(), Field(ge=1, le=50)] = 10
     """Objects per page (1–50)."""
     cursor: Cursor | None = None
+    """next_cursor of the previous page, unchanged, with the same query and filters (page_size may change);
+    omit for the first page."""
 
     @field_validator("query", mode="before")
     @classmethod

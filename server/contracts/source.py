@@ -33,6 +33,8 @@ class ReadSourceArgs(Contract):
     page_size: Annotated[int, Strict(), Field(ge=1, le=8000)] = 4000
     """Unicode code points per page (1–8,000)."""
     cursor: Cursor | None = None
+    """next_cursor of the previous page, unchanged, with the same source_reference_id, content_kind and
+    source_version (page_size may change); omit for the first page."""
 
 
 class SourceLocation(Contract):

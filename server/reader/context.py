@@ -157,17 +157,26 @@ async def _not_found(
     """object_not_found; when the id is stored as another type (agents guess the type of an id such as an
     entity change's event_id), its next step names that type, and the scope when it is not the requested one.
     Only scopes the caller may read are named, so an id outside the grant gets the plain answer."""
-    elsewhere: tuple[str, str] | None = None
-    for other_type in LOCATE:
-        if other_type == object_type:
-            continue
-        for key in await _stored_scopes(conn, other_type, object_id):
+    # An id copied with a space or newline around it (search trims its query, so the same text found it there):
+    # the stored id is named, never read in its place.
+    trimmed = object_id.strip()
+    candidates = [(object_id, t) for t in LOCATE if t != object_type]
+    if trimmed and trimmed != object_id:
+        candidates += [(trimmed, object_type)] + [(trimmed, t) for t in LOCATE if t != object_type]
+    elsewhere: tuple[str, str, str] | None = None
+    for some_id, other_type in candidates:
+        stored_id = some_id if some_id != object_id else None
+        for key in await _stored_scopes(conn, other_type, some_id):
             if key == scope_key:
-                return object_not_found(object_type, object_id, other_type)
+                return object_not_found(object_type, object_id, other_type, stored_id=stored_id)
             if elsewhere is None and await is_readable(conn, grant, scope_from_key(key)):
-                elsewhere = (other_type, key)
+                elsewhere = (some_id, other_type, key)
     if elsewhere is not None:
-        return object_not_found(object_type, object_id, elsewhere[0], scope_from_key(elsewhere[1]).model_dump())
+        some_id, other_type, key = elsewhere
+        stored_id = some_id if some_id != object_id else None
+        return object_not_found(
+            object_type, object_id, other_type, scope_from_key(key).model_dump(), stored_id=stored_id
+        )
     return object_not_found(object_type, object_id)
 
 

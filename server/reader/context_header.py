@@ -252,11 +252,14 @@ def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
     gaps: list[Gap] = []
 
     def add(kind: str, units_or_refs: Sequence[Ref], detail: str, count: int | None = None) -> None:
-        if units_or_refs or count:
-            refs = [object_ref(r) for r in list(dict.fromkeys(units_or_refs))[:GAP_REFS]]
+        # One object may come as several rows (an entity's current projection and its result revisions): the
+        # count is of objects, as refs lists them, so a count above the refs listed means more than GAP_REFS.
+        distinct = list(dict.fromkeys(units_or_refs))
+        if distinct or count:
+            refs = [object_ref(r) for r in distinct[:GAP_REFS]]
             gaps.append(
                 Gap.model_validate(
-                    {"kind": kind, "count": count if count is not None else len(units_or_refs), "detail": detail,
+                    {"kind": kind, "count": count if count is not None else len(distinct), "detail": detail,
                      "refs": refs}
                 )
             )  # fmt: skip
@@ -286,7 +289,8 @@ def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
     add(
         "relation_end_not_in_scope",
         [u.ref for u in outside],
-        "Relations with an end that is not stored in this scope (missing or outside it); that end is not read.",
+        "Relations with an end that is not stored in this scope (missing or outside it); that end is not read "
+        "(count: such ends).",
         count=sum(1 for u in outside for inside in u.ends_in_scope if not inside),
     )
     add(

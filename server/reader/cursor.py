@@ -50,11 +50,22 @@ class CursorCodec:
         except ValueError:
             raise invalid_cursor("the cursor is not one this server issued.") from None
         if not dot or not hmac.compare_digest(mac, self._mac(body)):
-            raise invalid_cursor("the cursor is not one this server issued (signature mismatch).")
+            # A restart is the common innocent cause: without a shared secret each process signs with a new one.
+            raise invalid_cursor(
+                "the cursor is not one this server issued (signature mismatch): it was altered or cut, comes from "
+                "another server, or from before this server restarted without a fixed cursor secret."
+            )
         payload = orjson.loads(body)
         if payload.get("v") != _VERSION or payload.get("t") != tool:
             raise invalid_cursor("the cursor belongs to another tool.")
         if payload.get("q") != request:
+            differing = _differing(str(payload.get("q")), request)
+            if differing:
+                names = " and ".join(differing)
+                raise invalid_cursor(
+                    f"the cursor was issued for a request with another {names}; repeat the original {names} with it.",
+                    fields=differing,
+                )
             raise invalid_cursor("the cursor was issued for a different request; repeat the original filters with it.")
         return DecodedCursor(scope_key=str(payload["s"]), revision=str(payload["r"]), position=dict(payload["p"]))
 
@@ -63,8 +74,30 @@ class CursorCodec:
 
 
 def request_digest(tool: str, normalised: dict[str, Any]) -> str:
-    """A short digest of everything the pages of one query must share (never the cursor or the scope)."""
-    return hashlib.sha256(orjson.dumps([tool, normalised], option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+    """A short digest of everything the pages of one query must share (never the cursor or the scope), followed by
+    a shorter digest of each argument, so a mismatch can name the argument that differs (an agent that retyped
+    the query in another case, or dropped a filter, was told only 'a different request')."""
+    whole = hashlib.sha256(orjson.dumps([tool, normalised], option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+    parts = ",".join(f"{name}={_digest([tool, name, normalised[name]])}" for name in sorted(normalised))
+    return f"{whole};{parts}"
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()[:6]
+
+
+def _differing(issued: str, request: str) -> list[str]:
+    """The arguments whose digests differ between the request a cursor was issued for and this one (in the
+    request's order); empty when the cursor carries no per-argument digests."""
+
+    def parts(text: str) -> dict[str, str]:
+        _, _, listed = text.partition(";")
+        return dict(part.partition("=")[::2] for part in listed.split(",") if "=" in part)
+
+    before, now = parts(issued), parts(request)
+    if not before or set(before) != set(now):
+        return []
+    return [name for name in now if before[name] != now[name]]
 
 
 def _b64(data: bytes) -> str:

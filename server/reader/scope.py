@@ -47,7 +47,9 @@ async def resolve_scope(
     if requested is not None:
         scope = normalise_scope(requested)
         if cursor_scope_key is not None and cursor_scope_key != scope_key(scope):
-            raise invalid_cursor("the cursor was issued for another scope; repeat the original scope or omit cursor.")
+            raise invalid_cursor(
+                "the cursor was issued for another scope; repeat the original scope or omit it.", fields=["scope"]
+            )
     elif cursor_scope_key is not None:
         scope = scope_from_key(cursor_scope_key)
     elif grant.default_project is not None:

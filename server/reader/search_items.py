@@ -24,6 +24,11 @@ refs (object_type, object_id, ref_type, ref_id) AS (
     FROM wanted AS w JOIN entity_changes AS c ON c.entity_id = w.object_id
    WHERE w.object_type = 'entity' AND c.scope_key = :scope_key
   UNION
+  -- the changes an event carried: the revision event's evolution, as get_context lists it
+  SELECT w.object_type, w.object_id, 'entity_change', c.entity_id || '#' || c.association_key
+    FROM wanted AS w JOIN entity_changes AS c ON c.event_id = w.object_id
+   WHERE w.object_type = 'event' AND c.scope_key = :scope_key
+  UNION
   SELECT w.object_type, w.object_id, 'relation', r.id
     FROM wanted AS w JOIN relations AS r ON r.from_id = w.object_id AND r.from_type = w.object_type
    WHERE r.scope_key = :scope_key
@@ -82,7 +87,8 @@ def _split(joined: str) -> list[str]:
 @dataclass(frozen=True)
 class Evolution:
     refs: list[tuple[str, str]]
-    """The first EVOLUTION_LIMIT entity changes and relations touching the object, in (type, id) order."""
+    """The first EVOLUTION_LIMIT entity changes (an entity's own, or those an event carried) and relations touching
+    the object, in (type, id) order."""
     total: int
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 import aiosqlite
+import orjson
 
 from server.contracts.base import GlobalScope, scope_from_key
 from server.contracts.common import Grant, Page
@@ -41,6 +42,7 @@ __all__ = ["TOOL", "StoredTextBroken", "read"]
 
 TOOL: Final = "story_graph_read_source"
 CARRYING_LISTED: Final = 10
+REFERENCE_SCOPE: Final = "SELECT scope_key FROM source_references WHERE id = :id"
 # One statement per kind of id (each on its own index), so the error path costs a few index lookups.
 REFERENCES_CARRYING: Final = """
 SELECT id FROM source_references WHERE original_source_id = :id AND scope_key = :scope_key
@@ -93,7 +95,8 @@ async def read(
             raise StoryGraphError(
                 "scope_mismatch",
                 "source moved out of the requested scope: where it lives now is outside it.",
-                field="source_reference_id",
+                # No scope reads both the reference and the moved source: only another content_kind works.
+                field="content_kind",
                 next_step="Read content_kind 'snapshot' for the fragment saved with this reference.",
             )
 
@@ -171,7 +174,9 @@ async def read(
         else text.length,
         fragment_matches_current=matches,
         error=None,
-        content_note=note(args.content_kind, reference, source, in_scope, text, offset, end, has_more),
+        content_note=note(
+            args.content_kind, reference, source, in_scope, text, offset, end, has_more, args.source_version
+        ),
     )
 
 
@@ -184,13 +189,16 @@ async def _stored_in_scope(
     scope_key = stored.reference.scope_key if stored is not None else None
     if scope_key is None or (scope_key != scope.key and not await is_readable(conn, grant, scope_from_key(scope_key))):
         carrying = await _references_carrying(conn, scope.key, args.source_reference_id)
+        trimmed = await _trimmed_reference(conn, grant, scope, args.source_reference_id)
         raise StoryGraphError(
             "source_not_found",
             "no such source reference is readable in this scope.",
             field="source_reference_id",
             next_step=(
-                f"That id names a source, message, task or object; the source references of this scope that carry "
-                f"it: {', '.join(carrying)}. Call again with one of them."
+                trimmed
+                if trimmed is not None
+                else f"That id names a source, message, task or object; the source references of this scope that "
+                f"carry it: {', '.join(carrying)}. Call again with one of them."
                 if carrying
                 else "Use a source_reference_id from a search or get_context item of this scope."
             ),
@@ -200,6 +208,26 @@ async def _stored_in_scope(
         raise stored_in_another_scope(f"source reference {args.source_reference_id!r}", other)
     assert stored is not None
     return stored
+
+
+async def _trimmed_reference(
+    conn: aiosqlite.Connection, grant: Grant, scope: ResolvedScope, some_id: str
+) -> str | None:
+    """The next step for a reference id copied with whitespace around it, when the trimmed id is a reference of
+    this scope or of another one the caller may read (never read in its place; a hidden scope stays unnamed)."""
+    trimmed = some_id.strip()
+    if not trimmed or trimmed == some_id:
+        return None
+    rows = list(await conn.execute_fetchall(REFERENCE_SCOPE, {"id": trimmed}))
+    if not rows:
+        return None
+    key = str(rows[0][0])
+    where = ""
+    if key != scope.key:
+        if not await is_readable(conn, grant, scope_from_key(key)):
+            return None
+        where = f" with scope {orjson.dumps(scope_from_key(key).model_dump(by_alias=True)).decode()}"
+    return f"The id has whitespace around it; {trimmed!r} is stored: call again with that id{where}."
 
 
 async def _references_carrying(conn: aiosqlite.Connection, scope_key: str, some_id: str) -> list[str]:

@@ -243,8 +243,10 @@ def note(
     start: int,
     end: int,
     has_more: bool,
+    requested_version: str | None = None,
 ) -> str:
     more = " More follows: pass next_cursor." if has_more else " This is the last page."
+    more += _version_not_used(kind, reference, text, requested_version)
     if kind == "snapshot":
         where = (
             f"saved from [{reference.fragment_start}, {reference.fragment_end}) of the source as reviewed"
@@ -266,4 +268,18 @@ def note(
     return (
         f"Code points [{start}, {end}) of the {text.length}-code-point {label} of version {text.version!r} "
         f"of {reference.original_source_id}.{more}"
+    )
+
+
+def _version_not_used(kind: ContentKind, reference: Reference, text: Text, requested: str | None) -> str:
+    """source_version selects text only with 'version': with the other kinds it is echoed, and the page shows
+    another version's text. Say so when it differs from the version read, so the text is not quoted as it."""
+    shown = reference.source_version if kind == "snapshot" else text.version
+    if requested is None or kind == "version" or requested == shown:
+        return ""
+    what = "a snapshot is the fragment saved with the reference" if kind == "snapshot" else "this is the current text"
+    of = f" (version {shown!r})" if shown is not None else " (its version is unknown)"
+    return (
+        f" source_version {requested!r} was not used: {what}{of}; read content_kind 'version' with source_version "
+        f"{requested!r} for that version's text."
     )

@@ -124,7 +124,31 @@ async def _no_match_note(
     needed = f" or at least {(terms + 1) // 2} of its {terms} terms" if terms > 1 else ""
     types = " of the requested object_types" if args.object_types is not None else ""
     within = " within time_range" if args.time_range is not None else ""
-    parts = [f"No object{types}{within} holds the whole query{needed}; try fewer or other words."]
+    # Which filter left the matches out: the words are then right, and "other words" would mislead.
+    all_types = sorted(set(OBJECT_TYPES))
+    time_range = (args.time_range.from_, args.time_range.to) if args.time_range else None
+    filtered: list[str] = []
+    if time_range is not None:
+        wider = await _match_count(call, conn, scope, args.query, _types(args), None, args.time_basis)
+        if wider is not None:
+            filtered.append(
+                f"Without time_range (time_basis {args.time_basis}) it matches {wider}: widen time_range or try "
+                "another time_basis."
+            )
+    if args.object_types is not None:
+        wider = await _match_count(call, conn, scope, args.query, all_types, time_range, args.time_basis)
+        if wider is not None:
+            filtered.append(f"Without object_types it matches {wider}: add their types or leave object_types out.")
+    if filtered:
+        advice = "."
+    elif terms == 0:
+        advice = (
+            "; the query holds no search term (punctuation and symbols only separate terms, and there is no "
+            "wildcard), so only its exact text was looked for: search for words or an id."
+        )
+    else:
+        advice = "; try other words." if terms == 1 else "; try fewer or other words."
+    parts = [f"No object{types}{within} holds the whole query{needed}{advice}", *filtered]
     if terms > 1:
         alone = [term for term in page.terms[:TERMS_CHECKED] if await _matches_alone(call, conn, scope, args, term)]
         checked = "" if terms <= TERMS_CHECKED else f" (of the first {TERMS_CHECKED})"
@@ -158,22 +182,44 @@ async def _no_match_note(
     return " ".join(parts)
 
 
+def _types(args: SearchArgs) -> list[str]:
+    return sorted(set(args.object_types or OBJECT_TYPES))
+
+
 async def _matches_alone(call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, term: str) -> bool:
     """Whether one term, searched on its own with the same filters, finds anything (a bounded first page)."""
+    time_range = (args.time_range.from_, args.time_range.to) if args.time_range else None
+    return await _match_count(call, conn, scope, term, _types(args), time_range, args.time_basis) is not None
+
+
+async def _match_count(
+    call: Call,
+    conn: Any,
+    scope: ResolvedScope,
+    query: str,
+    object_types: list[str],
+    time_range: tuple[str, str] | None,
+    time_basis: str,
+) -> str | None:
+    """How many items a query matches with these filters ('3 items', 'more than 10000 items'), or None for none:
+    a bounded first page with its capped total."""
     found = await reader.search(
         conn,
         call.folder,
         call.memo,
-        query=term,
+        query=query,
         scope_key=scope.key,
         scope_revision=scope.revision,
-        object_types=sorted(set(args.object_types or OBJECT_TYPES)),
-        time_range=(args.time_range.from_, args.time_range.to) if args.time_range else None,
-        time_basis=args.time_basis,
+        object_types=object_types,
+        time_range=time_range,
+        time_basis=time_basis,
         page_size=1,
         position=None,
     )
-    return found.total.count > 0
+    if found.total.count == 0:
+        return None
+    count = found.total.count if found.total.exact else f"at least {found.total.count}"
+    return f"{count} item{'s' if found.total.count != 1 else ''}"
 
 
 def _compact(scope: GlobalScope | ProjectsScope) -> str:

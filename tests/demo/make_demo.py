@@ -1073,7 +1073,9 @@ def atlas_events(d: Demo) -> None:
         title="Load test of SQLite WAL on the reference edge box / SQLite WAL 压测",
         description="Two-week load test: 1,800 session writes/s, p99 read latency 2.1 ms. The review revised the "
         "window from 'first week of April' to April 1–14.",
-        event_time=when("2026-04-01T00:00:00Z", "day", "stated_in_source", end="2026-04-14T00:00:00Z"),
+        # Day precision: April 14 is a whole day of the window, so the interval ends at its last millisecond (as the
+        # GoodBuddy import stores a bare date); ending at 00:00 left the afternoon of April 14 outside the test.
+        event_time=when("2026-04-01T00:00:00Z", "day", "stated_in_source", end="2026-04-14T23:59:59.999Z"),
         confirmation_state="revised",
         revision="evt-load-test-window@2",
         entity_ids=["ent-decision-b"],
