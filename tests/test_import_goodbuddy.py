@@ -672,3 +672,20 @@ async def test_a_saved_fragment_contradicting_its_own_offsets_is_kept_with_them_
     assert snapshot["saved_fragment"] == {"start": "unknown", "end": "unknown", "length": 36}
     assert snapshot["position"]["source_start"] == snapshot["position"]["source_end"] == "unknown"
     assert current["fragment_matches_current"] == "unknown"
+
+
+async def test_a_task_fragment_is_found_and_read_by_the_apps_task_id(graph: Path) -> None:
+    # The app's task locator names its task only in the source key (`task:<id>`); the id an agent sees in the
+    # app is the bare one.
+    async with client(graph) as session:
+        found = await ok(session, SEARCH, {"query": TASK})
+        read = await ok(session, READ, {"source_reference_id": S4})
+        refused = await error(session, READ, {"source_reference_id": TASK})
+
+    assert (found["items"][0]["object_ref"], found["items"][0]["match_kind"]) == (
+        {"type": "source_reference", "id": S4},
+        "identifier",
+    )
+    assert read["source_location"]["task_id"] == TASK
+    assert read["source_location"]["message_id"] == "missing"
+    assert S4 in refused["next_step"]

@@ -815,3 +815,16 @@ async def test_a_term_match_deep_in_a_long_fragment_previews_where_the_terms_are
     # A short field whose terms the preview shows anyway keeps its opening.
     revision = next(i for i in found["items"] if i["object_ref"]["id"] == "evt-revision-a-to-b")
     assert revision["preview"].startswith("description: Mei Lin revises")
+
+
+async def test_a_task_id_in_a_locator_is_searched_as_an_identifier_and_named_by_read_source(tmp_path: Path) -> None:
+    # The demo's task ATL-212: its reference's locator holds the task id, which an agent copies from the tracker.
+    async with client_for(demo_db(tmp_path)) as client:
+        found = await ok(client, SEARCH, {"query": "ATL-212"})
+        read = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-task-cache-migration"})
+        refused = await error(client, "story_graph_read_source", {"source_reference_id": "ATL-212"})
+    first = found["items"][0]
+    assert (first["object_ref"]["id"], first["match_kind"]) == ("ref-task-cache-migration", "identifier")
+    assert read["source_location"]["task_id"] == "ATL-212"
+    assert (refused["error"], refused["field"]) == ("source_not_found", "source_reference_id")
+    assert "ref-task-cache-migration" in refused["next_step"]

@@ -43,6 +43,7 @@ def every_field_graph() -> list[Line]:
         "role": "user",
         "document_id": "doc-1",
         "chunk_id": "chunk-3",
+        "task_id": "T-9",
         "external": {"url": "https://example.invalid/a", "page": 2},
     }
     return [

@@ -384,6 +384,8 @@ class Locator(Contract):
     role: str | None = None
     document_id: str | None = None
     chunk_id: str | None = None
+    task_id: str | None = None
+    """A task fragment's task, as its tracker or app names it (`ATL-212`): searchable as an identifier."""
     external: Annotated[dict[str, Any] | None, AfterValidator(_not_too_deep)] = None
     """An external fragment's own locator, kept as stored (at most 100 levels of nesting)."""
 

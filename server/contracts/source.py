@@ -52,6 +52,7 @@ class SourceLocation(Contract):
     role: str | Missing
     document_id: str | Missing
     chunk_id: str | Missing
+    task_id: str | Missing
     external: dict[str, Any] | Missing
     """An external fragment's own locator, as stored."""
     start: int | Missing

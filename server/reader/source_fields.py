@@ -163,6 +163,7 @@ def location(reference: Reference, source: Source | None) -> SourceLocation:
         role=field("role"),
         document_id=field("document_id"),
         chunk_id=field("chunk_id"),
+        task_id=field("task_id"),
         external=field("external"),
         start=reference.fragment_start if reference.fragment_start is not None else "missing",
         end=reference.fragment_end if reference.fragment_end is not None else "missing",

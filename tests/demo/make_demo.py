@@ -777,7 +777,7 @@ def references(d: Demo) -> None:
         "2026-07-10",
         "ATL-212 · Migrate session cache to SQLite WAL / 会话缓存迁移到 SQLite\nStatus: In progress (进行中)",
         source_type="task",
-        locator={"project_id": "atlas", "external": {"tracker": "ATL", "task_key": "ATL-212"}},
+        locator={"project_id": "atlas", "task_id": "ATL-212", "external": {"tracker": "ATL", "task_key": "ATL-212"}},
         title="ATL-212 Migrate session cache to SQLite WAL",
         source_record_time="2026-07-10T11:00:00+08:00",
     )

@@ -242,7 +242,7 @@ def read_sources(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
                 "source_type": row["source_type"],
                 "original_source_id": key,
                 "source_version": revision if isinstance(revision, str) else None,
-                "locator": locator(upstream),
+                "locator": locator(upstream, key),
                 "title": row["title"],
                 "fragment": {"text": content, "start": start, "end": end},
                 "source_length": length,

@@ -129,10 +129,12 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def locator(upstream: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Our locator: the fields we know by name, and the app's whole locator kept as `external`."""
+def locator(upstream: dict[str, Any] | None, key: str) -> dict[str, Any] | None:
+    """Our locator: the fields we know by name, and the app's whole locator kept as `external`. A task fragment's
+    task id is the one its source key names (`task:<id>`: the app's locator has no field of its own for it)."""
     if upstream is None:
         return None
+    kind, _, record = key.partition(":")
     sequence = upstream.get("sequence")
     known = {
         "project_id": _text(upstream.get("projectId")),
@@ -142,6 +144,7 @@ def locator(upstream: dict[str, Any] | None) -> dict[str, Any] | None:
         "role": _text(upstream.get("role")),
         "document_id": _text(upstream.get("documentId")),
         "chunk_id": _text(upstream.get("chunkId")),
+        "task_id": _text(record) if kind == "task" else None,
     }
     return {name: value for name, value in known.items() if value is not None} | {"external": upstream}
 
