@@ -302,3 +302,24 @@ async def test_goodbuddy_snapshot_entities_without_a_readable_list_have_unknown_
         )
     assert (stored[RES0], stored[RES1], stored[RES2]) == (0, 0, 1)
     assert any("source_reference_ids_json is not a JSON array of ids" in note for note in notes)
+
+
+def test_resyncing_a_goodbuddy_graph_imported_before_version_14_fills_in_the_revisions_evidence(
+    tmp_path: Path,
+) -> None:
+    app = build_goodbuddy(tmp_path / "assistant.db")
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_goodbuddy(db, app)
+    with sqlite3.connect(db) as conn:  # as an import before version 14 left it: no revision has a list
+        conn.execute("DELETE FROM entity_revision_sources")
+        conn.execute("UPDATE entity_revisions SET sources_stored = 0")
+
+    report, _ = import_goodbuddy(db, app)
+
+    assert report.updated == {"entity_revision": 6}
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT min(sources_stored) FROM entity_revisions").fetchone()[0] == 1
+        first = "SELECT source_reference_id FROM entity_revision_sources WHERE entity_id = ? AND result_id = ?"
+        assert conn.execute(first, (ENT_A, RES0)).fetchall() == [(S0,)]
+    assert import_goodbuddy(db, app)[0].updated == {}
