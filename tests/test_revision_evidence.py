@@ -116,6 +116,38 @@ async def test_search_and_get_context_agree_on_every_snapshot_row_of_the_demo(tm
     assert bases == {"row", "object"}  # the demo shows both
 
 
+async def test_a_leaf_description_standing_in_for_a_row_is_marked_as_showing_the_objects_evidence(
+    tmp_path: Path,
+) -> None:
+    """A later review's leaf describes ev-1, which that review has no row of: search shows the leaf's row with
+    ev-1's evidence, which the leaf never stored."""
+    lines = small_graph()
+    alpha = next(line for line in lines if line["kind"] == "result" and line["id"] == "r-alpha")
+    later = {**alpha, "id": "r-alpha-2", "revision": "4"}
+    leaf = {
+        "kind": "leaf",
+        "id": "leaf-2",
+        "result_id": "r-alpha-2",
+        "recorded_at": T0,
+        "facts": [{"object_ref": {"type": "event", "id": "ev-1"}, "description": "a later review's wording"}],
+    }
+    lines.insert(lines.index(alpha) + 1, later)
+    lines.append(leaf)
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))
+
+    async with client_for(db, Grant(default_project="alpha")) as client:
+        found = await ok(client, SEARCH, {"query": "later review's wording"})
+        own = await ok(client, SEARCH, {"query": "Chose SQLite", "object_types": ["event"]})
+
+    (item,) = [i for i in found["items"] if i["result_id"] == "r-alpha-2"]
+    (event,) = [i for i in own["items"] if i["object_ref"]["id"] == "ev-1"]
+    assert item["object_ref"] == {"type": "event", "id": "ev-1"}
+    assert (item["source_reference_ids"], item["evidence_basis"]) == (event["source_reference_ids"], "object")
+    assert event["evidence_basis"] == "row"
+
+
 # --- interchange -----------------------------------------------------------------------------------------------
 
 

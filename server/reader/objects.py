@@ -221,8 +221,10 @@ class Evidence:
     def of(self, row: ObjectRow) -> tuple[list[str], str]:
         """The evidence a row shows and its `evidence_basis`: 'row' when it is the row's own stored evidence,
         'object' when the row stored none and the object's current evidence stands in (an entity revision
-        written without a list)."""
+        written without a list; a leaf's description of an object under a result where it has no row)."""
         current = self.objects.get(row.object_id, [])
+        if row.row_kind == "leaf":
+            return current, "object"
         if row.object_type != "entity" or row.row_kind != "result":
             return current, "row"
         own = self.revisions.get((row.object_id, row.result_key))
