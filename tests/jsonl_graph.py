@@ -328,6 +328,7 @@ GRAPH_TABLES = (
     "source_chunks",
     "source_references",
     "object_sources",
+    "entity_revision_sources",
     "memory_items",
     "stories",
     "story_events",

@@ -79,9 +79,11 @@ def copy_rows(source: Path, target: Path) -> None:
     with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
         dst.execute("PRAGMA foreign_keys = ON")
         for table in TABLES:
-            rows = src.execute(f"SELECT * FROM {table}").fetchall()
+            # The target's columns: an older schema has fewer (entity_revisions.sources_stored is version 14's).
+            columns = ", ".join(str(row[1]) for row in dst.execute(f"PRAGMA table_info({table})"))
+            rows = src.execute(f"SELECT {columns} FROM {table}").fetchall()
             if rows:
-                dst.executemany(f"INSERT INTO {table} VALUES ({','.join('?' * len(rows[0]))})", rows)
+                dst.executemany(f"INSERT INTO {table} ({columns}) VALUES ({','.join('?' * len(rows[0]))})", rows)
 
 
 def raw_writes(path: Path) -> None:

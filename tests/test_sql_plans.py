@@ -12,7 +12,7 @@ import pytest
 from server.reader import context, context_rows_sql, context_stories, search_sql
 from server.reader.context_arms import ARMS, Arm, BoundArm, Candidate, Mode, sort_key
 from server.reader.fold import narrow
-from server.reader.objects import LEAF_ROWS, OBJECT_ROWS
+from server.reader.objects import ENTITY_EVIDENCE, LEAF_ROWS, OBJECT_ROWS, SOURCE_REFERENCE_IDS
 from server.store import search_index
 
 PARAMS = {"ids": '["x"]', "scope_key": "global", "object_type": "event"}
@@ -32,7 +32,11 @@ SELECTION = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("sql", [*OBJECT_ROWS.values(), LEAF_ROWS], ids=[*OBJECT_ROWS, "leaf"])
+@pytest.mark.parametrize(
+    "sql",
+    [*OBJECT_ROWS.values(), LEAF_ROWS, SOURCE_REFERENCE_IDS, ENTITY_EVIDENCE],
+    ids=[*OBJECT_ROWS, "leaf", "evidence", "entity and revision evidence"],
+)
 def test_object_row_lookups_never_scan_a_graph_table(migrated_db: Path, sql: str) -> None:
     with sqlite3.connect(migrated_db) as conn:
         plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, PARAMS)]

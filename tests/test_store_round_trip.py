@@ -127,6 +127,19 @@ def every_field_graph() -> list[Line]:
             "description": "One file",
             "confirmation_state": "confirmed",
             "recorded_at": T1,
+            "source_reference_ids": EVIDENCE[:1],
+        },
+        # Not stored (unknown) is a value of its own: it must come back null, never as [] (stored empty).
+        {
+            "kind": "entity_revision",
+            "entity_id": "ent-a",
+            "result_id": "r-legacy",
+            "revision": "3",
+            "canonical_label": "Use SQLite",
+            "description": "One file",
+            "confirmation_state": "automatic",
+            "recorded_at": T0,
+            "source_reference_ids": None,
         },
         *(
             {

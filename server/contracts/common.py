@@ -230,3 +230,8 @@ class ItemBase(Contract):
     holds every one)."""
     source_reference_count: int
     """How many source references the object has in all (more than listed when above 100)."""
+    evidence_basis: Literal["row", "object"]
+    """Whose evidence `source_reference_ids` is. `row`: this row's own stored evidence. `object`: this row stored
+    none (an entity revision written without its own list, or a leaf's description standing in for a row), so
+    what it rested on is unknown, and the list is the object's current evidence, which may be a later review's;
+    never read it as this row's."""

@@ -178,6 +178,9 @@ class EntityRevisionLine(Contract):
     description: str = ""
     confirmation_state: str = "automatic"
     recorded_at: Instant
+    source_reference_ids: list[Id] | None = None
+    """The evidence this result's snapshot of the entity rests on. Null (or absent): none was stored, so it is
+    unknown (never the entity's current evidence, which may be a later review's); `[]`: stored empty."""
 
 
 class EntityChangeLine(Contract):

@@ -48,7 +48,15 @@ from server.reader.context_rows_sql import (
 )
 from server.reader.context_stories import experience_data, story_data
 from server.reader.db import json_ids
-from server.reader.objects import Key, ObjectRow, object_rows, rows_by_id, source_reference_ids, split_change_id
+from server.reader.objects import (
+    Key,
+    ObjectRow,
+    evidence,
+    object_rows,
+    rows_by_id,
+    source_reference_ids,
+    split_change_id,
+)
 from server.reader.saved_range import saved_range
 
 Ref = tuple[str, str]
@@ -64,6 +72,9 @@ class Unit:
     sources: list[str] | None
     """Its evidence ids; None when not read (an event a story or experience lists: read on its own item)."""
     role: str = "target"
+    basis: str = "row"
+    """Whose evidence `sources` is: 'row' (its own) or 'object' (objects.Evidence.of: an entity revision that
+    stored none shows its entity's current evidence, marked so)."""
     describes: Ref | None = None
     leaf_id: str | None = None
     ends: tuple[Ref, Ref] | None = None
@@ -228,10 +239,17 @@ class RowLoader:
 
     async def entity_revisions(self, entity_id: str) -> list[Unit]:
         found = await self.rows(ENTITY_REVISIONS_OF, entity_id=entity_id, scope_key=self.scope_key)
+        if not found:
+            return []
+        stored = await evidence(self.conn, self.scope_key, "entity", [entity_id])
         units = []
         for r, row in await self._paired(found, [("entity", entity_id, r["result_id"]) for r in found]):
             fields = ("entity_id", "result_id", "revision", "canonical_label", "description", "confirmation_state")
-            units.append(Unit(row, {name: r[name] for name in (*fields, "recorded_at")}, []))
+            data = {name: r[name] for name in (*fields, "recorded_at")}
+            # The content is the stored row: null when it has no list of its own (unknown, not empty).
+            data["source_reference_ids"] = stored.revisions.get((entity_id, r["result_id"]))
+            sources, basis = stored.of(row)
+            units.append(Unit(row, data, sources, basis=basis))
         return units
 
     async def leaf_facts(self, object_type: str, object_id: str) -> list[Unit]:

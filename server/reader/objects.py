@@ -91,6 +91,18 @@ SELECT object_id, source_reference_id FROM object_sources
  WHERE object_type = :object_type AND object_id IN {IDS} AND scope_key = :scope_key
  ORDER BY object_id, source_reference_id
 """
+# An entity's current evidence (result_key '') and the own lists of its revisions that have one stored, in one
+# query: a revision stored empty comes as one row with a NULL reference; one with none stored does not come.
+ENTITY_EVIDENCE: Final = f"""
+SELECT object_id, '', source_reference_id FROM object_sources
+ WHERE object_type = 'entity' AND object_id IN {IDS} AND scope_key = :scope_key
+UNION ALL
+SELECT v.entity_id, v.result_id, s.source_reference_id
+  FROM entity_revisions AS v
+  LEFT JOIN entity_revision_sources AS s ON s.entity_id = v.entity_id AND s.result_id = v.result_id
+ WHERE v.entity_id IN {IDS} AND v.scope_key = :scope_key AND v.sources_stored = 1
+ ORDER BY 1, 2, 3
+"""
 
 
 @dataclass(frozen=True)
@@ -195,6 +207,43 @@ async def rows_by_id(
     params = {"ids": json_ids(ids), "scope_key": scope_key}
     rows = await conn.execute_fetchall(OBJECT_ROWS[object_type], params)  # one hop to the connection's thread
     return {item.object_id: item for item in (ObjectRow(object_type, *row) for row in rows)}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The evidence of the objects of one type: each object's current list and, for entities, the own lists of
+    their revisions that have one stored."""
+
+    objects: dict[str, list[str]]
+    revisions: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    """(entity_id, result_id) -> the revision's own stored list; absent when none was stored (unknown)."""
+
+    def of(self, row: ObjectRow) -> tuple[list[str], str]:
+        """The evidence a row shows and its `evidence_basis`: 'row' when it is the row's own stored evidence,
+        'object' when the row stored none and the object's current evidence stands in (an entity revision
+        written without a list; a leaf's description of an object under a result where it has no row)."""
+        current = self.objects.get(row.object_id, [])
+        if row.row_kind == "leaf":
+            return current, "object"
+        if row.object_type != "entity" or row.row_kind != "result":
+            return current, "row"
+        own = self.revisions.get((row.object_id, row.result_key))
+        return (current, "object") if own is None else (own, "row")
+
+
+async def evidence(conn: aiosqlite.Connection, scope_key: str, object_type: str, object_ids: Iterable[str]) -> Evidence:
+    """The evidence of these objects and of their rows, in one query (Evidence.of gives a row's)."""
+    if object_type != "entity":
+        return Evidence(await source_reference_ids(conn, scope_key, object_type, object_ids))
+    ids = sorted(set(object_ids))
+    objects: dict[str, list[str]] = {object_id: [] for object_id in ids}
+    revisions: dict[tuple[str, str], list[str]] = {}
+    params = {"ids": json_ids(ids), "scope_key": scope_key}
+    for object_id, result_key, reference_id in await conn.execute_fetchall(ENTITY_EVIDENCE, params):
+        listed = objects[object_id] if result_key == "" else revisions.setdefault((object_id, result_key), [])
+        if reference_id is not None:  # NULL: a revision stored with an empty list
+            listed.append(reference_id)
+    return Evidence(objects, revisions)
 
 
 async def source_reference_ids(

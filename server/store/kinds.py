@@ -61,6 +61,18 @@ def _evidence(kind: str, address: str) -> Children:
 
 
 EVIDENCE: Final = Link("source_reference_ids", "source_reference", many=True)
+
+
+def _revision_evidence_ids(values: list[str] | None) -> str:
+    """An entity revision's evidence; null (not stored) has no child rows, as `[]` has: SOURCES_STORED tells."""
+    return _evidence_ids([] if values is None else values)
+
+
+SOURCES_STORED: Final = Stored(
+    "source_reference_ids", ("sources_stored",), lambda values: (0 if values is None else 1,), None
+)
+"""Whether an entity revision has its own evidence list stored (1, even when empty) or none (0: unknown); the
+list itself is child rows (entity_revision_sources), read back by lines.py."""
 CHANGE_ADDRESS: Final = "{a}.entity_id || '#' || {a}.association_key"
 
 
@@ -369,9 +381,29 @@ _KINDS: Final = (
         "entity_revision",
         "entity_revisions",
         ("entity_id", "result_id"),
-        ("entity_id", "result_id", "revision", "canonical_label", "description", "confirmation_state", "recorded_at"),
+        (
+            "entity_id",
+            "result_id",
+            "revision",
+            "canonical_label",
+            "description",
+            "confirmation_state",
+            "recorded_at",
+            SOURCES_STORED,
+        ),
         owner=Link("entity_id", "entity"),
-        links=(Link("result_id", "result"),),
+        links=(Link("result_id", "result"), EVIDENCE),
+        children=(
+            Children(
+                "source_reference_ids",
+                "entity_revision_sources",
+                ("entity_id", "result_id"),
+                "{a}.entity_id, {a}.result_id",
+                ("source_reference_id",),
+                "j.value",
+                _revision_evidence_ids,
+            ),
+        ),
     ),
     Kind(
         "event",

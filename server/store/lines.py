@@ -72,6 +72,15 @@ CHANGE_SOURCES_ALL: Final = (
     " ON s.object_type = 'entity_change' AND s.object_id = c.entity_id || '#' || c.association_key"
     " ORDER BY c.entity_id, c.association_key, s.source_reference_id"
 )
+# An entity revision's own evidence (null when none was stored: SHOWN below).
+REVISION_SOURCES_ONE: Final = (
+    "SELECT entity_id, result_id, source_reference_id FROM entity_revision_sources"
+    " WHERE entity_id = :k0 AND result_id = :k1 ORDER BY source_reference_id"
+)
+REVISION_SOURCES_ALL: Final = (
+    "SELECT entity_id, result_id, source_reference_id FROM entity_revision_sources"
+    " ORDER BY entity_id, result_id, source_reference_id"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +120,7 @@ def _evidence(object_type: str) -> _Child:
 CHILDREN: Final[dict[str, tuple[_Child, ...]]] = {
     "source_version": (_Child("text", CHUNKS_ONE, CHUNKS_ALL, _text),),
     "entity": (_evidence("entity"),),
+    "entity_revision": (_Child("source_reference_ids", REVISION_SOURCES_ONE, REVISION_SOURCES_ALL, _last),),
     "event": (_Child("entity_ids", EVENT_ENTITIES_ONE, EVENT_ENTITIES_ALL, _last), _evidence("event")),
     "entity_change": (_Child("source_reference_ids", CHANGE_SOURCES_ONE, CHANGE_SOURCES_ALL, _last),),
     "summary": (_Child("fact_refs", SUMMARY_FACTS_ONE, SUMMARY_FACTS_ALL, _fact_refs), _evidence("summary")),
@@ -137,7 +147,14 @@ def _shown_fragment(line: dict[str, Any], row: Row) -> None:
     line["source_length"] = checked.length
 
 
+def _revision_evidence(line: dict[str, Any], row: Row) -> None:
+    """An entity revision without a stored evidence list has null, not `[]` (which is stored empty)."""
+    if not row["sources_stored"]:
+        line["source_reference_ids"] = None
+
+
 SHOWN: Final[dict[str, tuple[tuple[str, ...], Callable[[dict[str, Any], Row], None]]]] = {
+    "entity_revision": ((), _revision_evidence),
     "source_reference": (
         (
             f"{own_length_sql('source_references')} AS own_length",
@@ -146,8 +163,8 @@ SHOWN: Final[dict[str, tuple[tuple[str, ...], Callable[[dict[str, Any], Row], No
         _shown_fragment,
     ),
 }
-"""Kinds whose stored values are read back as the tools show them: the columns that also tell (read in the same
-statement) and how the line is then corrected."""
+"""Kinds whose stored values are read back as the tools show them, or whose line a stored column changes: the
+columns that also tell (read in the same statement) and how the line is then corrected."""
 
 
 class _Reader:

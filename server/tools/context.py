@@ -206,7 +206,7 @@ def _shape(fragment: Fragment) -> ContextItem | MemoryBackground:
         )
     describes = object_ref(unit.describes) if unit.describes else None
     return ContextItem(
-        **item_base(unit.row, scope_from_key(unit.row.scope_key), unit.source_ids),
+        **item_base(unit.row, scope_from_key(unit.row.scope_key), unit.source_ids, unit.basis),
         role=unit.role,
         row_kind=unit.row.row_kind,
         describes=describes,

@@ -9,17 +9,25 @@ from server.contracts.common import EventInterval, listed_sources
 from server.reader.objects import ObjectRow
 
 
-def item_base(row: ObjectRow, scope: GlobalScope | ProjectsScope, source_reference_ids: list[str]) -> dict[str, Any]:
+def item_base(
+    row: ObjectRow, scope: GlobalScope | ProjectsScope, source_reference_ids: list[str], evidence_basis: str
+) -> dict[str, Any]:
+    """`evidence_basis`: 'row' when `source_reference_ids` is the row's own stored evidence, 'object' when the
+    row stored none and they are its object's current evidence (objects.Evidence.of)."""
     interval = row.event_interval
-    return {
-        "object_ref": {"type": row.object_type, "id": row.object_id},
-        "object_revision": row.revision if row.revision is not None else "unknown",
-        "result_id": row.result_key or None,
-        "scope": scope,
-        "event_time": row.event_time_start,
-        "event_interval": EventInterval.model_validate(interval) if interval is not None else None,
-        "review_generated_at": row.review_generated_at,
-        "recorded_at": row.recorded_at,
-        "confirmation_state": row.confirmation_state if row.confirmation_state is not None else "unknown",
-        "validity": "unknown",
-    } | listed_sources(source_reference_ids)
+    return (
+        {
+            "object_ref": {"type": row.object_type, "id": row.object_id},
+            "object_revision": row.revision if row.revision is not None else "unknown",
+            "result_id": row.result_key or None,
+            "scope": scope,
+            "event_time": row.event_time_start,
+            "event_interval": EventInterval.model_validate(interval) if interval is not None else None,
+            "review_generated_at": row.review_generated_at,
+            "recorded_at": row.recorded_at,
+            "confirmation_state": row.confirmation_state if row.confirmation_state is not None else "unknown",
+            "validity": "unknown",
+        }
+        | listed_sources(source_reference_ids)
+        | {"evidence_basis": evidence_basis}
+    )

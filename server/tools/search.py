@@ -15,7 +15,7 @@ from server.reader import search_items
 from server.reader.coverage import read_coverage, time_range_unprocessed
 from server.reader.cursor import request_digest
 from server.reader.fold import Folder
-from server.reader.objects import object_rows, source_reference_ids
+from server.reader.objects import Evidence, evidence, object_rows
 from server.reader.scope import READABLE_SCOPES_LISTED, ResolvedScope, readable_scopes, resolve_page_scope
 from server.tools.base import Call, ToolSpec
 from server.tools.items import item_base
@@ -249,10 +249,10 @@ async def _items(call: Call, conn: Any, scope_key: str, page: reader.SearchPage)
     texts = await search_items.item_texts(conn, [hit.item_id for hit in page.hits])
     keys = [texts[hit.item_id].key for hit in page.hits]
     rows = await object_rows(conn, scope_key, keys)
-    evidence: dict[str, dict[str, list[str]]] = {}
+    evidence_of: dict[str, Evidence] = {}
     for object_type in {key[0] for key in keys}:
         ids = [key[1] for key in keys if key[0] == object_type]
-        evidence[object_type] = await source_reference_ids(conn, scope_key, object_type, ids)
+        evidence_of[object_type] = await evidence(conn, scope_key, object_type, ids)
     evolution = await search_items.evolution_refs(conn, scope_key, [(key[0], key[1]) for key in keys])
     scope = scope_from_key(scope_key)
     items = []
@@ -267,7 +267,7 @@ async def _items(call: Call, conn: Any, scope_key: str, page: reader.SearchPage)
         refs = evolution[(key[0], key[1])]
         items.append(
             SearchItem(
-                **item_base(row, scope, evidence[row.object_type][row.object_id]),
+                **item_base(row, scope, *evidence_of[row.object_type].of(row)),
                 matched_fields=[f.field for f in matched],
                 match_kind=hit.match_kind,
                 field_weight=_weight(hit, matched),

@@ -848,12 +848,22 @@ def references(d: Demo) -> None:
     )
 
 
-def entity(d: Demo, entity_id: str, *, revisions: list[tuple[str, str | None, str, str, str]], **fields: Any) -> None:
+def entity(
+    d: Demo,
+    entity_id: str,
+    *,
+    revisions: list[tuple[str, str | None, str, str, str]],
+    rested_on: dict[str, list[str]] | None = None,
+    **fields: Any,
+) -> None:
     """An entity (its current projection) and its content per result.
 
-    `revisions` holds `(result_id, revision, label, description, confirmation_state)`.
+    `revisions` holds `(result_id, revision, label, description, confirmation_state)`; `rested_on` the evidence a
+    result's snapshot rested on, by result id. A revision not in it has no list of its own stored (unknown: the
+    tools show the entity's current evidence, marked `evidence_basis: "object"`).
     """
     d.add("entity", id=entity_id, **fields)
+    own = rested_on or {}
     for result_id, revision, label, description, state in revisions:
         d.add(
             "entity_revision",
@@ -864,6 +874,7 @@ def entity(d: Demo, entity_id: str, *, revisions: list[tuple[str, str | None, st
             description=description,
             confirmation_state=state,
             recorded_at=RECORDED[result_id],
+            **({"source_reference_ids": own[result_id]} if result_id in own else {}),
         )
 
 
@@ -892,6 +903,11 @@ def atlas_entities(d: Demo) -> None:
         updated_at=RECORDED["res-atlas-2026-05"],
         revision="ent-decision-a@r2",
         source_reference_ids=["ref-decision-a-msg", "ref-long-doc", "ref-revision-1"],
+        # March rested on the decision message and the design notes; the May review on the revision message.
+        rested_on={
+            "res-atlas-2026-03": ["ref-decision-a-msg", "ref-long-doc"],
+            "res-atlas-2026-05": ["ref-revision-1"],
+        },
         revisions=[
             (
                 "res-atlas-2026-03",
@@ -916,6 +932,10 @@ def atlas_entities(d: Demo) -> None:
         updated_at=RECORDED["res-atlas-2026-07"],
         revision="ent-decision-b@r2",
         source_reference_ids=["ref-revision-3", "ref-decision-b-msg", "ref-task-cache-migration"],
+        rested_on={
+            "res-atlas-2026-05": ["ref-decision-b-msg", "ref-revision-3"],
+            "res-atlas-2026-07": ["ref-decision-b-msg", "ref-task-cache-migration"],
+        },
         revisions=[
             (
                 "res-atlas-2026-05",
@@ -938,6 +958,7 @@ def atlas_entities(d: Demo) -> None:
         updated_at=RECORDED["res-atlas-2026-07"],
         revision="ent-option-c@r1",
         source_reference_ids=["ref-option-c-msg"],
+        rested_on={"res-atlas-2026-07": ["ref-option-c-msg"]},
         revisions=[("res-atlas-2026-07", "ent-option-c@r1", "Option C: LMDB embedded store", option_c, "automatic")],
     )
     ttl_30 = "Sessions expire after 30 minutes, set together with Decision A 'for now'."
@@ -951,6 +972,7 @@ def atlas_entities(d: Demo) -> None:
         updated_at=RECORDED["res-atlas-2026-03"],
         revision="ent-ttl-30m@r1",
         source_reference_ids=["ref-ttl-30m"],
+        rested_on={"res-atlas-2026-03": ["ref-ttl-30m"]},
         revisions=[
             ("res-atlas-2026-03", "ent-ttl-30m@r1", "Session TTL: 30 minutes / 会话 TTL 30 分钟", ttl_30, "automatic")
         ],
@@ -966,6 +988,7 @@ def atlas_entities(d: Demo) -> None:
         updated_at=RECORDED["res-atlas-2026-05"],
         revision="ent-ttl-2h@r1",
         source_reference_ids=["ref-ttl-2h"],
+        rested_on={"res-atlas-2026-05": ["ref-ttl-2h"]},
         revisions=[
             ("res-atlas-2026-05", "ent-ttl-2h@r1", "Session TTL: 2 hours / 会话 TTL 2 小时", ttl_2h, "automatic")
         ],
@@ -986,6 +1009,7 @@ def atlas_entities(d: Demo) -> None:
         updated_at="2026-06-02T09:00:00+08:00",
         revision="ent-edge-box-constraint@r1-edited",
         source_reference_ids=["ref-changed-msg", "ref-revision-2"],
+        # Its May snapshot (the 512 MB figure) has no list of its own: imported before revisions stored one.
         revisions=[
             (
                 "res-atlas-2026-05",
@@ -1026,6 +1050,7 @@ def atlas_entities(d: Demo) -> None:
         updated_at=RECORDED["res-atlas-2026-07"],
         revision="ent-task-cache-migration@r1",
         source_reference_ids=["ref-task-cache-migration"],
+        rested_on={"res-atlas-2026-07": ["ref-task-cache-migration"]},
         revisions=[
             (
                 "res-atlas-2026-07",
@@ -1535,6 +1560,7 @@ def other_scopes(d: Demo) -> None:
         updated_at=RECORDED["res-beacon-2026-06"],
         revision="ent-beacon-offline-queue@r1",
         source_reference_ids=["ref-beacon-sync-1"],
+        rested_on={"res-beacon-2026-06": ["ref-beacon-sync-1"]},
         revisions=[
             (
                 "res-beacon-2026-06",
@@ -1556,6 +1582,7 @@ def other_scopes(d: Demo) -> None:
         updated_at=RECORDED["res-beacon-2026-06"],
         revision="ent-beacon-session-cache@r1",
         source_reference_ids=["ref-beacon-session"],
+        rested_on={"res-beacon-2026-06": ["ref-beacon-session"]},
         revisions=[
             (
                 "res-beacon-2026-06",
@@ -1631,6 +1658,7 @@ def other_scopes(d: Demo) -> None:
         updated_at=RECORDED["res-pair-2026-06"],
         revision="ent-pair-sync-api-v3@r1",
         source_reference_ids=["ref-pair-api-freeze"],
+        rested_on={"res-pair-2026-06": ["ref-pair-api-freeze"]},
         revisions=[
             (
                 "res-pair-2026-06",
@@ -1708,6 +1736,7 @@ def other_scopes(d: Demo) -> None:
         updated_at=RECORDED["res-global-2026-07"],
         revision="ent-global-adr-practice@r1",
         source_reference_ids=["ref-global-adr"],
+        rested_on={"res-global-2026-07": ["ref-global-adr"]},
         revisions=[
             (
                 "res-global-2026-07",

@@ -29,7 +29,7 @@ SELECT e.id, e.story_line_id, e.canonical_label, e.description, e.confirmation_s
   FROM supervision_entities AS e JOIN temp.gb_entity AS g ON g.id = e.id ORDER BY e.id"""
 SNAPSHOT_ENTITIES: Final = """
 SELECT r.id AS result_id, r.scope_key, r.created_at, x.position, x.entity_id, x.label, x.description, x.state,
-       g.scope_key AS entity_scope
+       x.refs, g.scope_key AS entity_scope
   FROM temp.gb_snapshot_entity AS x JOIN temp.gb_result AS r ON r.seq = x.result_seq
   LEFT JOIN temp.gb_entity AS g ON g.id = x.entity_id
  ORDER BY x.result_seq, x.position"""
@@ -98,11 +98,15 @@ def read_entities(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
 
 
 def snapshot_revisions(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
-    """Each result's graph snapshot: the entity as that result saved it (an entity revision)."""
+    """Each result's graph snapshot: the entity as that result saved it (an entity revision), with the references
+    that result saved for it (its own evidence; unknown when the snapshot holds none)."""
     for row in conn.execute(SNAPSHOT_ENTITIES):
         entity_id = row["entity_id"]
         known = {entity_id: row["entity_scope"]}
         if seen.same_scope([entity_id], row["scope_key"], known, "entities (result snapshots)"):
+            refs = None if row["refs"] is None else orjson.loads(row["refs"])
+            if refs is not None:  # references not imported, or of another scope, are counted, as an entity's
+                refs = seen.in_scope(refs, row["scope_key"], "gb_reference", "saved fragments")
             yield seen.line(
                 f"{at('supervision_results', id=row['result_id'])}, graph_snapshot_json.entities[{row['position']}]",
                 {
@@ -113,6 +117,7 @@ def snapshot_revisions(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportI
                     "description": row["description"],
                     "confirmation_state": row["state"],
                     "recorded_at": row["created_at"],
+                    "source_reference_ids": refs,
                 },
             )
 

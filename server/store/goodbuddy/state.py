@@ -34,7 +34,7 @@ SCRATCH: Final = (
     # each relation only with the first result of a scope that lists it.
     "CREATE TEMP TABLE gb_snapshot_entity (result_seq INTEGER NOT NULL, position INTEGER NOT NULL,"
     " entity_id TEXT NOT NULL, label TEXT NOT NULL, description TEXT NOT NULL, state TEXT NOT NULL,"
-    " PRIMARY KEY (result_seq, position))",
+    " refs TEXT, PRIMARY KEY (result_seq, position))",
     "CREATE TEMP TABLE gb_snapshot_relation (relation_id TEXT NOT NULL, scope_key TEXT NOT NULL,"
     " result_seq INTEGER NOT NULL, PRIMARY KEY (relation_id, scope_key))",
     # A successful leaf; its facts (entity id -> its own description, as a JSON object) wait for the entities.
@@ -60,7 +60,7 @@ ADD_RESULT: Final = """
 INSERT INTO temp.gb_result (id, scope_key, created_at) VALUES (?, ?, ?)
     ON CONFLICT (id) DO UPDATE SET scope_key = excluded.scope_key, created_at = excluded.created_at
 RETURNING seq"""
-ADD_SNAPSHOT_ENTITY: Final = "INSERT OR REPLACE INTO temp.gb_snapshot_entity VALUES (?, ?, ?, ?, ?, ?)"
+ADD_SNAPSHOT_ENTITY: Final = "INSERT OR REPLACE INTO temp.gb_snapshot_entity VALUES (?, ?, ?, ?, ?, ?, ?)"
 ADD_SNAPSHOT_RELATION: Final = "INSERT OR IGNORE INTO temp.gb_snapshot_relation VALUES (?, ?, ?)"
 ADD_LEAF: Final = "INSERT INTO temp.gb_leaf (location, id, result_id, summary, facts) VALUES (?, ?, ?, ?, ?)"
 WAIT: Final = "INSERT INTO temp.gb_waiting (part, location, line) VALUES (?, ?, ?)"
@@ -111,8 +111,8 @@ class Seen:
 
     def add_result(self, result_id: str, scope_key: str, created_at: str, snapshot: object) -> None:
         """A result read, and the part of its graph snapshot the import reads later (facts.py): its entities' id,
-        label, description and confirmation state, by their list positions (lines are located by them), and its
-        relations' ids."""
+        label, description, confirmation state and evidence, by their list positions (lines are located by them),
+        and its relations' ids."""
         (seq,) = self.conn.execute(ADD_RESULT, (result_id, scope_key, created_at)).fetchone()
         entities = snapshot.get("entities") if isinstance(snapshot, dict) else None
         relations = snapshot.get("relations") if isinstance(snapshot, dict) else None
@@ -124,11 +124,30 @@ class Seen:
             listed.add(entity_id)
             state = entity.get("confirmation_state")
             label, description = (str(entity.get(name) or "") for name in ("canonical_label", "description"))
-            row = (seq, position, entity_id, label, description, state if isinstance(state, str) else "automatic")
-            self.conn.execute(ADD_SNAPSHOT_ENTITY, row)
+            state = state if isinstance(state, str) else "automatic"
+            refs = self._snapshot_refs(entity.get("source_reference_ids_json"))
+            self.conn.execute(ADD_SNAPSHOT_ENTITY, (seq, position, entity_id, label, description, state, refs))
         for relation in relations if isinstance(relations, list) else []:
             if isinstance(relation, dict) and isinstance(relation.get("id"), str):
                 self.conn.execute(ADD_SNAPSHOT_RELATION, (relation["id"], scope_key, seq))
+
+    def _snapshot_refs(self, value: object) -> str | None:
+        """A snapshot entity's `source_reference_ids_json` (the entity row as that result saved it, with that
+        result's references) as a JSON list of ids; None when it holds none (absent or null: the revision's
+        evidence is unknown) or none we can read (counted in the notes)."""
+        if value is None:
+            return None
+        try:
+            ids = orjson.loads(value) if isinstance(value, str) else value
+        except orjson.JSONDecodeError:
+            ids = None
+        if not isinstance(ids, list) or not all(isinstance(item, str) for item in ids):
+            self.notes.add(
+                "result snapshot entities whose source_reference_ids_json is not a JSON array of ids"
+                " (their evidence is stored as unknown)"
+            )
+            return None
+        return orjson.dumps(list(dict.fromkeys(ids))).decode()
 
     def add_leaf(
         self, where: str, leaf_id: str, result_id: str, summary: str | None, facts: dict[str, str | None]
