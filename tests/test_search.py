@@ -828,3 +828,27 @@ async def test_a_task_id_in_a_locator_is_searched_as_an_identifier_and_named_by_
     assert read["source_location"]["task_id"] == "ATL-212"
     assert (refused["error"], refused["field"]) == ("source_not_found", "source_reference_id")
     assert "ref-task-cache-migration" in refused["next_step"]
+
+
+async def test_a_question_typed_as_a_sentence_is_told_which_terms_are_common_words(tmp_path: Path) -> None:
+    # 9 terms, 5 needed, 6 of them common words: the hits hold `we`, `for`, `the` ..., and Decision B (the answer)
+    # is not among them; the note says so and what the other words match alone.
+    question = "what should we use for the session cache now"
+    async with client_for(demo_db(tmp_path)) as client:
+        asked = await ok(client, SEARCH, {"query": question})
+        first = await ok(client, SEARCH, {"query": question, "page_size": 2})
+        later = await ok(client, SEARCH, {"query": question, "page_size": 2, "cursor": first["page"]["next_cursor"]})
+        other = await ok(client, SEARCH, {"query": "use session cache", "page_size": 50})
+        plain = await ok(client, SEARCH, {"query": "session cache decision"})
+        only_common = await ok(client, SEARCH, {"query": "what is the"})
+    assert "ent-decision-b" not in {i["object_ref"]["id"] for i in asked["items"]}
+    note = asked["query_note"]
+    assert note is not None
+    assert "6 of the query's 9 terms are common words (what, should, we, for, the, now)" in note
+    assert "any 5 of the 9 terms" in note
+    assert f'({{"query": "use session cache"}}) match {other["page"]["total_count"]} items' in note
+    assert "ent-decision-b" in {i["object_ref"]["id"] for i in other["items"]}
+    assert first["query_note"] == note
+    assert later["query_note"] is None  # first page only, like no_match_note
+    assert plain["query_note"] is None
+    assert only_common["query_note"] is not None and "name what you look for" in only_common["query_note"]

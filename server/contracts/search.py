@@ -90,3 +90,6 @@ class SearchResponse(Frame):
     no_match_note: str | None = None
     """Only when nothing matched (first page, total 0): what was searched and what to try next (fewer words,
     no time_range, or another scope this client can read). Null otherwise."""
+    query_note: str | None = None
+    """First page only, when common words (the, for, what ...) are at least as many as the terms an item needed:
+    which terms those are, and how many items the query's other words match alone. Null otherwise."""

@@ -68,6 +68,23 @@ def query_terms(folded_query: str) -> list[str]:
     return list(dict.fromkeys(terms))
 
 
+COMMON_WORDS: Final = frozenset(
+    """a about after all also am an and any are as at be been before being but by can could did do does done for
+    from had has have he her here him his how i if in into is it its just me may might must my no not now of on or
+    our out over shall she should so some than that the their them then there these they this those to too up us
+    very was we were what when where which while who whom whose why will with would yes you your""".split()  # noqa: SIM905
+)
+"""English function and question words: terms that hold nothing of what an agent looks for, yet match most
+fields (the half-of-the-terms rule counts them like any other)."""
+
+
+def content_words(query: str) -> str:
+    """The query without its words whose terms are all common words (`what should we use for the session cache`
+    → `use session cache`), in order, as typed."""
+    kept = [word for word in query.split() if not set(query_terms(word.casefold())) <= COMMON_WORDS]
+    return " ".join(kept)
+
+
 def _plain_terms(run: str) -> list[str]:
     return [run] if len(run) >= 2 or any(ch.isdigit() for ch in run) else []
 

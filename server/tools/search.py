@@ -17,6 +17,7 @@ from server.reader.cursor import request_digest
 from server.reader.fold import Folder
 from server.reader.objects import Evidence, evidence, object_rows
 from server.reader.scope import READABLE_SCOPES_LISTED, ResolvedScope, readable_scopes, resolve_page_scope
+from server.reader.search_query import COMMON_WORDS, content_words, needed
 from server.tools.base import Call, ToolSpec
 from server.tools.items import item_base
 
@@ -78,6 +79,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
             if cursor is None and page.total.exact and page.total.count == 0
             else None
         )
+        query_note = await _query_note(call, conn, scope, args, page) if cursor is None else None
     next_cursor = (
         call.cursors.encode(
             tool=NAME,
@@ -111,6 +113,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
         query_terms=page.terms,
         items=items,
         no_match_note=no_match,
+        query_note=query_note,
     )
 
 
@@ -180,6 +183,29 @@ async def _no_match_note(
         "Only this scope was searched" + (f"; other scopes this client can read: {listed}." if others else ".")
     )
     return " ".join(parts)
+
+
+async def _query_note(
+    call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage
+) -> str | None:
+    """When common words alone can make an item match (an agent's question typed as a sentence): say so, and what the
+    other words match alone. `what should we use for the session cache now` needs 5 of its 9 terms, 6 of which are
+    common words: its hits hold `we`, `for`, `the` ..., and Decision B (`session cache` and little else) is not one."""
+    common = [term for term in page.terms if term in COMMON_WORDS]
+    need = needed(len(page.terms))
+    if len(page.terms) < 2 or len(common) < need:
+        return None
+    said = f"{len(common)} of the query's {len(page.terms)} terms are common words ({', '.join(common)})"
+    rule = f"an item matches with any {need} of the {len(page.terms)} terms, so a hit may hold only common words"
+    other = content_words(args.query)
+    if not other:
+        return f"{said}: {rule}. Search for the words that name what you look for (2–4 keywords or an id)."
+    time_range = (args.time_range.from_, args.time_range.to) if args.time_range else None
+    count = await _match_count(call, conn, scope, other, _types(args), time_range, args.time_basis)
+    return (
+        f"{said}: {rule}, and an item holding only the other words may not match. "
+        f'The other words alone ({{"query": {orjson.dumps(other).decode()}}}) match {count or "nothing"}.'
+    )
 
 
 def _types(args: SearchArgs) -> list[str]:
