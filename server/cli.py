@@ -43,7 +43,7 @@ EXAMPLES: dict[str, str] = {
   story-graph-mcp db import --db graph.db --from memory-jsonl memory.jsonl --project notes""",
     "export": """examples:
   story-graph-mcp db export --db graph.db backup.jsonl
-  story-graph-mcp db export --db graph.db | head -3""",
+  story-graph-mcp db export --db graph.db | head -3    # to standard output (also: FILE -)""",
     "stats": """example:
   story-graph-mcp db stats --db graph.db""",
     "policy": """examples:
@@ -151,7 +151,9 @@ def _parser() -> argparse.ArgumentParser:
     _progress_options(imp)
     exp = _command(db, "export", "write the graph as a JSON Lines interchange file (stdout without FILE)")
     exp.add_argument("--db", type=Path, required=True)
-    exp.add_argument("file", type=Path, nargs="?")
+    exp.add_argument(
+        "file", type=_output_file, nargs="?", metavar="FILE", help="where to write (standard output without it, or -)"
+    )
     _progress_options(exp)
     stats = _command(db, "stats", "print schema version, data revision and counts per object type and scope")
     stats.add_argument("--db", type=Path, required=True)
@@ -168,6 +170,11 @@ def _parser() -> argparse.ArgumentParser:
     demo = _command(commands, "demo", "write the bundled demo graph to a new database file")
     demo.add_argument("path", type=Path)
     return parser
+
+
+def _output_file(text: str) -> Path | None:
+    """`-` is standard output, as for most commands that write a file; a file named `-` is `./-`."""
+    return None if text == "-" else Path(text)
 
 
 def _progress_options(command: argparse.ArgumentParser) -> None:
@@ -256,7 +263,9 @@ def _run(args: argparse.Namespace) -> int:
         _import(args)
     elif args.db_command == "export":
         progress = Progress.to_stderr("export", every=args.progress_every, quiet=args.quiet)
-        exporter.export_file(args.db, args.file, progress=progress)
+        count = exporter.export_file(args.db, args.file, progress=progress)
+        if args.file is not None:  # on standard output the lines are the data: nothing may follow them there
+            print_out(f"exported {count} lines from {args.db} to {args.file}")
     elif args.db_command == "stats":
         print_out(stats.stats_text(args.db))
     return 0

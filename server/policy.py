@@ -26,6 +26,7 @@ so clients see `story_graph_unavailable`, not 401. Reading the policy never writ
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import logging
 import os
@@ -346,6 +347,17 @@ def one_run_policy(project: str | None) -> tuple[Policy, str]:
     return Policy(version=1, clients={"operator": client}), token
 
 
+def _token_input() -> str:
+    """The token to hash: all of stdin from a pipe; on a terminal one line, asked for and not echoed (a bare
+    `policy hash-token` used to wait silently for end of input, with the token shown as it was typed)."""
+    if not sys.stdin.isatty():
+        return sys.stdin.read()
+    try:
+        return getpass.getpass("token to hash (input hidden; Enter to finish): ", stream=sys.stderr)
+    except EOFError:  # Ctrl-D: nothing was given
+        return ""
+
+
 def policy_command(command: str, path: Path | None, db: Path | None = None) -> int:
     """`story-graph-mcp policy new-token | hash-token | check FILE [--db DB]`."""
     if command == "new-token":
@@ -355,7 +367,7 @@ def policy_command(command: str, path: Path | None, db: Path | None = None) -> i
         return 0
     if command == "hash-token":
         # Read from stdin so the token stays out of shell history and the process list.
-        lines = [line.strip() for line in sys.stdin.read().splitlines() if line.strip()]
+        lines = [line.strip() for line in _token_input().splitlines() if line.strip()]
         if len(lines) != 1:
             got = "nothing" if not lines else f"{len(lines)} non-empty lines"
             raise PolicyError(f"hash-token reads one token from stdin; got {got} (hash one token per run)")

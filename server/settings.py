@@ -324,7 +324,8 @@ def http_only(args: argparse.Namespace) -> None:
     given = [f"--{name.replace('_', '-')}" for name in HTTP_ONLY if getattr(args, name) not in (None, [])]
     if given and args.transport != "http":
         raise StoreError(
-            f"{', '.join(given)} only apply to --transport http; add --transport http, or leave them out for stdio"
+            f"{', '.join(given)} only {'apply' if len(given) > 1 else 'applies'} to --transport http; add"
+            f" --transport http, or leave {'them' if len(given) > 1 else 'it'} out for stdio"
         )
 
 

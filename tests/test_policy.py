@@ -9,9 +9,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import pty
+import select
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -450,3 +454,41 @@ def test_check_with_a_database_that_is_missing_or_not_one_is_one_line(
     assert main(["policy", "check", str(path), "--db", str(tmp_path / "notes.db")]) == 2
     assert "is not a SQLite database" in capsys.readouterr().err
     assert not missing.exists()
+
+
+def test_hash_token_on_a_terminal_asks_for_the_token_and_does_not_echo_it(tmp_path: Path) -> None:
+    """A bare `policy hash-token` typed in a terminal waited silently for end of input (Ctrl-D), echoing the token."""
+    token = "sgm_typed-at-a-terminal"
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the command with the terminal as its stdin, stdout and stderr
+        os.execv(sys.executable, [sys.executable, "-m", "server", "policy", "hash-token"])
+    shown = b""
+
+    def read_until(wanted: bytes) -> None:
+        nonlocal shown
+        while wanted not in shown:
+            ready, _, _ = select.select([terminal], [], [], 10)
+            if not ready:  # the old command sat silent, waiting for end of input
+                return
+            try:
+                chunk = os.read(terminal, 4096)
+            except OSError:  # the child exited and closed the terminal
+                return
+            if not chunk:
+                return
+            shown += chunk
+
+    try:
+        read_until(b"token to hash (input hidden; Enter to finish): ")
+        os.write(terminal, token.encode() + b"\r")
+        read_until(hash_token(token).encode() + b"\r\n")
+    finally:
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            time.sleep(1)
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(terminal)
+    assert b"token to hash (input hidden; Enter to finish): " in shown
+    assert hash_token(token).encode() in shown
+    assert token.encode() not in shown

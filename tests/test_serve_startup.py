@@ -106,7 +106,7 @@ def test_serve_checks_the_project_at_start_in_one_line(
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--port", "8080"], "--port only apply to --transport http; add --transport http"),
+        (["--port", "8080"], "--port only applies to --transport http; add --transport http, or leave it out"),
         (["--host", "0.0.0.0", "--allowed-host", "mcp.example.com"], "--host, --allowed-host only apply to"),
         (["--transport", "http", "--port", "70000"], "--port must be a port number (1-65535), not 70000"),
         (["--transport", "http", "--public-url", "mcp.example.com"], "--public-url must be an http(s) URL such as"),
