@@ -146,7 +146,9 @@ def _parser() -> argparse.ArgumentParser:
         " read-only), or the reference memory server's memory.json(l)",
     )
     imp.add_argument("--project", help="memory-jsonl: the project the graph goes into (created when new)")
-    imp.add_argument("file", type=Path)
+    imp.add_argument(
+        "file", type=_input_file, metavar="FILE", help="what to import (- reads JSON Lines from standard input)"
+    )
     imp.add_argument("--dry-run", action="store_true", help="check every line, links included, and write nothing")
     _progress_options(imp)
     exp = _command(db, "export", "write the graph as a JSON Lines interchange file (stdout without FILE)")
@@ -170,6 +172,11 @@ def _parser() -> argparse.ArgumentParser:
     demo = _command(commands, "demo", "write the bundled demo graph to a new database file")
     demo.add_argument("path", type=Path)
     return parser
+
+
+def _input_file(text: str) -> Path:
+    """`-` is standard input (`db export ... | db import --db copy.db -`); it read a file named `-`, or failed."""
+    return Path("/dev/stdin") if text == "-" else Path(text)
 
 
 def _output_file(text: str) -> Path | None:
@@ -289,6 +296,8 @@ def _import(args: argparse.Namespace) -> None:
         report, notes = goodbuddy.import_goodbuddy(args.db, args.file, dry_run=dry_run, progress=progress)
     else:
         report = importer.import_file(args.db, args.file, dry_run=dry_run, progress=progress)
+        if not report.total and not report.unchanged:  # a failed export or a wrong path, more likely than intended
+            notes = [f"{args.file} holds no objects (it is empty, or only blank lines): nothing to import"]
     print_out(str(report))
     for note in notes:
         print_out(f"note: {note}")

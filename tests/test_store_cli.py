@@ -443,3 +443,32 @@ def test_migrate_names_a_missing_directory_and_keeps_an_existing_databases_journ
     assert _cli("db", "migrate", "--db", db).stdout == f"{db}: up to date ({SCHEMA_VERSION})\n"
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_import_reads_standard_input_for_dash_and_says_when_a_file_holds_nothing(tmp_path: Path) -> None:
+    """`db export ... | db import --db copy.db -` failed (`cannot read -`), or read a file named `-`; and an empty
+    file (a failed export, a wrong path) imported as `imported 0 lines (nothing new)` without a word."""
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    with graph.open("rb") as lines:
+        piped = subprocess.run(
+            [sys.executable, "-m", "server", "db", "import", "--db", str(db), "-"],
+            cwd=REPO,
+            stdin=lines,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.startswith(f"imported {len(small_graph())} lines (2 project, ")
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n \n")
+    run = _cli("db", "import", "--db", db, empty)
+    assert run.returncode == 0
+    assert run.stdout.splitlines() == [
+        f"imported 0 lines (nothing new) into {db}; 0 unchanged",
+        f"note: {empty} holds no objects (it is empty, or only blank lines): nothing to import",
+    ]
