@@ -37,11 +37,12 @@ import tomllib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal, Protocol
+from typing import Annotated, Final, Literal, Protocol
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from server.contracts.common import Grant
 from server.contracts.errors import story_graph_unavailable
@@ -145,10 +146,24 @@ def parse_policy(text: bytes, origin: str) -> Policy:
         return Policy.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(part) for part in err['loc']) or '(file)'}: {err['msg']}"
+            f"{'.'.join(str(part) for part in err['loc']) or '(file)'}: {_policy_problem(err)}"
             for err in exc.errors(include_url=False, include_input=False, include_context=False)
         )
         raise PolicyError(f"{origin}: invalid policy: {problems}") from None
+
+
+NOT_A_TOKEN_HASH: Final = (
+    "not a token hash: list the sha256 of each token, 64 lowercase hex digits, as `policy new-token` and"
+    " `policy hash-token` print it, never the token itself"
+)
+
+
+def _policy_problem(err: ErrorDetails) -> str:
+    """pydantic's message, except where it would only quote a regular expression: a token pasted into
+    token_sha256 (the likeliest slip) read `String should match pattern '^[0-9a-f]{64}$'`."""
+    if err["type"] == "string_pattern_mismatch" and "token_sha256" in err["loc"]:
+        return NOT_A_TOKEN_HASH
+    return err["msg"]
 
 
 class PolicySource(Protocol):

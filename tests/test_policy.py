@@ -40,6 +40,7 @@ from server.policy import (
     PolicyTokenVerifier,
     StdioPolicyAccess,
     hash_token,
+    new_token,
     one_run_policy,
     parse_policy,
 )
@@ -492,3 +493,19 @@ def test_hash_token_on_a_terminal_asks_for_the_token_and_does_not_echo_it(tmp_pa
     assert b"token to hash (input hidden; Enter to finish): " in shown
     assert hash_token(token).encode() in shown
     assert token.encode() not in shown
+
+
+def test_a_token_pasted_where_its_hash_goes_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`token_sha256 = ["sgm_..."]` (the token instead of its hash) said only `String should match pattern
+    '^[0-9a-f]{64}$'`."""
+    token = new_token()
+    path = write(tmp_path / "policy.toml", f'version = 1\n[clients.x]\ntoken_sha256 = ["{token}"]\nprojects = "*"\n')
+    assert main(["policy", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"story-graph-mcp: {path}: invalid policy: clients.x.token_sha256.0: not a token hash: list the sha256 of each"
+        " token, 64 lowercase hex digits, as `policy new-token` and `policy hash-token` print it, never the token"
+        " itself\n"
+    )
