@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = _command(commands, "serve", "serve the three read-only tools over stdio or Streamable HTTP")
     source = serve.add_mutually_exclusive_group(required=True)
-    source.add_argument("--db", type=Path, help="the story graph database (opened read-only)")
+    source.add_argument("--db", type=_database, help="the story graph database (opened read-only)")
     source.add_argument("--demo", action="store_true", help="serve the bundled demo graph")
     serve.add_argument("--project", help="the caller's current project (the default scope)")
     serve.add_argument("--policy", type=Path, help="policy file: clients, grants and switches (docs/deployment.md)")
@@ -130,13 +130,13 @@ def _parser() -> argparse.ArgumentParser:
         dest="db_command", required=True
     )
     migrate = _command(db, "migrate", "create a database or upgrade it to the current schema")
-    migrate.add_argument("--db", type=Path, required=True)
+    migrate.add_argument("--db", type=_database, required=True)
     imp = _command(
         db,
         "import",
         "load history in one transaction: an interchange file, a GoodBuddy app database or a memory-server graph",
     )
-    imp.add_argument("--db", type=Path, required=True)
+    imp.add_argument("--db", type=_database, required=True)
     imp.add_argument(
         "--from",
         dest="source",
@@ -152,13 +152,13 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--dry-run", action="store_true", help="check every line, links included, and write nothing")
     _progress_options(imp)
     exp = _command(db, "export", "write the graph as a JSON Lines interchange file (stdout without FILE)")
-    exp.add_argument("--db", type=Path, required=True)
+    exp.add_argument("--db", type=_database, required=True)
     exp.add_argument(
         "file", type=_output_file, nargs="?", metavar="FILE", help="where to write (standard output without it, or -)"
     )
     _progress_options(exp)
     stats = _command(db, "stats", "print schema version, data revision and counts per object type and scope")
-    stats.add_argument("--db", type=Path, required=True)
+    stats.add_argument("--db", type=_database, required=True)
 
     policy = _command(commands, "policy", "make bearer tokens and check policy files").add_subparsers(
         dest="policy_command", required=True
@@ -167,11 +167,18 @@ def _parser() -> argparse.ArgumentParser:
     _command(policy, "hash-token", "read a token from stdin and print its sha256 for token_sha256")
     check = _command(policy, "check", "validate a policy file and summarise its clients and switches")
     check.add_argument("file", type=Path)
-    check.add_argument("--db", type=Path, help="also check that every granted project is in this database")
+    check.add_argument("--db", type=_database, help="also check that every granted project is in this database")
 
     demo = _command(commands, "demo", "write the bundled demo graph to a new database file")
     demo.add_argument("path", type=Path)
     return parser
+
+
+def _database(text: str) -> Path:
+    """A database path; an empty one (`--db "$DB"` with DB unset) is `.`, the working directory, to pathlib."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty: give the database file's path")
+    return Path(text)
 
 
 def _input_file(text: str) -> Path:

@@ -472,3 +472,11 @@ def test_import_reads_standard_input_for_dash_and_says_when_a_file_holds_nothing
         f"imported 0 lines (nothing new) into {db}; 0 unchanged",
         f"note: {empty} holds no objects (it is empty, or only blank lines): nothing to import",
     ]
+
+
+def test_an_empty_db_option_is_a_usage_error_not_the_working_directory() -> None:
+    """`--db "$DB"` with DB unset gave `--db ''`, which pathlib reads as `.`: `. is a directory, not a database`."""
+    for command in (("db", "stats", "--db", ""), ("serve", "--db", ""), ("policy", "check", "x.toml", "--db", "")):
+        run = _cli(*command)
+        assert run.returncode == 2
+        assert run.stderr.splitlines()[-1].endswith("error: argument --db: empty: give the database file's path")
