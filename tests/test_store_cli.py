@@ -480,3 +480,32 @@ def test_an_empty_db_option_is_a_usage_error_not_the_working_directory() -> None
         run = _cli(*command)
         assert run.returncode == 2
         assert run.stderr.splitlines()[-1].endswith("error: argument --db: empty: give the database file's path")
+
+
+def test_an_export_into_a_missing_or_read_only_directory_names_the_directory(tmp_path: Path) -> None:
+    """`cannot write backups/graph.jsonl: Permission denied` for a file the user may write (the export goes to
+    `graph.jsonl.partial` beside it, which the read-only directory refuses), and `No such file or directory` for a
+    missing folder, sent the operator after the file."""
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    missing = _one_line_error(_cli("db", "export", "--db", db, tmp_path / "nodir" / "graph.jsonl"))
+    assert f"the directory {tmp_path / 'nodir'} does not exist; create it first (mkdir -p" in missing
+
+    directory = Path(tempfile.mkdtemp(prefix="sg-cli-readonly-"))
+    try:
+        out = directory / "graph.jsonl"
+        out.write_text("the old backup\n")
+        out.chmod(0o666)
+        with _read_only(directory):
+            run = _cli("db", "export", "--db", db, out, as_a_user=True)
+        kept = out.read_text()
+    finally:
+        shutil.rmtree(directory)
+    if run.returncode == 0:
+        pytest.skip("cannot make a directory read-only for a child process here")
+    assert _one_line_error(run) == (
+        f"story-graph-mcp: cannot write {out}: the directory {directory} is read-only for this user, and an export"
+        " is written to graph.jsonl.partial next to graph.jsonl, then renamed over it: make the directory writable,"
+        " or export to another directory\n"
+    )
+    assert kept == "the old backup\n"

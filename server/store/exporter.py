@@ -55,7 +55,7 @@ def export_file(db_path: Path, out: Path | None, *, progress: Progress | None = 
             os.replace(partial, target)
         except OSError as exc:
             partial.unlink(missing_ok=True)
-            raise StoreError(f"cannot write {out}: {exc.strerror or exc}") from None
+            raise StoreError(f"cannot write {out}: {_write_problem(target, partial) or exc.strerror or exc}") from None
         except BaseException:  # a stored line that is not valid, a database error, Ctrl-C: no half file either
             partial.unlink(missing_ok=True)
             raise
@@ -63,6 +63,20 @@ def export_file(db_path: Path, out: Path | None, *, progress: Progress | None = 
     finally:
         progress.stop()
         conn.close()
+
+
+def _write_problem(target: Path, partial: Path) -> str | None:
+    """Where the directory is the problem: `Permission denied` for a file the user may write, or `No such file or
+    directory` for a path whose folder is missing, sent the operator after the file."""
+    folder = target.parent
+    if not folder.is_dir():
+        return f"the directory {folder} does not exist; create it first (mkdir -p {folder})"
+    if not os.access(folder, os.W_OK):
+        return (
+            f"the directory {folder} is read-only for this user, and an export is written to {partial.name} next to"
+            f" {target.name}, then renamed over it: make the directory writable, or export to another directory"
+        )
+    return None
 
 
 def _refuse_database_files(db_path: Path, out: Path) -> None:
