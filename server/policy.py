@@ -137,7 +137,9 @@ def new_token() -> str:
 def parse_policy(text: bytes, origin: str) -> Policy:
     """Parse and validate; errors name the place and the problem, never the offending value (it may be a token)."""
     try:
-        data = tomllib.loads(text.decode("utf-8"))
+        # utf-8-sig: a byte-order mark (Notepad, PowerShell's Out-File) is not part of the text; as TOML it read
+        # "not valid TOML (Invalid statement (at line 1, column 1))" for a file that looks right in any editor.
+        data = tomllib.loads(text.decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise PolicyError(f"{origin}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:

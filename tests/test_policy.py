@@ -509,3 +509,12 @@ def test_a_token_pasted_where_its_hash_goes_is_named_as_such(
         " token, 64 lowercase hex digits, as `policy new-token` and `policy hash-token` print it, never the token"
         " itself\n"
     )
+
+
+def test_a_policy_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A BOM (Notepad, PowerShell's Out-File -Encoding utf8) made a valid file `not valid TOML (Invalid statement (at
+    line 1, column 1))`, a line an operator cannot see in the file."""
+    path = tmp_path / "policy.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + both_clients().encode())
+    assert main(["policy", "check", str(path)]) == 0
+    assert "valid policy; server on" in capsys.readouterr().out
