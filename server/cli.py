@@ -43,7 +43,7 @@ EXAMPLES: dict[str, str] = {
   story-graph-mcp db import --db graph.db --from memory-jsonl memory.jsonl --project notes""",
     "export": """examples:
   story-graph-mcp db export --db graph.db backup.jsonl
-  story-graph-mcp db export --db graph.db | head -3""",
+  story-graph-mcp db export --db graph.db | head -3    # to standard output (also: FILE -)""",
     "stats": """example:
   story-graph-mcp db stats --db graph.db""",
     "policy": """examples:
@@ -85,7 +85,7 @@ def _parser() -> argparse.ArgumentParser:
 
     serve = _command(commands, "serve", "serve the three read-only tools over stdio or Streamable HTTP")
     source = serve.add_mutually_exclusive_group(required=True)
-    source.add_argument("--db", type=Path, help="the story graph database (opened read-only)")
+    source.add_argument("--db", type=_database, help="the story graph database (opened read-only)")
     source.add_argument("--demo", action="store_true", help="serve the bundled demo graph")
     serve.add_argument("--project", help="the caller's current project (the default scope)")
     serve.add_argument("--policy", type=Path, help="policy file: clients, grants and switches (docs/deployment.md)")
@@ -130,13 +130,13 @@ def _parser() -> argparse.ArgumentParser:
         dest="db_command", required=True
     )
     migrate = _command(db, "migrate", "create a database or upgrade it to the current schema")
-    migrate.add_argument("--db", type=Path, required=True)
+    migrate.add_argument("--db", type=_database, required=True)
     imp = _command(
         db,
         "import",
         "load history in one transaction: an interchange file, a GoodBuddy app database or a memory-server graph",
     )
-    imp.add_argument("--db", type=Path, required=True)
+    imp.add_argument("--db", type=_database, required=True)
     imp.add_argument(
         "--from",
         dest="source",
@@ -146,15 +146,19 @@ def _parser() -> argparse.ArgumentParser:
         " read-only), or the reference memory server's memory.json(l)",
     )
     imp.add_argument("--project", help="memory-jsonl: the project the graph goes into (created when new)")
-    imp.add_argument("file", type=Path)
+    imp.add_argument(
+        "file", type=_input_file, metavar="FILE", help="what to import (- reads JSON Lines from standard input)"
+    )
     imp.add_argument("--dry-run", action="store_true", help="check every line, links included, and write nothing")
     _progress_options(imp)
     exp = _command(db, "export", "write the graph as a JSON Lines interchange file (stdout without FILE)")
-    exp.add_argument("--db", type=Path, required=True)
-    exp.add_argument("file", type=Path, nargs="?")
+    exp.add_argument("--db", type=_database, required=True)
+    exp.add_argument(
+        "file", type=_output_file, nargs="?", metavar="FILE", help="where to write (standard output without it, or -)"
+    )
     _progress_options(exp)
     stats = _command(db, "stats", "print schema version, data revision and counts per object type and scope")
-    stats.add_argument("--db", type=Path, required=True)
+    stats.add_argument("--db", type=_database, required=True)
 
     policy = _command(commands, "policy", "make bearer tokens and check policy files").add_subparsers(
         dest="policy_command", required=True
@@ -163,11 +167,28 @@ def _parser() -> argparse.ArgumentParser:
     _command(policy, "hash-token", "read a token from stdin and print its sha256 for token_sha256")
     check = _command(policy, "check", "validate a policy file and summarise its clients and switches")
     check.add_argument("file", type=Path)
-    check.add_argument("--db", type=Path, help="also check that every granted project is in this database")
+    check.add_argument("--db", type=_database, help="also check that every granted project is in this database")
 
     demo = _command(commands, "demo", "write the bundled demo graph to a new database file")
     demo.add_argument("path", type=Path)
     return parser
+
+
+def _database(text: str) -> Path:
+    """A database path; an empty one (`--db "$DB"` with DB unset) is `.`, the working directory, to pathlib."""
+    if not text:
+        raise argparse.ArgumentTypeError("empty: give the database file's path")
+    return Path(text)
+
+
+def _input_file(text: str) -> Path:
+    """`-` is standard input (`db export ... | db import --db copy.db -`); it read a file named `-`, or failed."""
+    return Path("/dev/stdin") if text == "-" else Path(text)
+
+
+def _output_file(text: str) -> Path | None:
+    """`-` is standard output, as for most commands that write a file; a file named `-` is `./-`."""
+    return None if text == "-" else Path(text)
 
 
 def _progress_options(command: argparse.ArgumentParser) -> None:
@@ -256,7 +277,9 @@ def _run(args: argparse.Namespace) -> int:
         _import(args)
     elif args.db_command == "export":
         progress = Progress.to_stderr("export", every=args.progress_every, quiet=args.quiet)
-        exporter.export_file(args.db, args.file, progress=progress)
+        count = exporter.export_file(args.db, args.file, progress=progress)
+        if args.file is not None:  # on standard output the lines are the data: nothing may follow them there
+            print_out(f"exported {count} lines from {args.db} to {args.file}")
     elif args.db_command == "stats":
         print_out(stats.stats_text(args.db))
     return 0
@@ -280,6 +303,8 @@ def _import(args: argparse.Namespace) -> None:
         report, notes = goodbuddy.import_goodbuddy(args.db, args.file, dry_run=dry_run, progress=progress)
     else:
         report = importer.import_file(args.db, args.file, dry_run=dry_run, progress=progress)
+        if not report.total and not report.unchanged:  # a failed export or a wrong path, more likely than intended
+            notes = [f"{args.file} holds no objects (it is empty, or only blank lines): nothing to import"]
     print_out(str(report))
     for note in notes:
         print_out(f"note: {note}")

@@ -26,6 +26,7 @@ so clients see `story_graph_unavailable`, not 401. Reading the policy never writ
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import logging
 import os
@@ -36,11 +37,12 @@ import tomllib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal, Protocol
+from typing import Annotated, Final, Literal, Protocol
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from server.contracts.common import Grant
 from server.contracts.errors import story_graph_unavailable
@@ -135,7 +137,9 @@ def new_token() -> str:
 def parse_policy(text: bytes, origin: str) -> Policy:
     """Parse and validate; errors name the place and the problem, never the offending value (it may be a token)."""
     try:
-        data = tomllib.loads(text.decode("utf-8"))
+        # utf-8-sig: a byte-order mark (Notepad, PowerShell's Out-File) is not part of the text; as TOML it read
+        # "not valid TOML (Invalid statement (at line 1, column 1))" for a file that looks right in any editor.
+        data = tomllib.loads(text.decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise PolicyError(f"{origin}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
@@ -144,10 +148,24 @@ def parse_policy(text: bytes, origin: str) -> Policy:
         return Policy.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(part) for part in err['loc']) or '(file)'}: {err['msg']}"
+            f"{'.'.join(str(part) for part in err['loc']) or '(file)'}: {_policy_problem(err)}"
             for err in exc.errors(include_url=False, include_input=False, include_context=False)
         )
         raise PolicyError(f"{origin}: invalid policy: {problems}") from None
+
+
+NOT_A_TOKEN_HASH: Final = (
+    "not a token hash: list the sha256 of each token, 64 lowercase hex digits, as `policy new-token` and"
+    " `policy hash-token` print it, never the token itself"
+)
+
+
+def _policy_problem(err: ErrorDetails) -> str:
+    """pydantic's message, except where it would only quote a regular expression: a token pasted into
+    token_sha256 (the likeliest slip) read `String should match pattern '^[0-9a-f]{64}$'`."""
+    if err["type"] == "string_pattern_mismatch" and "token_sha256" in err["loc"]:
+        return NOT_A_TOKEN_HASH
+    return err["msg"]
 
 
 class PolicySource(Protocol):
@@ -346,6 +364,17 @@ def one_run_policy(project: str | None) -> tuple[Policy, str]:
     return Policy(version=1, clients={"operator": client}), token
 
 
+def _token_input() -> str:
+    """The token to hash: all of stdin from a pipe; on a terminal one line, asked for and not echoed (a bare
+    `policy hash-token` used to wait silently for end of input, with the token shown as it was typed)."""
+    if not sys.stdin.isatty():
+        return sys.stdin.read()
+    try:
+        return getpass.getpass("token to hash (input hidden; Enter to finish): ", stream=sys.stderr)
+    except EOFError:  # Ctrl-D: nothing was given
+        return ""
+
+
 def policy_command(command: str, path: Path | None, db: Path | None = None) -> int:
     """`story-graph-mcp policy new-token | hash-token | check FILE [--db DB]`."""
     if command == "new-token":
@@ -355,7 +384,7 @@ def policy_command(command: str, path: Path | None, db: Path | None = None) -> i
         return 0
     if command == "hash-token":
         # Read from stdin so the token stays out of shell history and the process list.
-        lines = [line.strip() for line in sys.stdin.read().splitlines() if line.strip()]
+        lines = [line.strip() for line in _token_input().splitlines() if line.strip()]
         if len(lines) != 1:
             got = "nothing" if not lines else f"{len(lines)} non-empty lines"
             raise PolicyError(f"hash-token reads one token from stdin; got {got} (hash one token per run)")

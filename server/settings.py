@@ -186,7 +186,10 @@ def check_startup(settings: ServeSettings) -> None:
 
 def check_database_file(path: Path) -> None:
     """`check_database`, with the one cause SQLite reports misleadingly spelled out: a WAL database whose
-    directory this process cannot write (readers must create the `-shm` file next to it)."""
+    directory this process cannot write (readers must create the `-shm` file next to it). A directory, or a file
+    SQLite cannot even open, is one line too (`serve --db /srv` ended in a traceback, `disk I/O error`)."""
+    if path.is_dir():
+        raise DatabaseUnusable(f"{path} is a directory, not a database file")
     try:
         check_database(path)
     except DatabaseUnusable:
@@ -194,6 +197,8 @@ def check_database_file(path: Path) -> None:
         if problem is not None:
             raise DatabaseUnusable(problem) from None
         raise
+    except sqlite3.Error as exc:
+        raise DatabaseUnusable(f"cannot open {path}: {exc}") from None
 
 
 def wal_problem(path: Path) -> str | None:
@@ -324,7 +329,8 @@ def http_only(args: argparse.Namespace) -> None:
     given = [f"--{name.replace('_', '-')}" for name in HTTP_ONLY if getattr(args, name) not in (None, [])]
     if given and args.transport != "http":
         raise StoreError(
-            f"{', '.join(given)} only apply to --transport http; add --transport http, or leave them out for stdio"
+            f"{', '.join(given)} only {'apply' if len(given) > 1 else 'applies'} to --transport http; add"
+            f" --transport http, or leave {'them' if len(given) > 1 else 'it'} out for stdio"
         )
 
 

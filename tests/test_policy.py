@@ -9,9 +9,13 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import pty
+import select
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,7 @@ from server.policy import (
     PolicyTokenVerifier,
     StdioPolicyAccess,
     hash_token,
+    new_token,
     one_run_policy,
     parse_policy,
 )
@@ -450,3 +455,66 @@ def test_check_with_a_database_that_is_missing_or_not_one_is_one_line(
     assert main(["policy", "check", str(path), "--db", str(tmp_path / "notes.db")]) == 2
     assert "is not a SQLite database" in capsys.readouterr().err
     assert not missing.exists()
+
+
+def test_hash_token_on_a_terminal_asks_for_the_token_and_does_not_echo_it(tmp_path: Path) -> None:
+    """A bare `policy hash-token` typed in a terminal waited silently for end of input (Ctrl-D), echoing the token."""
+    token = "sgm_typed-at-a-terminal"
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the command with the terminal as its stdin, stdout and stderr
+        os.execv(sys.executable, [sys.executable, "-m", "server", "policy", "hash-token"])
+    shown = b""
+
+    def read_until(wanted: bytes) -> None:
+        nonlocal shown
+        while wanted not in shown:
+            ready, _, _ = select.select([terminal], [], [], 10)
+            if not ready:  # the old command sat silent, waiting for end of input
+                return
+            try:
+                chunk = os.read(terminal, 4096)
+            except OSError:  # the child exited and closed the terminal
+                return
+            if not chunk:
+                return
+            shown += chunk
+
+    try:
+        read_until(b"token to hash (input hidden; Enter to finish): ")
+        os.write(terminal, token.encode() + b"\r")
+        read_until(hash_token(token).encode() + b"\r\n")
+    finally:
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            time.sleep(1)
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(terminal)
+    assert b"token to hash (input hidden; Enter to finish): " in shown
+    assert hash_token(token).encode() in shown
+    assert token.encode() not in shown
+
+
+def test_a_token_pasted_where_its_hash_goes_is_named_as_such(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`token_sha256 = ["sgm_..."]` (the token instead of its hash) said only `String should match pattern
+    '^[0-9a-f]{64}$'`."""
+    token = new_token()
+    path = write(tmp_path / "policy.toml", f'version = 1\n[clients.x]\ntoken_sha256 = ["{token}"]\nprojects = "*"\n')
+    assert main(["policy", "check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"story-graph-mcp: {path}: invalid policy: clients.x.token_sha256.0: not a token hash: list the sha256 of each"
+        " token, 64 lowercase hex digits, as `policy new-token` and `policy hash-token` print it, never the token"
+        " itself\n"
+    )
+
+
+def test_a_policy_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A BOM (Notepad, PowerShell's Out-File -Encoding utf8) made a valid file `not valid TOML (Invalid statement (at
+    line 1, column 1))`, a line an operator cannot see in the file."""
+    path = tmp_path / "policy.toml"
+    path.write_bytes(b"\xef\xbb\xbf" + both_clients().encode())
+    assert main(["policy", "check", str(path)]) == 0
+    assert "valid policy; server on" in capsys.readouterr().out

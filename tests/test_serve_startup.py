@@ -50,6 +50,11 @@ def _not_sqlite(tmp_path: Path) -> Path:
     return path
 
 
+def _directory(tmp_path: Path) -> Path:
+    """`serve --db /srv/graphs` (the folder, not the file) ended in a traceback: `disk I/O error`."""
+    return tmp_path
+
+
 def _older(tmp_path: Path) -> Path:
     path = tmp_path / "older.db"
     with sqlite3.connect(path) as conn:
@@ -65,8 +70,9 @@ def _older(tmp_path: Path) -> Path:
         (_not_sqlite, "is not a SQLite database"),
         (_newer, f"newer than the newest version this build supports ({SCHEMA_VERSION})"),
         (_older, f"schema version 1, older than the version {SCHEMA_VERSION} this build uses; run `story-graph-mcp db"),
+        (_directory, "is a directory, not a database file"),
     ],
-    ids=["missing", "not-sqlite", "newer-schema", "older-schema"],
+    ids=["missing", "not-sqlite", "newer-schema", "older-schema", "directory"],
 )
 def test_serve_refuses_an_unusable_database_in_one_line(
     tmp_path: Path, make: Callable[[Path], Path], expected: str
@@ -106,7 +112,7 @@ def test_serve_checks_the_project_at_start_in_one_line(
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["--port", "8080"], "--port only apply to --transport http; add --transport http"),
+        (["--port", "8080"], "--port only applies to --transport http; add --transport http, or leave it out"),
         (["--host", "0.0.0.0", "--allowed-host", "mcp.example.com"], "--host, --allowed-host only apply to"),
         (["--transport", "http", "--port", "70000"], "--port must be a port number (1-65535), not 70000"),
         (["--transport", "http", "--public-url", "mcp.example.com"], "--public-url must be an http(s) URL such as"),

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pty
 import re
+import shutil
 import signal
 import sqlite3
+import stat
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,7 +25,8 @@ from server.store.migrate import SCHEMA_VERSION
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str | Path, as_a_user: bool = False) -> subprocess.CompletedProcess[str]:
+    """The command in a subprocess; `as_a_user`: file permissions apply to it even when the tests run as root."""
     return subprocess.run(
         [sys.executable, "-m", "server", *map(str, args)],
         cwd=REPO,
@@ -27,7 +34,18 @@ def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
         check=False,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_drop_file_permission_override if as_a_user and os.geteuid() == 0 else None,
     )
+
+
+def _drop_file_permission_override() -> None:
+    """In the child, before exec: as root, give up CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (from the bounding
+    set, so they stay dropped across exec) so that file and directory permissions apply as they do to any user."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
 def _one_line_error(run: subprocess.CompletedProcess[str]) -> str:
@@ -277,3 +295,217 @@ def test_an_import_while_another_writer_holds_the_database_says_so_and_writes_no
     assert "nothing was written" in error and "is locked by another writer" in error
     assert "run the import again when it has finished" in error
     assert dump(db) == before
+
+
+def test_an_export_over_the_database_or_its_journal_files_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    """`db export --db graph.db graph.db` (FILE and --db mixed up) used to replace the database with its own export,
+    and `graph.db-wal` the live write-ahead log, exit status 0."""
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    assert _cli("db", "import", "--db", db, write_jsonl(tmp_path / "graph.jsonl", small_graph())).returncode == 0
+    before = dump(db)
+    (tmp_path / "link.db").symlink_to(db)
+    for target in (db, tmp_path / "link.db", tmp_path / "graph.db-wal", tmp_path / "graph.db-journal"):
+        error = _one_line_error(_cli("db", "export", "--db", db, target))
+        assert f"will not export to {target}: it is the database" in error
+        assert "name a new file for the export, such as graph.jsonl" in error
+    assert dump(db) == before
+    assert not (tmp_path / "graph.db-journal").exists()
+
+
+def test_an_export_to_a_file_says_what_it_wrote_and_dash_is_standard_output(tmp_path: Path) -> None:
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    assert _cli("db", "import", "--db", db, write_jsonl(tmp_path / "graph.jsonl", small_graph())).returncode == 0
+    out = tmp_path / "out.jsonl"
+
+    to_file = _cli("db", "export", "--db", db, out, "--quiet")
+    assert (to_file.returncode, to_file.stdout) == (0, f"exported {len(small_graph())} lines from {db} to {out}\n")
+
+    # `-` was a file named `-` in the working directory, written without a word.
+    dash = _cli("db", "export", "--db", db, "-", "--quiet")
+    assert dash.returncode == 0
+    assert dash.stdout.encode() == out.read_bytes()
+    assert not (REPO / "-").exists()
+
+
+@contextmanager
+def _read_only(directory: Path) -> Iterator[None]:
+    directory.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+    try:
+        yield
+    finally:
+        directory.chmod(stat.S_IRWXU)
+
+
+def test_a_read_only_database_or_directory_is_named_with_the_fix(tmp_path: Path) -> None:
+    """An import into a database the user cannot write said `graph.db: attempt to write a readonly database`, and
+    every command on a WAL database in a read-only directory `graph.db is not a SQLite database (attempt to write a
+    readonly database)`: the fix (the file's or the directory's permissions) was left to guess."""
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    directory = Path(tempfile.mkdtemp(prefix="sg-cli-readonly-"))
+    try:
+        db = directory / "graph.db"
+        _cli("db", "migrate", "--db", db)
+        before = dump(db)
+        db.chmod(0o444)
+        file_read_only = _one_line_error(_cli("db", "import", "--db", db, graph, as_a_user=True))
+        db.chmod(0o644)
+        for leftover in directory.glob("graph.db-*"):  # a reader that finds them needs nothing more of the directory
+            leftover.unlink()
+        with _read_only(directory):
+            in_directory = {
+                command[1]: _cli(*command, as_a_user=True)
+                for command in (
+                    ("db", "import", "--db", db, graph),
+                    ("db", "stats", "--db", db),
+                    ("db", "migrate", "--db", directory / "new.db"),
+                )
+            }
+        after = dump(db)
+    finally:
+        shutil.rmtree(directory)
+    if "read-only for this user" not in file_read_only and "attempt to write" not in file_read_only:
+        pytest.skip(f"cannot make a file read-only for a child process here: {file_read_only}")
+    assert file_read_only == (
+        f"story-graph-mcp: import aborted, nothing was written: {db} is read-only for this user: run the command as"
+        f" the user that owns it, or make it writable (chmod u+w {db})\n"
+    )
+    for command, run in in_directory.items():
+        error = _one_line_error(run)
+        named = directory / ("new.db" if command == "migrate" else "graph.db")
+        assert f"the directory of {named}, {directory}," in error
+        assert "is read-only for this user" in error and "make the directory writable for this user" in error
+        assert "not a SQLite database" not in error, command
+    assert after == before
+
+
+def test_a_damaged_or_locked_database_is_not_called_not_a_sqlite_database(tmp_path: Path) -> None:
+    """Every failure of the first read was reported as `X is not a SQLite database (...)`: a database a writer
+    holds locked (an import into a DELETE-mode snapshot), or a damaged one, sent the operator after the wrong
+    problem."""
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    assert _cli("db", "import", "--db", db, write_jsonl(tmp_path / "graph.jsonl", small_graph())).returncode == 0
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(db.read_bytes()[:8192])
+    assert "damaged.db is damaged (database disk image is malformed); restore it from a backup" in _one_line_error(
+        _cli("db", "stats", "--db", damaged)
+    )
+
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA journal_mode = DELETE")
+    writer = sqlite3.connect(db, isolation_level=None)
+    try:
+        writer.execute("BEGIN EXCLUSIVE")
+        writer.execute("DELETE FROM memory_items")
+        commands = [
+            ("db", "stats", "--db", db),
+            ("db", "export", "--db", db),
+            ("db", "migrate", "--db", db),
+            ("serve", "--db", db),
+        ]
+        started = [
+            subprocess.Popen(
+                [sys.executable, "-m", "server", *map(str, command)],
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for command in commands
+        ]
+        errors = [(run.communicate(timeout=60)[1], run.returncode) for run in started]
+    finally:
+        writer.close()
+    for (error, status), command in zip(errors, commands, strict=True):
+        assert status == 2, command
+        assert error == (
+            f"story-graph-mcp: {db} is locked by another process (an import, or the application that writes it) for"
+            " longer than 5 seconds; try again when it has finished\n"
+        ), command
+
+
+def test_migrate_names_a_missing_directory_and_keeps_an_existing_databases_journal_mode(tmp_path: Path) -> None:
+    """`db migrate --db nodir/graph.db` (and `demo nodir/demo.db`) said `unable to open database file`; and `db migrate`
+    on an up-to-date snapshot published in DELETE journal mode (docs/deployment.md) turned it back to WAL unasked."""
+    missing = tmp_path / "nodir"
+    for command in (("db", "migrate", "--db", missing / "graph.db"), ("demo", missing / "demo.db")):
+        error = _one_line_error(_cli(*command))
+        assert f"the directory {tmp_path / 'nodir'} does not exist; create it first (mkdir -p" in error, command
+    assert not (tmp_path / "nodir").exists()
+
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA journal_mode = DELETE")
+    assert _cli("db", "migrate", "--db", db).stdout == f"{db}: up to date ({SCHEMA_VERSION})\n"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+
+
+def test_import_reads_standard_input_for_dash_and_says_when_a_file_holds_nothing(tmp_path: Path) -> None:
+    """`db export ... | db import --db copy.db -` failed (`cannot read -`), or read a file named `-`; and an empty
+    file (a failed export, a wrong path) imported as `imported 0 lines (nothing new)` without a word."""
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    with graph.open("rb") as lines:
+        piped = subprocess.run(
+            [sys.executable, "-m", "server", "db", "import", "--db", str(db), "-"],
+            cwd=REPO,
+            stdin=lines,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.startswith(f"imported {len(small_graph())} lines (2 project, ")
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n \n")
+    run = _cli("db", "import", "--db", db, empty)
+    assert run.returncode == 0
+    assert run.stdout.splitlines() == [
+        f"imported 0 lines (nothing new) into {db}; 0 unchanged",
+        f"note: {empty} holds no objects (it is empty, or only blank lines): nothing to import",
+    ]
+
+
+def test_an_empty_db_option_is_a_usage_error_not_the_working_directory() -> None:
+    """`--db "$DB"` with DB unset gave `--db ''`, which pathlib reads as `.`: `. is a directory, not a database`."""
+    for command in (("db", "stats", "--db", ""), ("serve", "--db", ""), ("policy", "check", "x.toml", "--db", "")):
+        run = _cli(*command)
+        assert run.returncode == 2
+        assert run.stderr.splitlines()[-1].endswith("error: argument --db: empty: give the database file's path")
+
+
+def test_an_export_into_a_missing_or_read_only_directory_names_the_directory(tmp_path: Path) -> None:
+    """`cannot write backups/graph.jsonl: Permission denied` for a file the user may write (the export goes to
+    `graph.jsonl.partial` beside it, which the read-only directory refuses), and `No such file or directory` for a
+    missing folder, sent the operator after the file."""
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    missing = _one_line_error(_cli("db", "export", "--db", db, tmp_path / "nodir" / "graph.jsonl"))
+    assert f"the directory {tmp_path / 'nodir'} does not exist; create it first (mkdir -p" in missing
+
+    directory = Path(tempfile.mkdtemp(prefix="sg-cli-readonly-"))
+    try:
+        out = directory / "graph.jsonl"
+        out.write_text("the old backup\n")
+        out.chmod(0o666)
+        with _read_only(directory):
+            run = _cli("db", "export", "--db", db, out, as_a_user=True)
+        kept = out.read_text()
+    finally:
+        shutil.rmtree(directory)
+    if run.returncode == 0:
+        pytest.skip("cannot make a directory read-only for a child process here")
+    assert _one_line_error(run) == (
+        f"story-graph-mcp: cannot write {out}: the directory {directory} is read-only for this user, and an export"
+        " is written to graph.jsonl.partial next to graph.jsonl, then renamed over it: make the directory writable,"
+        " or export to another directory\n"
+    )
+    assert kept == "the old backup\n"

@@ -454,6 +454,9 @@ NOT_JSONL_TEXT: dict[str, tuple[Callable[[Path], bytes], str, str]] = {
         "--from",
     ),
     "UTF-16": (lambda _: PROJECT_LINE.encode("utf-16"), "UTF-16", "iconv -f UTF-16 -t UTF-8"),
+    # Without a byte-order mark (iconv -t UTF-16LE, some Windows tools): was "malformed JSON at column 2".
+    "UTF-16LE without a BOM": (lambda _: PROJECT_LINE.encode("utf-16-le"), "UTF-16", "iconv -f UTF-16LE -t UTF-8"),
+    "UTF-16BE without a BOM": (lambda _: PROJECT_LINE.encode("utf-16-be"), "UTF-16", "iconv -f UTF-16BE -t UTF-8"),
     "Windows-1252": (
         lambda _: PROJECT_LINE.replace(" 咖啡", "").encode("cp1252"),
         "not UTF-8",

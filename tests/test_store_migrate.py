@@ -163,8 +163,9 @@ def test_another_applications_database_is_not_migrated(tmp_path: Path) -> None:
 
 
 def test_a_database_in_a_missing_folder_is_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(DatabaseUnusable, match="cannot open or create"):
-        migrate(tmp_path / "no" / "such" / "folder.db")
+    folder = tmp_path / "no" / "such"
+    with pytest.raises(DatabaseUnusable, match=f"the directory {folder} does not exist; create it first"):
+        migrate(folder / "folder.db")
 
 
 @pytest.mark.anyio

@@ -13,7 +13,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Final
 
 import orjson
 
@@ -25,10 +25,15 @@ from server.store.migrate import open_store
 from server.store.progress import Progress
 from server.store.stdout import stdout_failure
 
+DATABASE_FILES: Final = ("", "-wal", "-shm", "-journal")
+"""The database file and the files SQLite keeps next to it: an export must never be renamed over one of them."""
+
 
 def export_file(db_path: Path, out: Path | None, *, progress: Progress | None = None) -> int:
     """Export `db_path` to `out` (stdout when None); return the number of lines written."""
     progress = progress or Progress.silent()
+    if out is not None:
+        _refuse_database_files(db_path, out)
     conn = open_store(db_path, write=False)
     try:
         conn.execute("BEGIN")  # one read snapshot, even while another process writes
@@ -50,7 +55,7 @@ def export_file(db_path: Path, out: Path | None, *, progress: Progress | None = 
             os.replace(partial, target)
         except OSError as exc:
             partial.unlink(missing_ok=True)
-            raise StoreError(f"cannot write {out}: {exc.strerror or exc}") from None
+            raise StoreError(f"cannot write {out}: {_write_problem(target, partial) or exc.strerror or exc}") from None
         except BaseException:  # a stored line that is not valid, a database error, Ctrl-C: no half file either
             partial.unlink(missing_ok=True)
             raise
@@ -58,6 +63,35 @@ def export_file(db_path: Path, out: Path | None, *, progress: Progress | None = 
     finally:
         progress.stop()
         conn.close()
+
+
+def _write_problem(target: Path, partial: Path) -> str | None:
+    """Where the directory is the problem: `Permission denied` for a file the user may write, or `No such file or
+    directory` for a path whose folder is missing, sent the operator after the file."""
+    folder = target.parent
+    if not folder.is_dir():
+        return f"the directory {folder} does not exist; create it first (mkdir -p {folder})"
+    if not os.access(folder, os.W_OK):
+        return (
+            f"the directory {folder} is read-only for this user, and an export is written to {partial.name} next to"
+            f" {target.name}, then renamed over it: make the directory writable, or export to another directory"
+        )
+    return None
+
+
+def _refuse_database_files(db_path: Path, out: Path) -> None:
+    """`db export --db graph.db graph.db` (FILE and --db swapped, or a completion gone wrong) replaced the
+    database with its own export, and `graph.db-wal` the live write-ahead log: refuse both before writing."""
+    target = out.resolve()
+    database = db_path.resolve()
+    for suffix in DATABASE_FILES:
+        own = database.with_name(database.name + suffix)
+        if target == own or (suffix == "" and target.exists() and own.exists() and target.samefile(own)):
+            what = "the database itself" if suffix == "" else f"the database's {suffix[1:]} file"
+            raise StoreError(
+                f"will not export to {out}: it is {what} ({db_path}); name a new file for the export, such as"
+                f" {database.stem}.jsonl, or leave FILE out to write to standard output"
+            )
 
 
 def export_lines(conn: sqlite3.Connection) -> Iterator[bytes]:

@@ -43,6 +43,10 @@ NOT_TEXT: Final = (
     (b"\xff\xfe", _UTF16),
     (b"\xfe\xff", _UTF16),
 )
+UTF16_WITHOUT_BOM: Final = (
+    "the file is probably UTF-16 text without a byte-order mark: convert it to UTF-8 first"
+    " (iconv -f {encoding} -t UTF-8 FILE > FILE.utf8)"
+)
 TO_UTF8: Final = (
     "the file must be UTF-8: convert it from the encoding it was saved in, e.g. iconv -f WINDOWS-1252 -t UTF-8"
     " FILE > FILE.utf8 (or -f GBK for Chinese text)"
@@ -198,6 +202,13 @@ def _refuse(number: int, raw: bytes, exc: orjson.JSONDecodeError) -> NoReturn:
         for magic, what in NOT_TEXT:
             if raw.startswith(magic):
                 raise ImportRejected(number, "", f"the file is {what}") from None
+    nuls = raw.count(b"\x00")
+    if nuls * 3 >= len(raw):  # UTF-16 text holds a NUL byte beside every ASCII character (JSON text holds none)
+        encoding = "UTF-16BE" if raw.startswith(b"\x00") else "UTF-16LE"
+        raise ImportRejected(number, "", f"holds NUL bytes: {UTF16_WITHOUT_BOM.format(encoding=encoding)}") from None
+    if nuls:
+        at = raw.index(b"\x00") + 1
+        raise ImportRejected(number, "", f"a NUL byte at byte {at} of the line: JSON text never holds one") from None
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as bad:

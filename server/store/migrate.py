@@ -7,6 +7,7 @@ has been applied, so `SCHEMA_VERSION` is simply the highest file number.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from pathlib import Path
@@ -66,12 +67,57 @@ def schema_problem(path: Path, found: int) -> str | None:
 
 
 def read_version(conn: sqlite3.Connection, path: Path) -> int:
-    """`PRAGMA user_version`; this first read is also where SQLite notices a file is not a database."""
+    """`PRAGMA user_version`; this first read is also where SQLite notices a file is not a database, is damaged,
+    is locked by a writer or cannot be read here."""
     try:
         row = conn.execute(USER_VERSION).fetchone()
     except sqlite3.DatabaseError as exc:
-        raise DatabaseUnusable(f"{path} is not a SQLite database ({exc})") from None
+        raise DatabaseUnusable(unreadable(conn, path, exc)) from None
     return int(row[0])
+
+
+def unreadable(conn: sqlite3.Connection, path: Path, exc: sqlite3.DatabaseError) -> str:
+    """Why the first read of `path` failed, and what to do. Every failure used to read "is not a SQLite database",
+    also a database locked by an import or one whose directory is read-only, sending the operator after the wrong
+    problem."""
+    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary result code
+    if code == sqlite3.SQLITE_NOTADB:
+        return f"{path} is not a SQLite database ({exc})"
+    if code == sqlite3.SQLITE_CORRUPT:
+        return (
+            f"{path} is damaged ({exc}); restore it from a backup, or rebuild it: `{migrate_command(Path('NEW.db'))}`"
+            " and import an export into it"
+        )
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        waited = conn.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
+        return (
+            f"{path} is locked by another process (an import, or the application that writes it) for longer than"
+            f" {waited:g} seconds; try again when it has finished"
+        )
+    # Reading needs no write access to the file, but a WAL database's readers create its -wal and -shm files.
+    return directory_problem(path) or f"cannot read {path}: {exc}"
+
+
+def write_problem(path: Path) -> str | None:
+    """Why SQLite cannot write `path` or the journal files it keeps next to it, or None when both are writable."""
+    if path.exists() and not os.access(path, os.W_OK):
+        return (
+            f"{path} is read-only for this user: run the command as the user that owns it, or make it writable"
+            f" (chmod u+w {path})"
+        )
+    return directory_problem(path)
+
+
+def directory_problem(path: Path) -> str | None:
+    """The directory of `path` is read-only: SQLite cannot create the journal files it keeps next to a database."""
+    directory = path.resolve().parent
+    if os.access(directory, os.W_OK):
+        return None
+    return (
+        f"the directory of {path}, {directory}, is read-only for this user, and SQLite must create the database's"
+        f" journal files there ({path.name}-wal and -shm in WAL mode, which readers need too, or -journal): make the"
+        " directory writable for this user"
+    )
 
 
 def check_schema(conn: sqlite3.Connection, path: Path) -> int:
@@ -134,10 +180,15 @@ def migrate(path: Path) -> tuple[int, int]:
     """Create the database if missing and apply every pending migration; return (before, after)."""
     if path.is_dir():
         raise DatabaseUnusable(f"{path} is a directory, not a database file")
+    if not path.parent.is_dir():
+        folder = path.parent
+        raise DatabaseUnusable(
+            f"cannot create {path}: the directory {folder} does not exist; create it first (mkdir -p {folder})"
+        )
     try:
         conn = sqlite3.connect(path, isolation_level=None)
     except sqlite3.Error as exc:
-        raise DatabaseUnusable(f"cannot open or create {path}: {exc}") from None
+        raise DatabaseUnusable(f"cannot open or create {path}: {write_problem(path) or exc}") from None
     try:
         before = read_version(conn, path)
         if before > SCHEMA_VERSION:
@@ -147,10 +198,14 @@ def migrate(path: Path) -> tuple[int, int]:
         for number, file in migration_files():
             if number > before:
                 _apply(conn, path, number, file)
-        conn.execute(ENABLE_WAL)  # readers keep working while a writer imports
+        if before == 0:
+            # A new database: readers keep working while a writer imports. An existing one keeps the journal mode
+            # its operator chose (a snapshot published in DELETE mode for a read-only directory stays so).
+            conn.execute(ENABLE_WAL)
         return before, read_version(conn, path)
     except sqlite3.Error as exc:
-        raise DatabaseUnusable(f"cannot migrate {path}: {exc}") from None
+        readonly = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY
+        raise DatabaseUnusable(f"cannot migrate {path}: {(write_problem(path) if readonly else None) or exc}") from None
     finally:
         conn.close()
 
@@ -166,8 +221,10 @@ def _apply(conn: sqlite3.Connection, path: Path, number: int, file: Path) -> Non
             raise DatabaseUnusable(f"migration {file.name} sets user_version {declared}, expected {number}")
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
+        readonly = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY
         raise DatabaseUnusable(
-            f"migration {file.name} failed on {path}, which was left at schema version {number - 1}: {exc}"
+            f"migration {file.name} failed on {path}, which was left at schema version {number - 1}:"
+            f" {(write_problem(path) if readonly else None) or exc}"
         ) from None
     finally:
         if conn.in_transaction:
