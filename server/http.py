@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -405,6 +406,7 @@ def serve_http(settings: ServeSettings) -> int:
 
         _warn_if_not_loopback(http)
         return serve_workers(settings)
+    sock = listening_socket(http.host, http.port, reuse_port=False)
     policy: PolicySource
     if settings.policy is not None:
         policy = PolicyFile(settings.policy)
@@ -436,8 +438,30 @@ def serve_http(settings: ServeSettings) -> int:
         server_header=False,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
-    uvicorn.Server(config).run()
+    # uvicorn logs the address only when it binds the socket itself; say it, as `--workers` does.
+    log.info("serving on http://%s:%d%s", f"[{http.host}]" if ":" in http.host else http.host, http.port, MCP_PATH)
+    with sock:
+        uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+    """A TCP socket bound to host:port (listen() is called by the uvicorn server that serves it). Bound before
+    anything is printed: a port in use (or an address this machine does not have) is one line and exit status 2,
+    not a one-run token and Inspector commands for a server that never started."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # inherited by its connections
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise StoreError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _warn_if_not_loopback(http: HttpSettings) -> None:

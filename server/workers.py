@@ -26,9 +26,8 @@ from typing import Final
 import uvicorn
 from uvicorn.supervisors import Multiprocess
 
-from server.http import KEEP_ALIVE_SECONDS
+from server.http import KEEP_ALIVE_SECONDS, listening_socket
 from server.settings import ServeSettings
-from server.store.errors import StoreError
 
 log = logging.getLogger("story_graph_mcp.http")
 
@@ -60,23 +59,6 @@ def serve_workers(settings: ServeSettings) -> int:
     log.info("serving on http://%s:%d/mcp with %d worker processes", host, http.port, http.workers)
     supervisor(config, http.host, http.port).run()
     return 0
-
-
-def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
-    """A TCP socket bound to host:port (listen() is called by the worker that serves it)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # inherited by its connections
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise StoreError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    sock.set_inheritable(True)
-    return sock
 
 
 def check_port_free(host: str, port: int) -> None:

@@ -694,3 +694,23 @@ def test_serve_with_workers_refuses_a_port_in_use(tmp_path: Path) -> None:
         )
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert f"story-graph-mcp: cannot listen on 127.0.0.1:{port}:" in done.stderr
+
+
+def test_serve_refuses_a_port_in_use_before_it_prints_a_token(tmp_path: Path) -> None:
+    """One process without --policy prints a one-run token and Inspector commands: never for a server that cannot
+    start (uvicorn used to bind only after them, then logged `address already in use` and exited 3)."""
+    db, _, _ = setup(tmp_path)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = subprocess.run(
+            [PYTHON, "-m", "server", "serve", "--transport", "http", "--port", str(port), "--db", str(db)],
+            env=server_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"story-graph-mcp: cannot listen on 127.0.0.1:{port}: Address already in use"
