@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 from collections.abc import Sequence
@@ -174,6 +175,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _interval(text: str) -> float:
+    """Seconds between progress lines: a finite number above 0 (`nan` printed none, a negative one a line per
+    object)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, not {text!r}")
+    return seconds
+
+
 def _database(text: str) -> Path:
     """A database path; an empty one (`--db "$DB"` with DB unset) is `.`, the working directory, to pathlib."""
     if not text:
@@ -195,7 +208,7 @@ def _progress_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--quiet", action="store_true", help="print no progress on stderr")
     command.add_argument(
         "--progress-every",
-        type=float,
+        type=_interval,
         default=DEFAULT_EVERY_SECONDS,
         metavar="SECONDS",
         help="when stderr is not a terminal, print a progress line every SECONDS"

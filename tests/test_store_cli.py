@@ -509,3 +509,15 @@ def test_an_export_into_a_missing_or_read_only_directory_names_the_directory(tmp
         " or export to another directory\n"
     )
     assert kept == "the old backup\n"
+
+
+def test_progress_every_takes_a_number_of_seconds_above_zero(tmp_path: Path) -> None:
+    # `nan` printed no progress at all and a negative interval a line per object.
+    db = tmp_path / "graph.db"
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    for value in ("nan", "-1", "0", "inf", "soon"):
+        run = _cli("db", "import", "--db", db, graph, "--progress-every", value)
+        assert run.returncode == 2 and "Traceback" not in run.stderr
+        assert "argument --progress-every: expected a number of seconds" in run.stderr and repr(value) in run.stderr
+    assert not db.exists()
+    assert _cli("db", "export", "--db", db, "--progress-every", "-5").returncode == 2
