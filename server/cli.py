@@ -176,14 +176,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _interval(text: str) -> float:
-    """Seconds between progress lines: a finite number above 0 (`nan` printed none, a negative one a line per
-    object)."""
+    """Seconds between progress lines: a finite number, 0 or more (0: a line at every check; `nan` printed none)."""
     try:
         seconds = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, not {text!r}")
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, not {text!r}")
     return seconds
 
 

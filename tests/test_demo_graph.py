@@ -22,9 +22,10 @@ def test_the_shipped_demo_graph_is_what_the_generator_writes() -> None:
 def _stats_counts(text: str) -> dict[tuple[str, str], str]:
     """`db stats` per-scope counts as {(row heading, scope key): count}, without the revision row."""
     lines = text.splitlines()
-    header = lines[5].split()
+    table = lines.index("") + 1  # the table follows the first blank line
+    header = lines[table].split()
     counts: dict[tuple[str, str], str] = {}
-    for line in lines[6:]:
+    for line in lines[table + 1 :]:
         heading, cells = line[:17].strip(), line[17:].split()
         if heading != "data revision":
             counts.update({(heading, scope): cell for scope, cell in zip(header, cells, strict=True)})

@@ -79,6 +79,8 @@ def test_migrate_import_export_and_stats_work_end_to_end(tmp_path: Path) -> None
     assert f"schema version: {SCHEMA_VERSION}" in stats.stdout
     assert 'projects:["alpha"]' in stats.stdout
     assert "relations" in stats.stdout
+    # The ids `serve --project` and a policy's grants name, with what makes them readable.
+    assert "\nprojects: alpha (active), beta (active)\n" in stats.stdout
 
 
 def test_commands_that_only_read_leave_no_wal_or_shm_files_beside_the_database(tmp_path: Path) -> None:
@@ -511,11 +513,11 @@ def test_an_export_into_a_missing_or_read_only_directory_names_the_directory(tmp
     assert kept == "the old backup\n"
 
 
-def test_progress_every_takes_a_number_of_seconds_above_zero(tmp_path: Path) -> None:
-    # `nan` printed no progress at all and a negative interval a line per object.
+def test_progress_every_takes_a_number_of_seconds(tmp_path: Path) -> None:
+    # `nan` printed no progress at all, `inf` none either, and a negative interval was taken as 0.
     db = tmp_path / "graph.db"
     graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
-    for value in ("nan", "-1", "0", "inf", "soon"):
+    for value in ("nan", "-1", "inf", "soon"):
         run = _cli("db", "import", "--db", db, graph, "--progress-every", value)
         assert run.returncode == 2 and "Traceback" not in run.stderr
         assert "argument --progress-every: expected a number of seconds" in run.stderr and repr(value) in run.stderr

@@ -30,6 +30,10 @@ PER_SCOPE: Final[tuple[tuple[str, str], ...]] = (
     ("experiences", "SELECT scope_key, count(*) FROM experiences GROUP BY scope_key"),
     ("experience links", "SELECT scope_key, count(*) FROM experience_events GROUP BY scope_key"),
 )
+PROJECTS: Final = "SELECT id, status FROM projects ORDER BY id LIMIT :limit"
+PROJECTS_LISTED: Final = 50
+"""Projects `db stats` names with their status (what `serve --project` and a policy's grants name; only active
+projects are readable); the overall line counts them all."""
 # A memory item belongs to Global (no project) or to its one project's scope.
 MEMORY_ITEMS_PER_PROJECT: Final = "SELECT project_id, count(*) FROM memory_items GROUP BY project_id"
 OVERALL: Final[tuple[tuple[str, str], ...]] = (
@@ -51,6 +55,13 @@ def stats_text(db_path: Path) -> str:
         conn.close()
 
 
+def _projects(conn: sqlite3.Connection) -> str:
+    listed = conn.execute(PROJECTS, {"limit": PROJECTS_LISTED + 1}).fetchall()
+    named = ", ".join(f"{project_id} ({status})" for project_id, status in listed[:PROJECTS_LISTED])
+    more = f", and more (the first {PROJECTS_LISTED} by id)" if len(listed) > PROJECTS_LISTED else ""
+    return f"projects: {named or 'none'}{more}"
+
+
 def _report(conn: sqlite3.Connection, db_path: Path) -> str:
     revisions: dict[str, int | None] = {row[0]: row[1] for row in conn.execute(SCOPE_REVISIONS)}
     counts: dict[str, dict[str, int]] = {}
@@ -68,6 +79,7 @@ def _report(conn: sqlite3.Connection, db_path: Path) -> str:
         f"schema version: {SCHEMA_VERSION}",
         f"graph data revision: {conn.execute(GRAPH_REVISION).fetchone()[0]}",
         "overall: " + ", ".join(f"{name} {conn.execute(sql).fetchone()[0]}" for name, sql in OVERALL),
+        _projects(conn),
         "",
     ]
     if not scopes:
