@@ -399,3 +399,39 @@ async def test_open_issues_come_from_the_summaries_that_list_the_object(demo: Pa
     [conflict] = page["header"]["conflicts"]
     assert conflict["relation_ref"]["id"] == "rel-ttl-conflict"
     assert {c["ref"]["id"] for c in conflict["claims"]} == {"ent-ttl-2h", "ent-ttl-30m"}
+
+
+async def test_a_summarys_header_label_is_its_opening_sentence_as_search_titles_it(demo: Path) -> None:
+    """A summary stores no title: its label was null, while every other type's header names the object. It is now
+    the summary's own opening words, the same as search's `title` for it."""
+    async with client_for(demo) as client:
+        march = await ok(client, CONTEXT, {"object_ref": _ref("summary", "sum-atlas-2026-03")})
+        may = await ok(client, CONTEXT, {"object_ref": _ref("summary", "sum-atlas-2026-05")})
+        found = await ok(client, "story_graph_search", {"query": "sum-atlas-2026-03"})
+    # The first line is one 283-code-point paragraph: its first sentence fits the 160 code points of a label.
+    opening = (
+        "March: the team chose Redis as the session cache (会话缓存), one instance per region, with a 30-minute TTL to "
+        "start."
+    )
+    assert march["header"]["label"] == opening
+    assert march["header"]["description"].startswith(opening + " A joking")  # the description stays the whole text
+    assert may["header"]["label"] == "April–May: Decision A (Redis) was revised."
+    (item,) = [i for i in found["items"] if i["object_ref"] == _ref("summary", "sum-atlas-2026-03")]
+    assert item["title"] == opening
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("\n  \n  Week 12: shipped.  \nDetails follow.", "Week 12: shipped."),  # the first line that is not blank
+        ("决定用 SQLite。" * 20, "决定用 SQLite。" * 14),  # the sentences that fit (full-width stops count)
+        ("v1.2 shipped. " + "x" * 200, "v1.2 shipped."),  # a dot inside a word ends no sentence
+        ("y" * 200, "y" * 159 + "…"),  # no sentence fits: cut, and marked as cut
+        ("  \n\t", None),  # nothing to name it by: null, not made up
+        (None, None),
+    ],
+)
+def test_a_summary_title_is_its_own_opening_words(text: str | None, title: str | None) -> None:
+    from server.reader.objects import summary_title
+
+    assert summary_title(text) == title

@@ -270,7 +270,7 @@ class Header(Contract):
 
     object_ref: ObjectRef
     label: str | None
-    """Label, title or topic (at most 160 code points)."""
+    """Label, title or topic (at most 160 code points): search's `title` (a summary's opening words)."""
     description: str | None
     """The target's current description (current projection, or its stored row), at most 600 code points."""
     description_is_excerpt: bool
