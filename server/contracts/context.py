@@ -314,6 +314,7 @@ class Gap(Contract):
     kind: Literal[
         "unknown_event_time",
         "coverage_not_complete",
+        "listed_event_coverage_not_complete",
         "relation_end_not_in_scope",
         "evidence_not_in_scope",
         "no_reliable_revision",
