@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 import pytest
+from jsonl_graph import PAIR as GRAPH_PAIR
+from jsonl_graph import imported_graph, story_graph
 from mcp import Client
 from support import all_pages, client_for, demo_db, error, ok
 
@@ -399,3 +401,104 @@ async def test_open_issues_come_from_the_summaries_that_list_the_object(demo: Pa
     [conflict] = page["header"]["conflicts"]
     assert conflict["relation_ref"]["id"] == "rel-ttl-conflict"
     assert {c["ref"]["id"] for c in conflict["claims"]} == {"ent-ttl-2h", "ent-ttl-30m"}
+
+
+async def test_a_summarys_header_label_is_its_opening_sentence_as_search_titles_it(demo: Path) -> None:
+    """A summary stores no title: its label was null, while every other type's header names the object. It is now
+    the summary's own opening words, the same as search's `title` for it."""
+    async with client_for(demo) as client:
+        march = await ok(client, CONTEXT, {"object_ref": _ref("summary", "sum-atlas-2026-03")})
+        may = await ok(client, CONTEXT, {"object_ref": _ref("summary", "sum-atlas-2026-05")})
+        found = await ok(client, "story_graph_search", {"query": "sum-atlas-2026-03"})
+    # The first line is one 283-code-point paragraph: its first sentence fits the 160 code points of a label.
+    opening = (
+        "March: the team chose Redis as the session cache (会话缓存), one instance per region, with a 30-minute TTL to "
+        "start."
+    )
+    assert march["header"]["label"] == opening
+    assert march["header"]["description"].startswith(opening + " A joking")  # the description stays the whole text
+    assert may["header"]["label"] == "April–May: Decision A (Redis) was revised."
+    (item,) = [i for i in found["items"] if i["object_ref"] == _ref("summary", "sum-atlas-2026-03")]
+    assert item["title"] == opening
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("\n  \n  Week 12: shipped.  \nDetails follow.", "Week 12: shipped."),  # the first line that is not blank
+        ("决定用 SQLite。" * 20, "决定用 SQLite。" * 14),  # the sentences that fit (full-width stops count)
+        ("v1.2 shipped. " + "x" * 200, "v1.2 shipped."),  # a dot inside a word ends no sentence
+        ("y" * 200, "y" * 159 + "…"),  # no sentence fits: cut, and marked as cut
+        ("  \n\t", None),  # nothing to name it by: null, not made up
+        (None, None),
+    ],
+)
+def test_a_summary_title_is_its_own_opening_words(text: str | None, title: str | None) -> None:
+    from server.reader.objects import summary_title
+
+    assert summary_title(text) == title
+
+
+LISTED_GAP = "listed_event_coverage_not_complete"
+
+
+@pytest.mark.parametrize(
+    "object_ref",
+    [_ref("experience", "exp-edge-box-infra"), _ref("story", "story-pair-edge-stack")],
+    ids=["exp", "cross"],
+)
+async def test_a_shared_objects_gaps_name_the_incomplete_coverage_of_its_events_own_scopes(
+    demo: Path, object_ref: dict[str, str]
+) -> None:
+    """The pair's own coverage is complete, but three of the four events the experience and the cross story list
+    are Atlas's (partial: a failed leaf batch) and Beacon's (unknown: a count-only record). `coverage` stays the
+    pair's (SPEC §4); a gap says the rest, on every page and in both modes, where before nothing did."""
+    async with client_for(demo) as client:
+        pages = await all_pages(client, CONTEXT, {"object_ref": object_ref, "scope": PAIR, "page_size": 2})
+        timeline = await ok(client, CONTEXT, {"object_ref": object_ref, "scope": PAIR, "mode": "timeline"})
+        atlas = await ok(client, "story_graph_search", {"query": "Redis"})
+        beacon = await ok(client, "story_graph_search", {"query": "Redis", "scope": BEACON})
+    assert (atlas["coverage"]["status"], beacon["coverage"]["status"]) == ("partial", "unknown")
+    assert len(pages) > 1
+    for page in [*pages, timeline]:
+        assert page["coverage"]["status"] == "complete"  # the pair's own, unchanged
+        assert "coverage_not_complete" not in {g["kind"] for g in page["known_gaps"]}
+        (gap,) = [g for g in page["known_gaps"] if g["kind"] == LISTED_GAP]
+        assert gap["count"] == 3
+        assert gap["refs"] == [
+            _ref("event", i) for i in ("evt-beacon-push-relay", "evt-decision-b", "evt-revision-a-to-b")
+        ]
+        assert (
+            '{"kind":"projects","projectIds":["atlas"]} partial (2 events), '
+            '{"kind":"projects","projectIds":["beacon"]} unknown (1 event)'
+        ) in gap["detail"]
+        assert "pair" not in gap["detail"] and '["atlas","beacon"]' not in gap["detail"]  # the pair's own is `coverage`
+
+
+async def test_the_listed_events_coverage_is_read_at_their_scopes_current_revision(tmp_path: Path) -> None:
+    """A review recorded in Beta changes Beta's coverage but not the pair's data revision: the cross story's gap
+    follows it at once (it is read per call, not remembered with the pair's selection). Alpha, complete, is never
+    named."""
+    db = imported_graph(tmp_path, story_graph())
+    arguments = {"object_ref": _ref("story", "st-cross"), "scope": GRAPH_PAIR}
+    async with client_for(db, Grant(default_project="alpha")) as client:
+        before = await ok(client, CONTEXT, arguments)
+        with sqlite3.connect(db) as conn:
+            span = {"from": "2026-01-01T00:00:00Z", "to": "2026-03-01T00:00:00Z"}
+            complete = {"kind": "detailed", "processed_range": span, "sources": [], "unprocessed_sources": 0}
+            conn.execute("UPDATE results SET coverage_json = ? WHERE id = 'r-beta'", (orjson.dumps(complete).decode(),))
+        after = await ok(client, CONTEXT, arguments)
+    (gap,) = [g for g in before["known_gaps"] if g["kind"] == LISTED_GAP]
+    assert (gap["count"], gap["refs"]) == (1, [_ref("event", "ev-b1")])
+    assert '{"kind":"projects","projectIds":["beta"]} unknown (1 event)' in gap["detail"]
+    assert "alpha" not in gap["detail"]
+    assert before["data_revision"] == after["data_revision"]  # the pair's revision did not move
+    assert LISTED_GAP not in {g["kind"] for g in after["known_gaps"]}
+
+
+async def test_a_story_of_one_project_has_no_listed_event_gap(demo: Path) -> None:
+    """Its events are all stored in its own scope: the scope's own coverage gap says it all."""
+    async with client_for(demo) as client:
+        page = await ok(client, CONTEXT, {"object_ref": _ref("story", "story-atlas-session-cache")})
+    kinds = [g["kind"] for g in page["known_gaps"]]
+    assert "coverage_not_complete" in kinds and LISTED_GAP not in kinds

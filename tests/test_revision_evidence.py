@@ -140,12 +140,34 @@ async def test_a_leaf_description_standing_in_for_a_row_is_marked_as_showing_the
     async with client_for(db, Grant(default_project="alpha")) as client:
         found = await ok(client, SEARCH, {"query": "later review's wording"})
         own = await ok(client, SEARCH, {"query": "Chose SQLite", "object_types": ["event"]})
+        context = await ok(client, CONTEXT, {"object_ref": {"type": "event", "id": "ev-1"}})
 
     (item,) = [i for i in found["items"] if i["result_id"] == "r-alpha-2"]
     (event,) = [i for i in own["items"] if i["object_ref"]["id"] == "ev-1"]
     assert item["object_ref"] == {"type": "event", "id": "ev-1"}
     assert (item["source_reference_ids"], item["evidence_basis"]) == (event["source_reference_ids"], "object")
     assert event["evidence_basis"] == "row"
+    # get_context shows the same leaf description as its own item, by the same rule.
+    (described,) = [i for i in context["items"] if i["leaf_id"] == "leaf-2"]
+    assert described["object_ref"] == {"type": "event", "id": "leaf:leaf-2:ev-1"}
+    assert (described["source_reference_ids"], described["evidence_basis"]) == (item["source_reference_ids"], "object")
+
+
+async def test_get_context_leaf_descriptions_show_the_objects_evidence_never_an_empty_list(tmp_path: Path) -> None:
+    """A leaf stores no evidence of its own (the importer drops the app's): each of Decision A's three leaf
+    descriptions shows A's current evidence marked `object`, as search would, not `[]` marked `row` ("none")."""
+    async with client_for(demo_db(tmp_path)) as client:
+        items = await _timeline(client, "ent-decision-a")
+        current = await ok(client, SEARCH, {"query": "ent-decision-a", "object_types": ["entity"]})
+
+    (projection,) = [i for i in current["items"] if i["object_ref"]["id"] == "ent-decision-a" and not i["result_id"]]
+    leaves = {i["leaf_id"]: i for i in items if i["row_kind"] == "leaf"}
+    assert sorted(leaves) == ["leaf-atlas-2026-03-a", "leaf-atlas-2026-03-b", "leaf-atlas-2026-05-a"]
+    for leaf_id, item in leaves.items():
+        assert item["object_ref"] == {"type": "entity", "id": f"leaf:{leaf_id}:ent-decision-a"}
+        assert (item["source_reference_ids"], item["evidence_basis"]) == (projection["source_reference_ids"], "object")
+        assert item["source_reference_count"] == len(projection["source_reference_ids"]) == 3
+        assert "source_reference_ids" not in orjson.loads(item["content"])  # the leaf's stored content holds none
 
 
 # --- interchange -----------------------------------------------------------------------------------------------

@@ -270,7 +270,7 @@ class Header(Contract):
 
     object_ref: ObjectRef
     label: str | None
-    """Label, title or topic (at most 160 code points)."""
+    """Label, title or topic (at most 160 code points): search's `title` (a summary's opening words)."""
     description: str | None
     """The target's current description (current projection, or its stored row), at most 600 code points."""
     description_is_excerpt: bool
@@ -314,6 +314,7 @@ class Gap(Contract):
     kind: Literal[
         "unknown_event_time",
         "coverage_not_complete",
+        "listed_event_coverage_not_complete",
         "relation_end_not_in_scope",
         "evidence_not_in_scope",
         "no_reliable_revision",

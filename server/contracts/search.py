@@ -70,7 +70,7 @@ class SearchItem(ItemBase):
     match_position: MatchPosition | None
     """Where the whole query first matches; null when no single field holds it."""
     title: str | None
-    """The object's title, label, topic or type-specific headline."""
+    """The object's title, label, topic or type-specific headline (a summary's opening words)."""
     evolution_refs: list[ObjectRef]
     """Entity changes and relations that touch this object (the first 20)."""
     evolution_ref_count: int

@@ -247,6 +247,58 @@ def _conflict(sel: Selection, unit: Unit) -> Conflict:
     )
 
 
+GAP_DETAIL_SCOPES_CHARS: Final = 2_000
+"""A gap's detail names further scopes only while what it names is shorter than this (then 'and N more')."""
+GAPS_BEFORE_LISTED: Final = frozenset({"unknown_event_time", "coverage_not_complete"})
+"""The gaps listed before listed_event_coverage_not_complete: it follows the scope's own coverage gap."""
+ScopeState = tuple[str, Coverage | None, list[Ref]]
+"""A scope the events a story or experience lists are stored in: its key, its coverage (None: not read) and those
+events."""
+
+
+def with_listed_event_coverage(gaps: list[Gap], states: list[ScopeState]) -> list[Gap]:
+    """The gaps, plus one naming the narrower scopes of the events a story or experience lists whose own coverage is
+    not complete: `coverage` is the requested scope's only (SPEC §4), and an agent reading `complete` there must not
+    take those events' reviews for complete. A scope whose coverage was not read (None: beyond the scopes a call
+    reads) counts as not complete: unknown never reads as complete."""
+    concerned = [
+        (scope_key, coverage, refs)
+        for scope_key, coverage, refs in states
+        if coverage is None or coverage.status != "complete" or time_range_unprocessed(coverage) is not None
+    ]
+    if not concerned:
+        return gaps
+    said: list[str] = []
+    for scope_key, coverage, refs in concerned:
+        # The first GAP_REFS scopes, within a bounded text (a scope may name up to 99 long project ids).
+        if len(said) == GAP_REFS or sum(map(len, said)) > GAP_DETAIL_SCOPES_CHARS:
+            break
+        scope = scope_from_key(scope_key).model_dump_json()
+        events = f"{len(refs)} event{'s' if len(refs) != 1 else ''}"
+        if coverage is None:
+            said.append(f"{scope} not read here ({events})")
+            continue
+        within = coverage.time_range_coverage.status if coverage.time_range_coverage is not None else None
+        in_range = f", time_range {within}" if within in ("partly_covered", "not_covered") else ""
+        said.append(f"{scope} {coverage.status}{in_range} ({events})")
+    if len(concerned) > len(said):
+        said.append(f"and {len(concerned) - len(said)} more scopes")
+    refs = sorted({ref for _, _, listed in concerned for ref in listed})
+    gap = Gap(
+        kind="listed_event_coverage_not_complete",
+        count=len(refs),
+        detail=(
+            "Events listed here are stored in narrower scopes whose own coverage is not complete (coverage above is "
+            f"this scope's only): {', '.join(said)}. Their reviews may not have processed every source, so history "
+            "of these events may be missing; a call in such a scope shows its coverage."
+        ),
+        refs=[object_ref(r) for r in refs[:GAP_REFS]],
+    )
+    # After the scope's own coverage gap (known_gaps lists it, and the unknown event times, first).
+    at = sum(1 for g in gaps if g.kind in GAPS_BEFORE_LISTED)
+    return [*gaps[:at], gap, *gaps[at:]]
+
+
 def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
     """What the saved evidence is known to lack for this object; each gap is reported, never filled."""
     gaps: list[Gap] = []

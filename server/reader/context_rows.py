@@ -74,7 +74,7 @@ class Unit:
     role: str = "target"
     basis: str = "row"
     """Whose evidence `sources` is: 'row' (its own) or 'object' (objects.Evidence.of: an entity revision that
-    stored none shows its entity's current evidence, marked so)."""
+    stored none, and a leaf's description, show the object's current evidence, marked so)."""
     describes: Ref | None = None
     leaf_id: str | None = None
     ends: tuple[Ref, Ref] | None = None
@@ -253,9 +253,17 @@ class RowLoader:
         return units
 
     async def leaf_facts(self, object_type: str, object_id: str) -> list[Unit]:
+        """Each successful leaf's own description of the object. A leaf stores no evidence of its own (the GoodBuddy
+        importer drops the app's, docs/interchange.md), so what it rested on is unknown: each shows the object's
+        current evidence marked 'object' (objects.Evidence.of), as search shows a leaf's row, never `[]` as if it
+        had none. One evidence query for all of them."""
         params = {"object_type": object_type, "object_id": object_id, "scope_key": self.scope_key}
+        found = await self.rows(LEAF_FACTS_OF, **params)
+        if not found:
+            return []
+        stored = await evidence(self.conn, self.scope_key, object_type, [object_id])
         units = []
-        for r in await self.rows(LEAF_FACTS_OF, **params):
+        for r in found:
             data = {
                 "leaf_id": r["owner_id"],
                 "result_id": r["result_id"],
@@ -271,7 +279,11 @@ class RowLoader:
                 review_generated_at=r["review_generated_at"],
                 recorded_at=r["recorded_at"],
             )
-            units.append(Unit(row, data, [], describes=(object_type, object_id), leaf_id=r["owner_id"]))
+            # The rule search applies to the leaf's row, which carries the described object's id.
+            sources, basis = stored.of(ObjectRow(object_type, object_id, r["result_id"], self.scope_key, "leaf"))
+            units.append(
+                Unit(row, data, sources, basis=basis, describes=(object_type, object_id), leaf_id=r["owner_id"])
+            )
         return units
 
     async def events(self, ids: list[str]) -> list[Unit]:

@@ -17,6 +17,7 @@ import bisect
 import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Final
 
 import aiosqlite
 
@@ -24,11 +25,18 @@ from server.contracts.common import Coverage
 from server.contracts.context import Gap, Header
 from server.reader.context import Selection, select
 from server.reader.context_arms import BoundArm, Candidate, Mode, SortKey, sort_key
-from server.reader.context_header import build_header, known_gaps
+from server.reader.context_header import ScopeState, build_header, known_gaps, with_listed_event_coverage
 from server.reader.context_pages import Piece, compact
 from server.reader.context_rows import Memory, Ref, RowLoader, Unit
+from server.reader.coverage import read_coverage
+from server.reader.db import IDS, json_ids
 from server.reader.memo import Memo, weight_of
 from server.reader.objects import Key
+
+LISTED_SCOPES_READ: Final = 20
+"""The scopes of a story's or experience's listed events whose coverage one call reads (each is one summary of its
+results' records, remembered per scope revision); further ones are reported as not read."""
+SCOPE_REVISIONS: Final = f"SELECT scope_key, data_revision FROM scopes WHERE scope_key IN {IDS}"
 
 
 @dataclass
@@ -45,6 +53,9 @@ class Summary:
     gathered: list[Candidate]
     target_units: dict[Key, tuple[Unit, str]]
     """The target's rows with their content text (a story's lists all its events: built once, not per page)."""
+    elsewhere: dict[str, list[Ref]]
+    """The selected objects stored in another scope than the one read, by scope key: the events a story or
+    experience lists that lie in narrower scopes (whose coverage known_gaps_now reads)."""
     ordered: dict[Mode, tuple[list[SortKey], list[Candidate]]] = field(default_factory=dict)
 
     def total(self, mode: Mode) -> int:
@@ -79,11 +90,11 @@ async def summarise(
     if found is not None:
         return found
     sel = await select(conn, scope_key, project_ids, target, time_range=time_range, time_basis=time_basis)
-    summary = _summary(sel, time_range is not None, coverage)
+    summary = _summary(sel, scope_key, time_range is not None, coverage)
     return remembered.put(key, summary, weight=weight_of(len(summary.gathered)))
 
 
-def _summary(sel: Selection, time_range_used: bool, coverage: Coverage) -> Summary:
+def _summary(sel: Selection, scope_key: str, time_range_used: bool, coverage: Coverage) -> Summary:
     return Summary(
         header=build_header(sel, time_range_used=time_range_used),
         gaps=known_gaps(sel, coverage),
@@ -94,7 +105,44 @@ def _summary(sel: Selection, time_range_used: bool, coverage: Coverage) -> Summa
         arms=sel.arms,
         gathered=sel.gathered,
         target_units={u.key: (u, compact(u.content)) for u in sel.units if u.role == "target"},
+        elsewhere=_elsewhere(sel, scope_key),
     )
+
+
+def _elsewhere(sel: Selection, scope_key: str) -> dict[str, list[Ref]]:
+    found: dict[str, set[Ref]] = {}
+    for u in sel.units:
+        if u.row.scope_key != scope_key:
+            found.setdefault(u.row.scope_key, set()).add(u.ref)
+    return {key: sorted(refs) for key, refs in sorted(found.items())}
+
+
+async def known_gaps_now(
+    conn: aiosqlite.Connection,
+    memo: Memo,
+    summary: Summary,
+    time_range: tuple[str, str] | None,
+    time_basis: str,
+) -> list[Gap]:
+    """The summary's known gaps, plus the coverage of the narrower scopes its listed events are stored in, read at
+    their current revisions: a new review there changes their coverage without changing this scope's revision,
+    so it is read per call, not remembered with the summary. Bounded: one query for the revisions of at most
+    LISTED_SCOPES_READ scopes, then each scope's coverage summary (remembered per scope revision, as every call in
+    that scope reads it); a scope beyond them is reported as not read."""
+    if not summary.elsewhere:
+        return summary.gaps
+    keys = list(summary.elsewhere)
+    read = keys[:LISTED_SCOPES_READ]
+    revisions = {row[0]: str(row[1]) for row in await conn.execute_fetchall(SCOPE_REVISIONS, {"ids": json_ids(read)})}
+    states: list[ScopeState] = []
+    for number, key in enumerate(keys):
+        coverage = (
+            await read_coverage(conn, memo, key, revisions.get(key, "0"), time_range, time_basis)
+            if number < LISTED_SCOPES_READ
+            else None
+        )
+        states.append((key, coverage, summary.elsewhere[key]))
+    return with_listed_event_coverage(summary.gaps, states)
 
 
 async def read_stream(

@@ -7,9 +7,10 @@ projection or a story line. A successful leaf's independent description of an ob
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, TypeVar
 
 import aiosqlite
 
@@ -17,6 +18,12 @@ from server.reader.db import IDS, json_ids
 
 Key = tuple[str, str, str]
 T = TypeVar("T")
+SUMMARY_TITLE_LIMIT: Final = 160
+"""Code points of a summary's title (its opening line), as get_context's header cuts every label."""
+SENTENCE_END: Final = re.compile(r"[.!?](?=\s)|[。！？]")
+"""Where a sentence ends: '.', '!' or '?' before a space, or a full-width stop, exclamation or question mark."""
+SUMMARY_TITLE_READ: Final = 1_000
+"""Code points of a summary's text read for its title: blank lines before its first line fit, a whole body need not."""
 
 # Each query selects the ObjectRow fields after object_type, in order. A unary + on a scope or owner-type
 # test keeps SQLite on the primary key: without ANALYZE statistics it would scan the scope's index instead.
@@ -51,8 +58,10 @@ SELECT c.entity_id || '#' || c.association_key, c.result_id, c.scope_key, 'resul
 SELECT l.id, l.result_id, l.scope_key, 'result', l.relation_type, NULL, NULL, NULL, NULL,
        r.review_generated_at, l.recorded_at, l.confirmation_state, l.revision
   FROM relations AS l JOIN results AS r ON r.id = l.result_id WHERE l.id IN {IDS} AND l.scope_key = :scope_key""",
+    # A summary stores no title: its title is its text's opening line (summary_title), read from its start only.
     "summary": f"""
-SELECT m.id, m.result_id, m.scope_key, 'result', NULL, m.interval_from, m.interval_to,
+SELECT m.id, m.result_id, m.scope_key, 'result', substr(m.body, 1, {SUMMARY_TITLE_READ}), m.interval_from,
+       m.interval_to,
        CASE WHEN m.interval_from IS NULL THEN NULL ELSE 'interval' END,
        CASE WHEN m.interval_from IS NULL THEN NULL ELSE 'summary_interval' END,
        r.review_generated_at, m.recorded_at, NULL, m.revision
@@ -150,6 +159,27 @@ class ObjectRow:
         return None if value is None else (value, value)
 
 
+def summary_title(text: str | None) -> str | None:
+    """A summary's title: the first line of its text that is not blank, trimmed; when it is longer than
+    SUMMARY_TITLE_LIMIT code points, its sentences that fit, else its first SUMMARY_TITLE_LIMIT - 1 code points and
+    '…'. Its own opening words: nothing is made up, and a text with no line (blank, or only blanks within what was
+    read) has no title (null)."""
+    line = next((line.strip() for line in (text or "").splitlines() if line.strip()), None)
+    if line is None or len(line) <= SUMMARY_TITLE_LIMIT:
+        return line
+    ends = [m.end() for m in SENTENCE_END.finditer(line, 0, SUMMARY_TITLE_LIMIT + 1) if m.end() <= SUMMARY_TITLE_LIMIT]
+    if ends:
+        return line[: ends[-1]]
+    return line[: SUMMARY_TITLE_LIMIT - 1].rstrip() + "…"
+
+
+def _object_row(object_type: str, values: Iterable[Any]) -> ObjectRow:
+    row = ObjectRow(object_type, *values)
+    if object_type == "summary" and row.row_kind != "leaf":
+        return replace(row, title=summary_title(row.title))
+    return row
+
+
 def split_change_id(change_id: str) -> tuple[str, str] | None:
     """(entity_id, association_key) of an entity change id '<entity_id>#<association_key>'; None without '#'."""
     entity_id, hash_mark, key = change_id.rpartition("#")
@@ -191,7 +221,7 @@ async def object_rows(conn: aiosqlite.Connection, scope_key: str, keys: Iterable
                 break
             params = {"ids": json_ids(lookup), "scope_key": scope_key} | extra
             for row in await conn.execute_fetchall(query, params):  # one hop to the connection's thread
-                item = ObjectRow(object_type, *row)
+                item = _object_row(object_type, row)
                 if item.key in type_keys and item.key not in found:
                     found[item.key] = item
     return found
@@ -206,7 +236,7 @@ async def rows_by_id(
         raise ValueError(f"rows_by_id: a {object_type} id may have several rows")
     params = {"ids": json_ids(ids), "scope_key": scope_key}
     rows = await conn.execute_fetchall(OBJECT_ROWS[object_type], params)  # one hop to the connection's thread
-    return {item.object_id: item for item in (ObjectRow(object_type, *row) for row in rows)}
+    return {item.object_id: item for item in (_object_row(object_type, row) for row in rows)}
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from server.reader.context_arms import SortKey
 from server.reader.context_header import object_ref
 from server.reader.context_pages import Fragment, paginate, parse_position, position_payload
 from server.reader.context_rows import Memory, Unit
-from server.reader.context_summary import load_pieces, read_stream, summarise
+from server.reader.context_summary import known_gaps_now, load_pieces, read_stream, summarise
 from server.reader.coverage import read_coverage
 from server.reader.cursor import request_digest
 from server.reader.scope import resolve_page_scope
@@ -90,6 +90,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         # One object more than the page can hold, to know whether another page follows.
         entries = await read_stream(conn, summary, args.mode, position[0] if position else None, args.page_size + 1)
         stream = await load_pieces(conn, summary, scope.key, entries)
+        gaps = await known_gaps_now(conn, call.memo, summary, time_range, args.time_basis)
 
     notes = [REASSEMBLY_NOTE]
     if args.mode == "timeline":
@@ -116,7 +117,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         background=[],
         background_note=BACKGROUND_NOTE if args.mode == "current" and summary.memories else None,
         header=summary.header if args.mode == "current" and args.cursor is None else None,
-        known_gaps=summary.gaps,
+        known_gaps=gaps,
         notes=notes,
     )
     budget = min(MAX_ITEMS_BYTES, MAX_RESPONSE_BYTES - _size(frame) - CURSOR_RESERVE)
