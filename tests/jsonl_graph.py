@@ -472,3 +472,12 @@ def chain_graph(events: int) -> list[Line]:
     ]
     # Reversed: whatever a line names comes later in the file.
     return list(reversed(head + body + tail))
+
+
+def stats_table(text: str) -> tuple[list[str], dict[str, list[str]]]:
+    """`db stats`'s per-scope table, which follows its first blank line: (the scope keys heading its columns,
+    then "total"; each row's heading -> its cells)."""
+    lines = text.splitlines()
+    at = lines.index("") + 1
+    rows = {line[:17].strip(): line[17:].split() for line in lines[at + 1 :]}
+    return lines[at].split(), rows

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from demo.make_demo import encoded
+from jsonl_graph import stats_table
 from support import client_for, demo_db, ok
 
 from server.store.demo import demo_path, write_demo
@@ -21,12 +22,9 @@ def test_the_shipped_demo_graph_is_what_the_generator_writes() -> None:
 
 def _stats_counts(text: str) -> dict[tuple[str, str], str]:
     """`db stats` per-scope counts as {(row heading, scope key): count}, without the revision row."""
-    lines = text.splitlines()
-    table = lines.index("") + 1  # the table follows the first blank line
-    header = lines[table].split()
+    header, rows = stats_table(text)
     counts: dict[tuple[str, str], str] = {}
-    for line in lines[table + 1 :]:
-        heading, cells = line[:17].strip(), line[17:].split()
+    for heading, cells in rows.items():
         if heading != "data revision":
             counts.update({(heading, scope): cell for scope, cell in zip(header, cells, strict=True)})
     return counts

@@ -20,6 +20,7 @@ from jsonl_graph import (
     nested_json,
     revisions,
     small_graph,
+    stats_table,
     write_jsonl,
 )
 
@@ -550,8 +551,7 @@ def test_stats_count_objects_per_scope_and_report_revisions(migrated_db: Path, t
 
     text = stats_text(migrated_db)
 
-    rows = {line[:17].strip(): line[17:].split() for line in text.splitlines()[6:]}
-    header = text.splitlines()[5].split()
+    header, rows = stats_table(text)
     assert header == ["global", ALPHA_KEY, 'projects:["beta"]', "total"]
     assert rows["events"] == ["0", "2", "0", "2"]
     assert rows["entities"] == ["0", "1", "1", "2"]

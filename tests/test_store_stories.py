@@ -22,6 +22,7 @@ from jsonl_graph import (
     dump,
     file_hash,
     revisions,
+    stats_table,
     story_graph,
     write_jsonl,
 )
@@ -515,8 +516,7 @@ def test_stats_count_stories_and_experiences_in_their_own_scopes(migrated_db: Pa
 
     text = stats_text(migrated_db)
 
-    header = text.splitlines()[5].split()
-    rows = {line[:17].strip(): line[17:].split() for line in text.splitlines()[6:]}
+    header, rows = stats_table(text)
     assert header == ["global", PAIR_KEY, ALPHA_KEY, BETA_KEY, "total"]
     assert rows["stories"] == ["0", "1", "2", "0", "3"]
     assert rows["story links"] == ["0", "3", "2", "0", "5"]
