@@ -4,6 +4,7 @@ MCP client with the app's own ids, times, states, relation types and saved fragm
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -327,6 +328,23 @@ def test_files_that_are_not_assistant_databases_are_refused(tmp_path: Path) -> N
             open_app_database(other)
     with pytest.raises(DatabaseUnusable, match="does not exist"):
         open_app_database(tmp_path / "missing.db")
+
+
+def test_an_app_database_locked_by_the_app_is_named_as_locked(tmp_path: Path, app: Path) -> None:
+    # The app holding an exclusive lock on a rollback-journal database: this read waits, then says why it failed
+    # (it said "is not a SQLite database", sending the operator after the file).
+    locked = tmp_path / "locked.db"
+    shutil.copyfile(app, locked)
+    with sqlite3.connect(locked, isolation_level=None) as conn:
+        conn.execute("PRAGMA journal_mode = DELETE")
+    holder = sqlite3.connect(locked, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(DatabaseUnusable, match="is locked by another process") as refused:
+            open_app_database(locked)
+    finally:
+        holder.close()
+    assert "not a SQLite database" not in str(refused.value)
 
 
 def test_a_schema_62_database_missing_a_column_is_refused_saying_so(tmp_path: Path, app: Path, graph: Path) -> None:

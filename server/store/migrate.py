@@ -76,18 +76,19 @@ def read_version(conn: sqlite3.Connection, path: Path) -> int:
     return int(row[0])
 
 
-def unreadable(conn: sqlite3.Connection, path: Path, exc: sqlite3.DatabaseError) -> str:
-    """Why the first read of `path` failed, and what to do. Every failure used to read "is not a SQLite database",
+def unreadable(conn: sqlite3.Connection, path: Path, exc: sqlite3.DatabaseError, damaged_fix: str | None = None) -> str:
+    """Why the first read of `path` failed, and what to do (`damaged_fix`: for a damaged file that is not ours to
+    rebuild). Every failure used to read "is not a SQLite database",
     also a database locked by an import or one whose directory is read-only, sending the operator after the wrong
     problem."""
     code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary result code
     if code == sqlite3.SQLITE_NOTADB:
         return f"{path} is not a SQLite database ({exc})"
     if code == sqlite3.SQLITE_CORRUPT:
-        return (
-            f"{path} is damaged ({exc}); restore it from a backup, or rebuild it: `{migrate_command(Path('NEW.db'))}`"
-            " and import an export into it"
+        fix = damaged_fix or (
+            f"restore it from a backup, or rebuild it: `{migrate_command(Path('NEW.db'))}` and import an export into it"
         )
+        return f"{path} is damaged ({exc}); {fix}"
     if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
         waited = conn.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
         return (

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Final
 
 from server.store.errors import DatabaseUnusable
+from server.store.migrate import unreadable
 from server.store.paths import sqlite_uri
 
 SUPPORTED_SCHEMA: Final = 62
@@ -51,7 +52,9 @@ def open_app_database(path: Path) -> sqlite3.Connection:
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
             present = {row[0] for row in conn.execute("SELECT name FROM sqlite_schema WHERE type IN ('table', 'view')")}
         except sqlite3.DatabaseError as exc:
-            raise DatabaseUnusable(f"{path} is not a SQLite database ({exc})") from None
+            # Locked by the app, damaged or unreadable here, each with its own fix (never rebuilt: it is the app's).
+            damaged = "the app's database must be repaired or restored by the app (GoodBuddy); nothing was imported"
+            raise DatabaseUnusable(unreadable(conn, path, exc, damaged)) from None
         if not {"projects", "supervision_results"} <= present:
             raise DatabaseUnusable(f"{path} is not a GoodBuddy assistant database (it has no supervision tables)")
         if version != SUPPORTED_SCHEMA:
