@@ -281,3 +281,15 @@ def test_entities_of_two_projects_never_share_an_id(migrated_db: Path, tmp_path:
     with sqlite3.connect(migrated_db) as conn:
         stored = conn.execute("SELECT scope_key, id, description FROM entities ORDER BY scope_key").fetchall()
     assert stored == [('projects:["a"]', "memory:a:b:c", "project a only")]
+
+
+def test_an_empty_memory_file_is_imported_with_a_note_saying_it_held_nothing(migrated_db: Path, tmp_path: Path) -> None:
+    # The project is still written (a memory server that remembers nothing is valid), but a wrong path or a failed
+    # copy reads the same: the operator is told.
+    empty = tmp_path / "memory.jsonl"
+    empty.write_text("\n\n", encoding="utf-8")
+    done = _cli(migrated_db, empty)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == (
+        f"note: {empty} holds no memory records (it is empty, or only blank lines): only the project was written"
+    )

@@ -72,6 +72,8 @@ class MemoryGraphSource:
         self.now = now or format_utc(datetime.now(UTC))
         self.notes = Notes()
         self.file = JsonLinesFile(path, mend_surrogates=True)
+        self.empty = False
+        """Set once the file was read and held no record (empty, or only blank lines)."""
 
     def __iter__(self) -> Iterator[ImportItem]:
         names: set[str] = set()
@@ -87,6 +89,7 @@ class MemoryGraphSource:
         self.notes.add(
             "lines with a \\uD800-\\uDFFF escape missing the other half of its pair (read as U+FFFD)", self.file.mended
         )
+        self.empty = first == 0
         yield from self.head(first or 1)
         for number, value in self.file:
             yield from self.lines(number, self.record(number, value), names)
@@ -250,4 +253,7 @@ def import_memory_graph(
         )
     source = MemoryGraphSource(path, project, db_path=db_path)
     report = import_source(db_path, source, policy=source.policy, dry_run=dry_run, progress=progress)
-    return report, source.notes.lines()
+    notes = source.notes.lines()
+    if source.empty:  # a wrong path or a failed copy, more likely than a memory server that remembers nothing
+        notes.append(f"{path} holds no memory records (it is empty, or only blank lines): only the project was written")
+    return report, notes
