@@ -140,6 +140,9 @@ class McpGate:
         self.verifier = verifier
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            # Before the path is rewritten below: the access line reads the reason from this scope.
+            send = _json_refusals(scope, send)
         if scope["type"] == "http" and scope["path"] in MCP_PATHS:
             token = _bearer_token(scope)
             verified = await self.verifier.verify_token(token) if token is not None else None
@@ -170,7 +173,6 @@ class McpGate:
                 )
                 await response(scope, receive, send)
                 return
-            send = _json_refusals(scope, send)
             if scope["path"] != MCP_PATH:
                 # The app routes `/mcp` only; the access line keeps the path the client sent.
                 scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
@@ -178,6 +180,8 @@ class McpGate:
 
 
 REFUSAL_FIXES: Final = {
+    404: f"this server's MCP endpoint is {MCP_PATH} (Streamable HTTP: POST JSON-RPC there; there is no SSE endpoint);"
+    " GET /healthz is its health check",
     400: "send the JSON-RPC message with the header 'Content-Type: application/json'",
     403: "this Origin is not allowed; the server's operator allows one with --allowed-origin (or --public-url)",
     406: "send the header 'Accept: application/json, text/event-stream'",
@@ -186,14 +190,16 @@ REFUSAL_FIXES: Final = {
     "(or --public-url), and a proxy in front must pass the client's Host header",
 }
 """The refusals the SDK answers a request to /mcp with in plain text (`Invalid Host header`) or an empty body (406),
-by status, and what to change."""
+and Starlette a path it does not route (a client given the server's root or an old `/sse` URL), by status, and what
+to change."""
 
 
 def _json_refusals(scope: Scope, send: Send) -> Send:
-    """The SDK's plain-text refusals of an authenticated /mcp request as JSON-RPC errors that also say what to fix, as
-    the 401's and 405's are (same status and other headers): a client reads the error a non-2xx answer carries only
-    when it is JSON-RPC (the Python SDK otherwise shows `Server returned an error response`, whatever the cause).
-    The SDK's text goes into `scope` for the access line (the SDK logs only a refused Host or Origin)."""
+    """The SDK's plain-text refusals of an authenticated /mcp request, and Starlette's 404, as JSON-RPC errors that
+    also say what to fix, as the 401's and 405's are (same status and other headers): a client reads the error a
+    non-2xx answer carries only when it is JSON-RPC (the Python SDK otherwise shows `Server returned an error
+    response`, whatever the cause). The text goes into `scope` for the access line (the SDK logs only a refused
+    Host or Origin)."""
     held: Message | None = None
     text = b""
 

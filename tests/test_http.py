@@ -353,6 +353,22 @@ async def test_a_refused_request_says_what_to_fix_in_a_json_rpc_error(tmp_path: 
         assert any(re.search(rf" alpha POST /mcp {status} \S+ms reason=\"{said}\"$", line) for line in access), access
 
 
+async def test_a_wrong_path_is_answered_with_the_endpoint_to_use(tmp_path: Path) -> None:
+    """A client given the server's root or an old SSE URL got Starlette's plain-text `Not Found`, which MCP clients
+    report as a bare failure: the 404 is a JSON-RPC error naming /mcp."""
+    db, policy, secret = setup(tmp_path)
+    async with http_server(serve_args(db, policy, secret), tmp_path) as server, httpx2.AsyncClient() as http:
+        root = server.url.removesuffix("/mcp")
+        for path in ("/", "/sse", "/mcp/extra"):
+            missing = await http.post(root + path, json=LIST, headers=JSON_HEADERS)
+            assert (missing.status_code, missing.headers["content-type"]) == (404, "application/json"), path
+            message = missing.json()["error"]["message"]
+            assert message.startswith("Not Found: this server's MCP endpoint is /mcp"), message
+        health = await http.get(root + "/healthz")
+    assert health.status_code == 200 and health.headers["content-type"] == "application/json"
+    assert any(re.search(r' POST /sse 404 \S+ms reason="Not Found"$', line) for line in server.output().splitlines())
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_each_client_reads_with_its_own_grant(tmp_path: Path, mode: str) -> None:
     db, policy, secret = setup(tmp_path)
