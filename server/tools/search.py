@@ -34,7 +34,7 @@ Call it on your own when the user continues earlier work ("continue", "as we dec
 why something was decided or changed, or starts work in an area that may have prior decisions. Ordinary chat and \
 generic questions need not call it. Use 2–4 keywords in any language (short Chinese queries such as 方案 work), \
 or an id you already hold; stop after a few searches and say if nothing was found (an empty result's \
-no_match_note says what to try). Look for stories and \
+no_match_note, and a question typed as a sentence's query_note, say what to try). Look for stories and \
 experiences first: a story is a long-lived feature or thread with its events; an experience is a lesson \
 distilled from earlier work, with its conditions, boundaries and the events that formed it and where it was \
 applied: advice, not a rule (automatic unless a user edited it).
