@@ -72,7 +72,8 @@ class SearchItem(ItemBase):
     title: str | None
     """The object's title, label, topic or type-specific headline (a summary's opening words)."""
     evolution_refs: list[ObjectRef]
-    """Entity changes and relations that touch this object (the first 20)."""
+    """Entity changes (an entity's own, or those an event carried) and relations that touch this object (the first
+    20)."""
     evolution_ref_count: int
     """How many there are in all; get_context returns every one."""
 
