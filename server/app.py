@@ -311,10 +311,10 @@ def _problem(err: Any, arguments: dict[str, Any]) -> str:
         given = arguments.get(str(loc[0]))
         example = template.format(orjson.dumps(given if isinstance(given, str) else placeholder).decode())
         return f"{err['msg']}; expected the shape {example}"
-    scope = arguments.get("scope")
-    given_ids = scope.get("projectIds") if isinstance(scope, dict) else None
     if err["type"] == "list_type" and tuple(loc[:1]) == ("scope",) and loc[-1] == "projectIds":
         # One project is a one-element set: "projectIds": "atlas" is a common slip.
+        scope = arguments.get("scope")
+        given_ids = scope.get("projectIds") if isinstance(scope, dict) else None
         example = orjson.dumps([given_ids if isinstance(given_ids, str) else "<project id>"]).decode()
         return f"{err['msg']}; expected the shape {example} (a list, even for one project)"
     query = arguments.get("query")

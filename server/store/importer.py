@@ -26,7 +26,7 @@ from server.store.errors import StoreError
 from server.store.jsonl import JsonlSource
 from server.store.kinds import CHUNK_CODE_POINTS
 from server.store.merge import merge
-from server.store.migrate import open_store, write_problem
+from server.store.migrate import open_store, readonly_problem
 from server.store.progress import Progress
 from server.store.staging import ImportItem, Source, drop_tables, stage
 from server.store.sync import SyncPolicy
@@ -145,8 +145,7 @@ def import_lines(
                 f" application that owns it) for longer than {waited:g} seconds; run the import again when it has"
                 " finished"
             ) from None
-        readonly = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF == sqlite3.SQLITE_READONLY
-        problem = (write_problem(database) if readonly else None) or f"{database}: {exc}"
+        problem = readonly_problem(database, exc) or f"{database}: {exc}"
         raise StoreError(f"import aborted, nothing was written: {problem}") from None
     finally:
         progress.stop()

@@ -81,7 +81,7 @@ def unreadable(conn: sqlite3.Connection, path: Path, exc: sqlite3.DatabaseError,
     rebuild). Every failure used to read "is not a SQLite database",
     also a database locked by an import or one whose directory is read-only, sending the operator after the wrong
     problem."""
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF  # the primary result code
+    code = _primary_code(exc)
     if code == sqlite3.SQLITE_NOTADB:
         return f"{path} is not a SQLite database ({exc})"
     if code == sqlite3.SQLITE_CORRUPT:
@@ -97,6 +97,16 @@ def unreadable(conn: sqlite3.Connection, path: Path, exc: sqlite3.DatabaseError,
         )
     # Reading needs no write access to the file, but a WAL database's readers create its -wal and -shm files.
     return directory_problem(path) or f"cannot read {path}: {exc}"
+
+
+def _primary_code(exc: sqlite3.Error) -> int:
+    """The primary result code of a SQLite error (its extended code without the detail bits; 0 when unknown)."""
+    return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+
+
+def readonly_problem(path: Path, exc: sqlite3.Error) -> str | None:
+    """For a write refused as read-only (SQLITE_READONLY): why, naming the file or its directory; None otherwise."""
+    return write_problem(path) if _primary_code(exc) == sqlite3.SQLITE_READONLY else None
 
 
 def write_problem(path: Path) -> str | None:
@@ -205,8 +215,7 @@ def migrate(path: Path) -> tuple[int, int]:
             conn.execute(ENABLE_WAL)
         return before, read_version(conn, path)
     except sqlite3.Error as exc:
-        readonly = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY
-        raise DatabaseUnusable(f"cannot migrate {path}: {(write_problem(path) if readonly else None) or exc}") from None
+        raise DatabaseUnusable(f"cannot migrate {path}: {readonly_problem(path, exc) or exc}") from None
     finally:
         conn.close()
 
@@ -222,10 +231,9 @@ def _apply(conn: sqlite3.Connection, path: Path, number: int, file: Path) -> Non
             raise DatabaseUnusable(f"migration {file.name} sets user_version {declared}, expected {number}")
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
-        readonly = getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY
         raise DatabaseUnusable(
             f"migration {file.name} failed on {path}, which was left at schema version {number - 1}:"
-            f" {(write_problem(path) if readonly else None) or exc}"
+            f" {readonly_problem(path, exc) or exc}"
         ) from None
     finally:
         if conn.in_transaction:

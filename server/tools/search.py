@@ -56,7 +56,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
     }
     digest = request_digest(NAME, normalised)
     cursor = call.cursors.decode(args.cursor, tool=NAME, request=digest)
-    time_range = (args.time_range.from_, args.time_range.to) if args.time_range else None
+    time_range = _time_range(args)
     async with call.db.snapshot() as conn:
         scope = await resolve_page_scope(conn, call.grant, args.scope, cursor)
         page = await reader.search(
@@ -129,7 +129,7 @@ async def _no_match_note(
     within = " within time_range" if args.time_range is not None else ""
     # Which filter left the matches out: the words are then right, and "other words" would mislead.
     all_types = sorted(set(OBJECT_TYPES))
-    time_range = (args.time_range.from_, args.time_range.to) if args.time_range else None
+    time_range = _time_range(args)
     filtered: list[str] = []
     if time_range is not None:
         wider = await _match_count(call, conn, scope, args.query, _types(args), None, args.time_basis)
@@ -200,12 +200,16 @@ async def _query_note(
     other = content_words(args.query)
     if not other:
         return f"{said}: {rule}. Search for the words that name what you look for (2–4 keywords or an id)."
-    time_range = (args.time_range.from_, args.time_range.to) if args.time_range else None
+    time_range = _time_range(args)
     count = await _match_count(call, conn, scope, other, _types(args), time_range, args.time_basis)
     return (
         f"{said}: {rule}, and an item holding only the other words may not match. "
         f'The other words alone ({{"query": {orjson.dumps(other).decode()}}}) match {count or "nothing"}.'
     )
+
+
+def _time_range(args: SearchArgs) -> tuple[str, str] | None:
+    return (args.time_range.from_, args.time_range.to) if args.time_range else None
 
 
 def _types(args: SearchArgs) -> list[str]:
@@ -214,7 +218,7 @@ def _types(args: SearchArgs) -> list[str]:
 
 async def _matches_alone(call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, term: str) -> bool:
     """Whether one term, searched on its own with the same filters, finds anything (a bounded first page)."""
-    time_range = (args.time_range.from_, args.time_range.to) if args.time_range else None
+    time_range = _time_range(args)
     return await _match_count(call, conn, scope, term, _types(args), time_range, args.time_basis) is not None
 
 
@@ -227,7 +231,7 @@ async def _match_count(
     time_range: tuple[str, str] | None,
     time_basis: str,
 ) -> str | None:
-    """How many items a query matches with these filters ('3 items', 'more than 10000 items'), or None for none:
+    """How many items a query matches with these filters ('3 items', 'at least 10001 items'), or None for none:
     a bounded first page with its capped total."""
     found = await reader.search(
         conn,
