@@ -2,7 +2,7 @@
 --
 -- Until now every write to a memory item bumped `scopes.data_revision` of every scope that shows it (a Global
 -- item: every scope) and `graph_state.data_revision`. Search and read_source never read memory items, yet their
--- cursors are bound to the data revision, so a live writer of memory notes (the desktop app) made every paging
+-- cursors were bound to the data revision, so a live writer of memory notes (the upstream app) made every paging
 -- agent start over with `stale_cursor`, and every remembered search value be recomputed. Only get_context's
 -- `current` mode shows memory items (as background), and it now binds its cursors and its remembered selection to
 -- both revisions (server/reader/context_summary.py), so it still refuses a page after a memory write.
@@ -12,8 +12,11 @@
 -- writes to memory items each scope shows: a Global item bumps every scope's, a project's item the scopes holding
 -- that project, and `graph_state.memory_revision` counts them all. All in triggers, so any writer (the sqlite3
 -- shell included) keeps both right. Existing rows start at 0 and keep their data revisions: the upgrade changes
--- no data, and a get_context cursor of the old form (data revision only) does not match the new one, so it is
--- refused as stale rather than trusted.
+-- no data, so a search or timeline cursor issued before it reads on, while a get_context `current` or read_source
+-- cursor of the old form does not match the new one and is refused as stale, never trusted.
+--
+-- read_source cursors no longer use the scope's data revision at all: they bind the state of the reference and
+-- source a page reads (server/reader/source_fields.py), which needs no schema change.
 
 ALTER TABLE scopes ADD COLUMN memory_revision INTEGER NOT NULL DEFAULT 0;       -- bumped by every write to a memory item the scope shows
 ALTER TABLE graph_state ADD COLUMN memory_revision INTEGER NOT NULL DEFAULT 0;  -- bumped by every write to a memory item
