@@ -423,10 +423,9 @@ async def test_a_server_starts_without_collecting_and_collects_while_it_serves(t
     """Start-up makes no full collection (the garbage collector is off while the SDK and the tools are built: their
     objects live as long as the process, and collecting them cost ~0.15 s of start-up), and the collector is on
     once the server serves: calls' garbage is collected."""
+    from http_support import PYTHON, REPO, server_env
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
-
-    from http_support import PYTHON, REPO, server_env
     from support import demo_db, ok
 
     hook = tmp_path / "hook"
