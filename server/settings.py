@@ -21,7 +21,6 @@ from server.policy import Policy, granted_projects
 from server.reader.db import check_database
 from server.store.errors import DatabaseUnusable, StoreError
 from server.store.migrate import open_for_reading
-from server.store.paths import sqlite_uri
 
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 """Seconds a read waits for a writer's lock before giving up with `read_failed` (SQLite's busy timeout)."""
@@ -224,7 +223,7 @@ def wal_problem(path: Path) -> str | None:
 
 def check_project(db: Path, project: str) -> None:
     """`serve --project X`: X must exist and be active, so a typo is caught at start, not on the first call."""
-    conn = sqlite3.connect(sqlite_uri(db, "ro"), uri=True)
+    conn = open_for_reading(db)  # a refused --project leaves no -wal/-shm files it created behind
     try:
         row = conn.execute("SELECT status FROM projects WHERE id = ?", (project,)).fetchone()
         active = [

@@ -8,12 +8,14 @@ import pty
 import select
 import shlex
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -445,3 +447,87 @@ async def test_a_server_starts_without_collecting_and_collects_while_it_serves(t
     said = log.read_text()
     assert "collections {'full_while_building': 0, 'while_serving': " in said, said
     assert int(said.split("'while_serving': ")[1].split("}")[0]) > 0, said
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize(
+    "case", ["port-in-use", "bad-policy", "unknown-project", "older-schema", "newer-schema", "policy-read-then-port"]
+)
+def test_a_start_that_fails_leaves_the_database_directory_as_it_found_it(tmp_path: Path, case: str) -> None:
+    """A failed start (a port in use, a policy or project error, a database needing migration) left empty
+    `graph.db-wal` and `graph.db-shm` files beside a WAL database: its checks read it with `mode=ro` connections,
+    which SQLite never lets remove them."""
+    from support import demo_db
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    db = demo_db(folder)
+    args = ["--db", str(db)]
+    if case in ("older-schema", "newer-schema"):
+        with closing(sqlite3.connect(db)) as conn:
+            version = SCHEMA_VERSION - 1 if case == "older-schema" else SCHEMA_VERSION + 1
+            conn.execute(f"PRAGMA user_version = {version}")
+    elif case == "bad-policy":
+        policy = tmp_path / "policy.toml"
+        policy.write_text('version = 1\n[stdio]\nprojects = ["atlas"\n')
+        args += ["--policy", str(policy)]
+    elif case == "policy-read-then-port":  # the policy's grants are checked against the database first
+        policy = tmp_path / "policy.toml"
+        policy.write_text(f'version = 1\n[clients.a]\ntoken_sha256 = ["{"0" * 64}"]\nprojects = ["gone"]\n')
+        args += ["--policy", str(policy)]
+    elif case == "unknown-project":
+        args += ["--project", "atlass"]
+    with closing(sqlite3.connect(db)) as conn:  # closed, the last connection: SQLite removes its -wal and -shm
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    before = _files(folder)
+    assert sorted(before) == ["demo.db"]
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        if case in ("port-in-use", "policy-read-then-port"):
+            args += ["--transport", "http", "--port", str(taken.getsockname()[1])]
+        result = _serve(*args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert _files(folder) == before
+
+
+def test_a_failed_start_and_the_read_commands_leave_wal_files_that_were_there_before(tmp_path: Path) -> None:
+    """Files another process made are not a reader's to remove: a writer that stopped without a checkpoint (killed,
+    a power cut) left its WAL with committed frames, and its index. A failed start and the commands that only read
+    leave both byte for byte, and checkpoint nothing into the database (`db stats` used to do both)."""
+    from support import demo_db
+
+    db = demo_db(tmp_path)
+    crash = (
+        "import os, sqlite3, sys\n"
+        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "conn.execute('PRAGMA wal_autocheckpoint = 0')\n"
+        "conn.execute(\"UPDATE projects SET name = name || '!' WHERE id = 'atlas'\")\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", crash, str(db)], check=True)
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = 1\n[stdio]\nprojects = ["atlas"]\n')
+    before = _files(tmp_path)
+    assert before["demo.db-wal"]  # committed frames, not yet in the database file
+    for command in (
+        ["serve", "--db", str(db), "--project", "atlass"],
+        ["db", "stats", "--db", str(db)],
+        ["db", "export", "--db", str(db)],
+        ["policy", "check", str(policy), "--db", str(db)],
+    ):
+        run = subprocess.run(
+            [sys.executable, "-m", "server", *command], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert run.returncode == (2 if command[0] == "serve" else 0), run.stderr
+        assert "Traceback" not in run.stderr
+        if command[1] == "export":
+            assert '"name":"Atlas sync service!"' in run.stdout  # the committed frames were read
+        after = _files(tmp_path)
+        # The index is shared memory that every reader may update; its file stays, and the log is untouched.
+        assert sorted(after) == sorted(before), command
+        assert after["demo.db-wal"] == before["demo.db-wal"] and after["demo.db"] == before["demo.db"], command

@@ -27,7 +27,7 @@ import anyio
 import orjson
 
 from server.store.errors import DatabaseUnusable
-from server.store.migrate import migrate_command, read_version, schema_problem
+from server.store.migrate import migrate_command, open_for_reading, read_version, schema_problem
 from server.store.paths import sqlite_uri
 
 Row = aiosqlite.Row
@@ -206,7 +206,7 @@ def check_database(path: Path) -> None:
             f" directory, and an agent runtime may start the server in another one, so give an absolute path;"
             f" to create a new database: {migrate_command(path.absolute())})"
         )
-    conn = sqlite3.connect(sqlite_uri(path, "ro"), uri=True)
+    conn = open_for_reading(path)  # a start that fails here leaves no -wal/-shm files it created behind
     try:
         problem = schema_problem(path, read_version(conn, path))
     finally:

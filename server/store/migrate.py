@@ -11,7 +11,7 @@ import os
 import re
 import sqlite3
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from server.store.errors import DatabaseUnusable
 from server.store.paths import bundled, sqlite_uri
@@ -174,17 +174,31 @@ def open_store(path: Path, *, write: bool) -> sqlite3.Connection:
 
 
 def open_for_reading(path: Path, *, timeout: float = WRITE_LOCK_WAIT) -> sqlite3.Connection:
-    """A connection of a command that only reads (export, stats, `policy check --db`): `mode=rw` with
-    `PRAGMA query_only`, not `mode=ro`. Reading a WAL database creates its `-wal` and `-shm` files, and only a
-    connection that may write removes them when it closes as the last one; a `mode=ro` reader leaves them behind.
-    SQLite opens a file the user cannot write read-only anyway (the files then stay, as they must)."""
-    conn = sqlite3.connect(sqlite_uri(path, "rw"), uri=True, isolation_level=None, timeout=timeout)
+    """A connection of a command that only reads (export, stats, `policy check --db`, `serve`'s start-up checks),
+    which leaves the database's directory as it found it.
+
+    Reading a WAL database creates its `-wal` and `-shm` files, and only a connection that may write removes them:
+    when it closes as the last connection, after checkpointing (SQLite checks both; a `mode=ro` reader never can).
+    So when neither file exists yet, the connection is `mode=rw` with `PRAGMA query_only`: it writes nothing, and the
+    files it creates are gone when it closes (unless another process has opened the database meanwhile: then they
+    are that process's too, and stay). When either exists already (a writer or a server has the database open, or
+    one that stopped left them), it is `mode=ro`: they are not this command's to remove, and a command that only
+    reads must not checkpoint another process's write-ahead log into the database. SQLite opens a file the user
+    cannot write read-only anyway (the files then stay, as they must)."""
+    mode: Literal["ro", "rw"] = "ro" if any(journal_files(path)) else "rw"
+    conn = sqlite3.connect(sqlite_uri(path, mode), uri=True, isolation_level=None, timeout=timeout)
     try:
         conn.execute("PRAGMA query_only = 1")
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def journal_files(path: Path) -> list[Path]:
+    """The `-wal` and `-shm` files next to `path` that exist now."""
+    found = (path.with_name(path.name + suffix) for suffix in ("-wal", "-shm"))
+    return [file for file in found if os.path.lexists(file)]
 
 
 def migrate(path: Path) -> tuple[int, int]:
