@@ -13,7 +13,7 @@ from types import FrameType
 from typing import Any
 
 from server import package_version
-from server.store.errors import StoreError
+from server.store.errors import Interrupted, StoreError
 from server.store.progress import DEFAULT_EVERY_SECONDS, Progress
 from server.store.stdout import print_out
 
@@ -237,6 +237,9 @@ def _main(args: argparse.Namespace, interrupted: _Interrupted) -> int:
         # One clear line, never a traceback: these are the user's inputs, not our bugs.
         print(f"story-graph-mcp: {exc}", file=sys.stderr)
         return 2
+    except Interrupted as exc:  # the command says what it kept
+        print(f"story-graph-mcp: interrupted; {exc.note}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         return _interrupted(args)
 

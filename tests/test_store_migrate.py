@@ -1,11 +1,19 @@
 from __future__ import annotations
 
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import closing
 from pathlib import Path
+from types import FrameType
 
 import pytest
 from support import client_for, error, ok
 
+from server.cli import main
+from server.store import migrate as migrate_module
 from server.store.errors import DatabaseUnusable
 from server.store.importer import import_file
 from server.store.migrate import SCHEMA_VERSION, migrate, migration_files, migrations_dir, open_store
@@ -254,3 +262,98 @@ async def test_upgrading_a_version_14_database_moves_memory_writes_to_their_own_
         assert conn.execute("SELECT scope_key, data_revision FROM scopes").fetchall() == data_before
         assert conn.execute("SELECT memory_revision FROM scopes").fetchall() == [(2,)]
         assert conn.execute("SELECT memory_revision FROM graph_state").fetchall() == [(2,)]
+
+
+def _version_in_header(path: Path) -> int:
+    """`PRAGMA user_version` as the file holds it, read without a lock (a DELETE-mode database: commits go there)."""
+    with path.open("rb") as file:
+        file.seek(60)
+        return int.from_bytes(file.read(4), "big")
+
+
+def _with_ctrl_c_before_0003(argv: list[str]) -> int:
+    """`main(argv)`, with a Ctrl-C as it comes, a KeyboardInterrupt at a Python instruction: as 0003 is to run."""
+
+    def ctrl_c(frame: FrameType, event: str, _arg: object) -> None:
+        if event == "call" and frame.f_code is migrate_module._apply.__code__ and frame.f_locals["number"] == 3:
+            raise KeyboardInterrupt
+
+    sys.settrace(ctrl_c)
+    try:
+        return main(argv)
+    finally:
+        sys.settrace(None)
+
+
+def test_ctrl_c_during_a_migration_says_what_was_kept_and_that_migrate_continues(tmp_path: Path) -> None:
+    """Ctrl-C printed only `interrupted`, and only once the running migration's whole script had run (Python
+    handles a signal between its own instructions): 8 s here for 0003 on 30,000 events, then rolled back."""
+    path = tmp_path / "v1.db"
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.executescript((migrations_dir() / "0001_story_graph.sql").read_text(encoding="utf-8"))
+        conn.executescript(SEARCHABLE_V1_ROWS)
+        conn.execute(
+            "INSERT INTO events (id, result_id, scope_key, event_type, title, description, recorded_at)"
+            " WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 30000)"
+            " SELECT 'ev-x' || i, 'r-1', 'projects:[\"alpha\"]', 'decision', 'Snapshot ' || i, '每晚备份 ' || i,"
+            " '2026-01-01T00:00:00.000Z' FROM n"
+        )
+    command = [sys.executable, "-m", "server", "db", "migrate", "--db", str(path)]
+    with subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as migrating:
+        deadline = time.monotonic() + 60
+        while _version_in_header(path) < 2 and migrating.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        migrating.send_signal(signal.SIGINT)  # 0002 committed: 0003, which rewrites the search index, is running
+        sent = time.monotonic()
+        out, err = migrating.communicate(timeout=60)
+    waited = time.monotonic() - sent
+    assert migrating.returncode == 130, err
+    assert out == ""
+    assert err == (
+        f"story-graph-mcp: interrupted; {path} is at schema version 2: 0002_search_index_and_revisions.sql was"
+        " applied and kept; 0003_search_items.sql, the one running, was not applied (each applies completely or not"
+        f" at all); run `story-graph-mcp db migrate --db {path}` again to continue from there (to version"
+        f" {SCHEMA_VERSION})\n"
+    )
+    assert waited < 3, waited  # stopped at once, not when 0003's script had run to its end
+    assert _version(path) == 2
+
+    assert migrate(path) == (2, SCHEMA_VERSION)
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT count(*) FROM events").fetchone() == (30_001,)
+
+
+def test_a_new_database_whose_migration_was_interrupted_is_in_wal_mode_once_continued(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new database got WAL mode after its last migration: interrupted before that and continued (no longer
+    new), it stayed in DELETE mode, where an import locks the server's reads out. The interrupt comes as Ctrl-C
+    does, as a KeyboardInterrupt at a Python instruction: here, as 0003 is about to run."""
+    path = tmp_path / "new.db"
+
+    status = _with_ctrl_c_before_0003(["db", "migrate", "--db", str(path)])
+    said = capsys.readouterr().err
+
+    assert main(["db", "migrate", "--db", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: schema version 2 -> {SCHEMA_VERSION}\n"
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert status == 130
+    assert said.startswith(
+        f"story-graph-mcp: interrupted; {path} is at schema version 2: 0001_story_graph.sql and"
+        " 0002_search_index_and_revisions.sql were applied and kept; 0003_search_items.sql, the one running, was not"
+    )
+
+
+def test_ctrl_c_while_the_demo_is_written_removes_it_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`demo` removes its half-built file: what `migrate` says on Ctrl-C (run it again to continue) is not true."""
+    path = tmp_path / "demo.db"
+
+    status = _with_ctrl_c_before_0003(["demo", str(path)])
+    assert (status, capsys.readouterr().err) == (
+        130,
+        f"story-graph-mcp: interrupted; {path} was not written (its half-built file was removed)\n",
+    )
+    assert list(tmp_path.iterdir()) == []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from server.store.errors import StoreError
+from server.store.errors import Interrupted, StoreError
 from server.store.importer import ImportReport, import_file
 from server.store.migrate import migrate
 from server.store.paths import bundled
@@ -25,8 +25,10 @@ def write_demo(path: Path) -> ImportReport:
     try:
         migrate(path)
         return import_file(path, source)
-    except BaseException:
+    except BaseException as exc:
         # The file is ours: leave nothing half-built behind.
         for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
             leftover.unlink(missing_ok=True)
+        if isinstance(exc, KeyboardInterrupt):  # not what `migrate` would say: there is nothing to continue
+            raise Interrupted(f"{path} was not written (its half-built file was removed)") from None
         raise

@@ -21,6 +21,14 @@ class StoreError(Exception):
     """Base: printed as one line on stderr with a non-zero exit, never as a traceback."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with what the interrupted command kept and how to go on: the CLI prints `interrupted; <note>`."""
+
+    def __init__(self, note: str) -> None:
+        super().__init__(note)
+        self.note = note
+
+
 class DatabaseUnusable(StoreError):
     """Missing file, not a SQLite database, or a schema version this build does not support."""
 

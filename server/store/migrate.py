@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Final, Literal
 
-from server.store.errors import DatabaseUnusable
+from server.store.errors import DatabaseUnusable, Interrupted
 from server.store.paths import bundled, sqlite_uri
 
 MIGRATION_FILE: Final = re.compile(r"^(\d{4})_[A-Za-z0-9_]+\.sql$")
@@ -201,8 +201,16 @@ def journal_files(path: Path) -> list[Path]:
     return [file for file in found if os.path.lexists(file)]
 
 
+SIGNAL_CHECK_STEPS: Final = 100_000
+"""SQLite virtual-machine steps between calls into Python during a migration (a fraction of a millisecond): a
+migration is one long SQL script, and Python runs its Ctrl-C handler only when it gets control back."""
+
+
 def migrate(path: Path) -> tuple[int, int]:
-    """Create the database if missing and apply every pending migration; return (before, after)."""
+    """Create the database if missing and apply every pending migration; return (before, after).
+
+    Ctrl-C raises `Interrupted`, saying which migrations were applied and kept: each one commits on its own, and
+    the one that was running is rolled back, so running `migrate` again continues from there."""
     if path.is_dir():
         raise DatabaseUnusable(f"{path} is a directory, not a database file")
     if not path.parent.is_dir():
@@ -214,24 +222,63 @@ def migrate(path: Path) -> tuple[int, int]:
         conn = sqlite3.connect(path, isolation_level=None)
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"cannot open or create {path}: {write_problem(path) or exc}") from None
+    before = None
     try:
+        # Python runs signal handlers only between its own instructions; this hands it control now and then, and a
+        # Ctrl-C raised there stops the statement (SQLITE_INTERRUPT) instead of waiting for the script to end.
+        conn.set_progress_handler(_no_op, SIGNAL_CHECK_STEPS)
         before = read_version(conn, path)
         if before > SCHEMA_VERSION:
             raise DatabaseUnusable(schema_problem(path, before) or "")
         if before == 0 and conn.execute(TABLE_COUNT).fetchone()[0] > 0:
             raise DatabaseUnusable(f"{path} holds tables but no schema version: it is not a story graph database")
+        if before == 0:
+            # A new database: readers keep working while a writer imports. An existing one keeps the journal mode
+            # its operator chose (a snapshot published in DELETE mode for a read-only directory stays so). Set
+            # first, so that a new database whose migration was interrupted and then continued has it too.
+            conn.execute(ENABLE_WAL)
         for number, file in migration_files():
             if number > before:
                 _apply(conn, path, number, file)
-        if before == 0:
-            # A new database: readers keep working while a writer imports. An existing one keeps the journal mode
-            # its operator chose (a snapshot published in DELETE mode for a read-only directory stays so).
-            conn.execute(ENABLE_WAL)
         return before, read_version(conn, path)
+    except KeyboardInterrupt:
+        raise Interrupted(_interrupted_note(conn, path, before)) from None
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"cannot migrate {path}: {readonly_problem(path, exc) or exc}") from None
     finally:
         conn.close()
+
+
+def _no_op() -> int:
+    return 0
+
+
+def _interrupted_note(conn: sqlite3.Connection, path: Path, before: int | None) -> str:
+    """What an interrupted `migrate` kept, read back from the database (the interrupt may have come at any point)."""
+    if before is None:  # before the first read: nothing was begun
+        return f"nothing was changed; run `{migrate_command(path)}` again"
+    if conn.in_transaction:  # the running migration's: closing would roll it back too, but the version is read first
+        conn.execute("ROLLBACK")
+    now = int(conn.execute(USER_VERSION).fetchone()[0])
+    if now == before:
+        state = f"nothing was changed: {path} is still at schema version {now}"
+    else:
+        applied = [file.name for number, file in migration_files() if before < number <= now]
+        state = (
+            f"{path} is at schema version {now}: {_listed(applied)} {'was' if len(applied) == 1 else 'were'}"
+            " applied and kept"
+        )
+    if now >= SCHEMA_VERSION:
+        return f"{state}, the current version; nothing is left to do"
+    running = next(file.name for number, file in migration_files() if number == now + 1)
+    return (
+        f"{state}; {running}, the one running, was not applied (each applies completely or not at all); run"
+        f" `{migrate_command(path)}` again to continue from there (to version {SCHEMA_VERSION})"
+    )
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _apply(conn: sqlite3.Connection, path: Path, number: int, file: Path) -> None:
@@ -245,6 +292,8 @@ def _apply(conn: sqlite3.Connection, path: Path, number: int, file: Path) -> Non
             raise DatabaseUnusable(f"migration {file.name} sets user_version {declared}, expected {number}")
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
+        if _primary_code(exc) == sqlite3.SQLITE_INTERRUPT:  # Ctrl-C, seen by the progress handler (migrate)
+            raise KeyboardInterrupt from None
         raise DatabaseUnusable(
             f"migration {file.name} failed on {path}, which was left at schema version {number - 1}:"
             f" {readonly_problem(path, exc) or exc}"
