@@ -261,8 +261,8 @@ def _interrupted(args: argparse.Namespace) -> int:
     note = ""
     if command == "import":
         note = "the import wrote nothing"
-    elif command == "export" and args.file is not None:
-        note = f"{args.file} was left as it was"
+    elif command == "export" and args.file is not None:  # interrupted before it wrote (after: Interrupted)
+        note = f"{args.file} was left as it was" if args.file.exists() else f"{args.file} was not written"
     print(f"story-graph-mcp: interrupted{'; ' + note if note else ''}", file=sys.stderr)
     return 130
 

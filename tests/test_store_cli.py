@@ -283,6 +283,79 @@ def test_ctrl_c_during_an_import_says_so_and_writes_nothing(tmp_path: Path, phas
     assert dump(db) == before
 
 
+@pytest.fixture(scope="module")
+def chain_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database of 50,008 objects: an export of it takes long enough to be interrupted half way."""
+    folder = tmp_path_factory.mktemp("chain")
+    db = folder / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    assert _cli("db", "import", "--db", db, write_jsonl(folder / "chain.jsonl", chain_graph(20_000))).returncode == 0
+    return db
+
+
+@pytest.mark.parametrize("to", ["new-file", "existing-file", "stdout", "fifo"])
+def test_ctrl_c_during_an_export_says_what_became_of_the_output(tmp_path: Path, chain_db: Path, to: str) -> None:
+    """An interrupted export said `FILE was left as it was` also of a file it never wrote, and of a FIFO it had
+    written half an export into; on standard output (`db export > backup.jsonl`) it said only `interrupted`, and
+    the output ended with a whole line, so it looked complete: `db import` of it loaded part of the graph."""
+    out = tmp_path / "backup.jsonl"
+    received = tmp_path / "received.jsonl"
+    target: list[str] = [] if to == "stdout" else [str(out)]
+    if to == "existing-file":
+        out.write_bytes(b"the previous backup\n")
+    command = [sys.executable, "-m", "server", "db", "export", "--db", str(chain_db), *target]
+    with received.open("wb") as sink:
+        if to == "fifo":
+            os.mkfifo(out)
+            reader = subprocess.Popen(["cat", str(out)], stdout=sink)
+        with subprocess.Popen(
+            [*command, "--progress-every", "0.05"], cwd=REPO, stderr=subprocess.PIPE, stdout=sink, text=True
+        ) as exporter:
+            assert exporter.stderr is not None
+            for line in exporter.stderr:  # progress lines, every 0.05 s: interrupt once lines are being written
+                if line.startswith("export: writing: ") and not line.startswith("export: writing: 0 "):
+                    exporter.send_signal(signal.SIGINT)
+                    break
+            rest = exporter.stderr.read()
+            exporter.wait(timeout=60)
+        if to == "fifo":
+            reader.wait(timeout=60)
+    assert exporter.returncode == 130, rest
+    assert "Traceback" not in rest
+    said = rest.splitlines()[-1]
+    if to == "new-file":
+        assert said == f"story-graph-mcp: interrupted; {out} was not written"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["received.jsonl"]  # no backup.jsonl.partial either
+        return
+    if to == "existing-file":
+        assert said == f"story-graph-mcp: interrupted; {out} was left as it was"
+        assert out.read_bytes() == b"the previous backup\n"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["backup.jsonl", "received.jsonl"]
+        return
+    where = "standard output" if to == "stdout" else str(out)
+    match = re.fullmatch(
+        f"story-graph-mcp: interrupted; {re.escape(where)} received only about the first ([0-9,]+) of 50,008 lines:"
+        r" it is not a complete export \(its last line says so, and an import of it fails\)",
+        said,
+    )
+    assert match is not None, said
+    written = int(match.group(1).replace(",", ""))
+    lines = received.read_bytes().splitlines()
+    assert 0 < written < 50_008
+    assert lines[-1] == b"story-graph-mcp: export interrupted; this output is incomplete"
+    # About: Ctrl-C may come between a line's write and its count. An empty line when it came between two lines.
+    assert written <= len(lines) - 2 <= written + 1
+    copy = tmp_path / "copy.db"
+    _cli("db", "migrate", "--db", copy)
+    before = dump(copy)
+    error = _one_line_error(_cli("db", "import", "--db", copy, received))
+    assert error == (
+        f"story-graph-mcp: import aborted, nothing was written: line {len(lines)}: the export that wrote this file was"
+        " interrupted, so it holds only part of a graph: export again\n"
+    )
+    assert dump(copy) == before
+
+
 def test_an_import_while_another_writer_holds_the_database_says_so_and_writes_nothing(tmp_path: Path) -> None:
     db = tmp_path / "graph.db"
     _cli("db", "migrate", "--db", db)

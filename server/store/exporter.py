@@ -12,13 +12,15 @@ import sqlite3
 import stat
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
 
 import orjson
 
 from server.contracts.interchange import KIND_ORDER
-from server.store.errors import StoreError
+from server.store.errors import Interrupted, StoreError
+from server.store.jsonl import INTERRUPTED_EXPORT
 from server.store.kinds import KINDS
 from server.store.lines import iter_lines
 from server.store.migrate import open_store
@@ -30,39 +32,69 @@ DATABASE_FILES: Final = ("", "-wal", "-shm", "-journal")
 
 
 def export_file(db_path: Path, out: Path | None, *, progress: Progress | None = None) -> int:
-    """Export `db_path` to `out` (stdout when None); return the number of lines written."""
+    """Export `db_path` to `out` (stdout when None); return the number of lines written.
+
+    Ctrl-C raises `Interrupted`, saying what became of the output: a FILE is left as it was; standard output or
+    a FILE that is not a regular file has received part of the export, and then a line that says so."""
     progress = progress or Progress.silent()
     if out is not None:
         _refuse_database_files(db_path, out)
     conn = open_store(db_path, write=False)
     try:
         conn.execute("BEGIN")  # one read snapshot, even while another process writes
-        progress.phase("writing", "lines", _count(conn))
+        total = _count(conn)
+        progress.phase("writing", "lines", total)
         if out is None:
-            return _to_stdout(conn, progress)
+            return _to_stdout(conn, progress, total)
         if out.exists() and not out.is_file():
             # A FIFO, a device, /dev/stdout: write into it. Renaming a new file over it would replace the
             # node itself (as root, even /dev/full).
-            return _to_special_file(conn, out, progress)
+            return _to_special_file(conn, out, progress, total)
         target = out.resolve()  # through a symlink: the link stays, the file it points to is replaced
+        existed = target.exists()
         # Write next to the target and rename, so a failed export never leaves half a file behind.
         partial = target.with_name(target.name + ".partial")
         try:
             with partial.open("wb") as stream:
-                if target.exists():  # the new file keeps the old one's permissions (a private backup stays private)
+                if existed:  # the new file keeps the old one's permissions (a private backup stays private)
                     os.chmod(stream.fileno(), stat.S_IMODE(target.stat().st_mode))
-                count = _write(conn, stream, progress)
+                count = _write(conn, stream, progress, _Written())
             os.replace(partial, target)
         except OSError as exc:
             partial.unlink(missing_ok=True)
             raise StoreError(f"cannot write {out}: {_write_problem(target, partial) or exc.strerror or exc}") from None
-        except BaseException:  # a stored line that is not valid, a database error, Ctrl-C: no half file either
+        except KeyboardInterrupt:
+            partial.unlink(missing_ok=True)
+            raise Interrupted(f"{out} was left as it was" if existed else f"{out} was not written") from None
+        except BaseException:  # a stored line that is not valid, a database error: no half file either
             partial.unlink(missing_ok=True)
             raise
         return count
     finally:
         progress.stop()
         conn.close()
+
+
+@dataclass
+class _Written:
+    """Lines handed to the stream so far (what an interrupted export has sent)."""
+
+    lines: int = 0
+
+
+def _interrupted_stream(stream: BinaryIO, written: _Written, total: int, where: str) -> Interrupted:
+    """End a stream the export was interrupted in with a line that says so (INTERRUPTED_EXPORT): cut between two
+    lines, it would look like a whole export, and `db import` of it would load a part of the graph without a word."""
+    try:
+        # After a newline of its own: the interrupt may have cut a line short.
+        stream.write(f"\n{INTERRUPTED_EXPORT}\n".encode())
+        stream.flush()
+    except OSError:  # the reader has gone (`| head`), or the disk is full: it has no complete export either way
+        pass
+    return Interrupted(
+        f"{where} received only about the first {written.lines:,} of {total:,} lines: it is not a complete export (its"
+        " last line says so, and an import of it fails)"
+    )
 
 
 def _write_problem(target: Path, partial: Path) -> str | None:
@@ -106,32 +138,38 @@ def _count(conn: sqlite3.Connection) -> int:
     return sum(conn.execute(f"SELECT count(*) FROM {KINDS[kind].table}").fetchone()[0] for kind in KIND_ORDER)
 
 
-def _to_stdout(conn: sqlite3.Connection, progress: Progress) -> int:
+def _to_stdout(conn: sqlite3.Connection, progress: Progress, total: int) -> int:
+    written = _Written()
     try:
-        return _write(conn, sys.stdout.buffer, progress)
+        return _write(conn, sys.stdout.buffer, progress, written)
     except OSError as exc:
         failure = stdout_failure(exc)
         if failure is None:  # the reader stopped early (`| head`)
             return 0
         raise failure from None
+    except KeyboardInterrupt:
+        raise _interrupted_stream(sys.stdout.buffer, written, total, "standard output") from None
 
 
-def _to_special_file(conn: sqlite3.Connection, out: Path, progress: Progress) -> int:
+def _to_special_file(conn: sqlite3.Connection, out: Path, progress: Progress, total: int) -> int:
+    written = _Written()
     try:
         with out.open("wb") as stream:
-            return _write(conn, stream, progress)
+            try:
+                return _write(conn, stream, progress, written)
+            except KeyboardInterrupt:
+                raise _interrupted_stream(stream, written, total, str(out)) from None
     except OSError as exc:
         raise StoreError(f"cannot write {out}: {exc.strerror or exc}") from None
 
 
-def _write(conn: sqlite3.Connection, stream: BinaryIO, progress: Progress) -> int:
-    count = 0
+def _write(conn: sqlite3.Connection, stream: BinaryIO, progress: Progress, written: _Written) -> int:
     for encoded in export_lines(conn):
         stream.write(encoded)
-        count += 1
-        if count % 1000 == 0:
-            progress.update(count)
+        written.lines += 1
+        if written.lines % 1000 == 0:
+            progress.update(written.lines)
     stream.flush()
-    progress.update(count)
+    progress.update(written.lines)
     progress.finish()
-    return count
+    return written.lines

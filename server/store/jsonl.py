@@ -58,6 +58,10 @@ ARRAY: Final = (
 CR_ONLY: Final = (
     "the file ends lines with CR alone (old Mac style): convert them, e.g. tr '\\r' '\\n' < FILE > FILE.jsonl"
 )
+INTERRUPTED_EXPORT: Final = "story-graph-mcp: export interrupted; this output is incomplete"
+"""The line an interrupted `db export` ends a stream with (standard output, a pipe): output cut between two lines
+looks like a whole export, and an import of it would load a part of the graph without a word. Not JSON, so an
+import of it fails, and says why."""
 TWO_VALUES: Final = "more than one JSON value on this line: JSON Lines has one object per line"
 LONE_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]", re.ASCII)
 """A \\uD800-\\uDFFF escape (half of a pair, or a lone one): only such lines need the slow reader."""
@@ -213,6 +217,12 @@ def _refuse(number: int, raw: bytes, exc: orjson.JSONDecodeError) -> NoReturn:
         raw.decode("utf-8")
     except UnicodeDecodeError as bad:
         raise ImportRejected(number, "", f"not UTF-8 text (byte {bad.start + 1} of the line); {TO_UTF8}") from None
+    if raw.rstrip(b"\r\n") == INTERRUPTED_EXPORT.encode():
+        raise ImportRejected(
+            number,
+            "",
+            "the export that wrote this file was interrupted, so it holds only part of a graph: export again",
+        ) from None
     problem = f"malformed JSON at column {exc.colno}: {exc.msg}"
     if "surrogate" in exc.msg:
         problem += f"; {LONE_SURROGATE}"
