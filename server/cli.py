@@ -69,7 +69,15 @@ def _command(commands: Any, name: str, help: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = commands.add_parser(
         name, help=help, description=help[0].upper() + help[1:] + ".", epilog=EXAMPLES[name], formatter_class=_FORMAT
     )
+    # The innermost command's parser wins (a subcommand's defaults override its parent's): see `main`.
+    parser.set_defaults(parser_of_command=parser)
     return parser
+
+
+def _named_choices(commands: Any) -> None:
+    """A missing command is named by its choices, as the usage line shows them: argparse names it by its `dest`,
+    and `the following arguments are required: db_command` names nothing the user can type."""
+    commands.metavar = "{" + ",".join(commands.choices) + "}"
 
 
 _FORMAT = argparse.RawDescriptionHelpFormatter
@@ -173,6 +181,8 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = _command(commands, "demo", "write the bundled demo graph to a new database file")
     demo.add_argument("path", type=Path)
+    for group in (commands, db, policy):
+        _named_choices(group)
     return parser
 
 
@@ -217,7 +227,10 @@ def _progress_options(command: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the command's usage, not the program's: `db stats --db g.db extra` is a mistake in `db stats`
+        args.parser_of_command.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "serve":  # the servers handle their own signals
         return _main(args, _Interrupted())
     interrupted = _Interrupted()

@@ -557,6 +557,30 @@ def test_an_empty_db_option_is_a_usage_error_not_the_working_directory() -> None
         assert run.stderr.splitlines()[-1].endswith("error: argument --db: empty: give the database file's path")
 
 
+@pytest.mark.parametrize(
+    ("command", "usage", "error"),
+    [
+        ((), "story-graph-mcp [-h]", "story-graph-mcp: error: the following arguments are required: {serve,db,"),
+        (("db",), "story-graph-mcp db [-h]", "required: {migrate,import,export,stats}"),
+        (("policy",), "story-graph-mcp policy [-h]", "required: {new-token,hash-token,check}"),
+        (("db", "stats", "--db", "x.db", "extra"), "story-graph-mcp db stats [-h]", "db stats: error: unrecognized"),
+        (("db", "export", "--db", "x.db", "--quite"), "story-graph-mcp db export [-h]", "arguments: --quite"),
+        (("policy", "new-token", "x"), "story-graph-mcp policy new-token [-h]", "unrecognized arguments: x"),
+    ],
+    ids=["no-command", "no-db-command", "no-policy-command", "stray-argument", "misspelt-option", "stray-to-policy"],
+)
+def test_a_missing_command_or_a_stray_argument_is_named_with_the_commands_usage(
+    command: tuple[str, ...], usage: str, error: str
+) -> None:
+    """A missing command was named by argparse's internal name (`required: db_command`), and a stray argument or a
+    misspelt option of `db stats` got the usage of the whole program, not of `db stats`."""
+    run = _cli(*command)
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    assert run.stderr.startswith(f"usage: {usage}")
+    assert error in run.stderr.splitlines()[-1]
+
+
 def test_an_export_into_a_missing_or_read_only_directory_names_the_directory(tmp_path: Path) -> None:
     """`cannot write backups/graph.jsonl: Permission denied` for a file the user may write (the export goes to
     `graph.jsonl.partial` beside it, which the read-only directory refuses), and `No such file or directory` for a
