@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from server.policy import Policy, granted_projects
 from server.reader.db import check_database
 from server.store.errors import DatabaseUnusable, StoreError
-from server.store.migrate import open_for_reading
+from server.store.migrate import open_for_reading, read_problem
 
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 """Seconds a read waits for a writer's lock before giving up with `read_failed` (SQLite's busy timeout)."""
@@ -197,7 +197,7 @@ def check_database_file(path: Path) -> None:
             raise DatabaseUnusable(problem) from None
         raise
     except sqlite3.Error as exc:
-        raise DatabaseUnusable(f"cannot open {path}: {exc}") from None
+        raise DatabaseUnusable(f"cannot open {path}: {read_problem(path) or exc}") from None
 
 
 def wal_problem(path: Path) -> str | None:

@@ -455,6 +455,41 @@ def test_a_read_only_database_or_directory_is_named_with_the_fix(tmp_path: Path)
     assert after == before
 
 
+def test_a_database_this_user_cannot_read_is_named_with_the_fix(tmp_path: Path) -> None:
+    """Every command said `cannot open graph.db: unable to open database file` of a database its user may not read
+    (and `db migrate` that it was read-only), leaving the operator to guess at the cause."""
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    policy = tmp_path / "policy.toml"
+    policy.write_text('version = 1\n[stdio]\nprojects = ["alpha"]\n')
+    other = tmp_path / "other.db"
+    _cli("db", "migrate", "--db", other)
+    directory = Path(tempfile.mkdtemp(prefix="sg-cli-unreadable-"))
+    try:
+        db = directory / "graph.db"
+        _cli("db", "migrate", "--db", db)
+        db.chmod(0)
+        runs = [
+            _cli(*command, as_a_user=True)
+            for command in (
+                ("db", "migrate", "--db", db),
+                ("db", "import", "--db", db, graph),
+                ("db", "export", "--db", db),
+                ("db", "stats", "--db", db),
+                ("policy", "check", policy, "--db", db),
+                ("db", "import", "--db", other, "--from", "goodbuddy", db),
+                ("serve", "--db", db),
+            )
+        ]
+    finally:
+        shutil.rmtree(directory)
+    expected = (
+        f"{db} is not readable for this user: run the command as the user that owns it, or make it readable"
+        f" (chmod u+r {db})\n"
+    )
+    for run in runs:
+        assert _one_line_error(run).endswith(expected), run.args
+
+
 def test_a_damaged_or_locked_database_is_not_called_not_a_sqlite_database(tmp_path: Path) -> None:
     """Every failure of the first read was reported as `X is not a SQLite database (...)`: a database a writer
     holds locked (an import into a DELETE-mode snapshot), or a damaged one, sent the operator after the wrong

@@ -109,6 +109,16 @@ def readonly_problem(path: Path, exc: sqlite3.Error) -> str | None:
     return write_problem(path) if _primary_code(exc) == sqlite3.SQLITE_READONLY else None
 
 
+def read_problem(path: Path) -> str | None:
+    """Why this user cannot read `path`, or None: SQLite says only `unable to open database file`."""
+    if path.exists() and not os.access(path, os.R_OK):
+        return (
+            f"{path} is not readable for this user: run the command as the user that owns it, or make it readable"
+            f" (chmod u+r {path})"
+        )
+    return None
+
+
 def write_problem(path: Path) -> str | None:
     """Why SQLite cannot write `path` or the journal files it keeps next to it, or None when both are writable."""
     if path.exists() and not os.access(path, os.W_OK):
@@ -160,7 +170,7 @@ def open_store(path: Path, *, write: bool) -> sqlite3.Connection:
         else:
             conn = open_for_reading(path)
     except sqlite3.Error as exc:
-        raise DatabaseUnusable(f"cannot open {path}: {exc}") from None
+        raise DatabaseUnusable(f"cannot open {path}: {read_problem(path) or exc}") from None
     try:
         check_schema(conn, path)
         conn.row_factory = sqlite3.Row
@@ -221,7 +231,9 @@ def migrate(path: Path) -> tuple[int, int]:
     try:
         conn = sqlite3.connect(path, isolation_level=None)
     except sqlite3.Error as exc:
-        raise DatabaseUnusable(f"cannot open or create {path}: {write_problem(path) or exc}") from None
+        raise DatabaseUnusable(
+            f"cannot open or create {path}: {read_problem(path) or write_problem(path) or exc}"
+        ) from None
     before = None
     try:
         # Python runs signal handlers only between its own instructions; this hands it control now and then, and a

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Final
 
 from server.store.errors import DatabaseUnusable
-from server.store.migrate import unreadable
+from server.store.migrate import read_problem, unreadable
 from server.store.paths import sqlite_uri
 
 SUPPORTED_SCHEMA: Final = 62
@@ -46,7 +46,7 @@ def open_app_database(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(sqlite_uri(path, "ro"), uri=True, isolation_level=None)
     except sqlite3.Error as exc:
-        raise DatabaseUnusable(f"cannot open {path} read-only: {exc}") from None
+        raise DatabaseUnusable(f"cannot open {path} read-only: {read_problem(path) or exc}") from None
     try:
         try:
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
