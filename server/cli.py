@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import math
 import signal
@@ -10,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Final
 
 from server import package_version
 from server.store.errors import Interrupted, StoreError
@@ -180,7 +181,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--db", type=_database, help="also check that every granted project is in this database")
 
     demo = _command(commands, "demo", "write the bundled demo graph to a new database file")
-    demo.add_argument("path", type=Path)
+    demo.add_argument("path", type=_path)
     for group in (commands, db, policy):
         _named_choices(group)
     return parser
@@ -201,17 +202,35 @@ def _database(text: str) -> Path:
     """A database path; an empty one (`--db "$DB"` with DB unset) is `.`, the working directory, to pathlib."""
     if not text:
         raise argparse.ArgumentTypeError("empty: give the database file's path")
-    return Path(text)
+    return _path(text)
+
+
+STDIN: Final = Path("/dev/stdin")
 
 
 def _input_file(text: str) -> Path:
     """`-` is standard input (`db export ... | db import --db copy.db -`); it read a file named `-`, or failed."""
-    return Path("/dev/stdin") if text == "-" else Path(text)
+    return STDIN if text == "-" else _path(text)
 
 
 def _output_file(text: str) -> Path | None:
     """`-` is standard output, as for most commands that write a file; a file named `-` is `./-`."""
-    return None if text == "-" else Path(text)
+    return None if text == "-" else _path(text)
+
+
+def _path(text: str) -> Path:
+    """A path whose symbolic links end somewhere: a loop (a.db -> b.db -> a.db) ended `db migrate`, `db export`
+    and `demo` in a traceback (pathlib's resolve raises RuntimeError on it before Python 3.13)."""
+    path = Path(text)
+    try:
+        path.resolve()
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"{text} is a loop of symbolic links; point it at a file") from None
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise argparse.ArgumentTypeError(f"{text} is a loop of symbolic links; point it at a file") from None
+    return path
 
 
 def _progress_options(command: argparse.ArgumentParser) -> None:
@@ -335,6 +354,8 @@ def _import(args: argparse.Namespace) -> None:
     elif args.project:
         raise StoreError(f"--project only applies to --from memory-jsonl, not --from {args.source}")
     elif args.source == "goodbuddy":
+        if args.file == STDIN:  # SQLite opens files only: /dev/stdin read as one is "not a GoodBuddy database"
+            raise StoreError("--from goodbuddy reads the app's database file: name it (- is for JSON Lines only)")
         report, notes = goodbuddy.import_goodbuddy(args.db, args.file, dry_run=dry_run, progress=progress)
     else:
         report = importer.import_file(args.db, args.file, dry_run=dry_run, progress=progress)

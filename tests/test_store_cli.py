@@ -616,6 +616,37 @@ def test_a_missing_command_or_a_stray_argument_is_named_with_the_commands_usage(
     assert error in run.stderr.splitlines()[-1]
 
 
+def test_a_loop_of_symbolic_links_is_a_usage_error_not_a_traceback(tmp_path: Path) -> None:
+    """`a.db -> b.db -> a.db`: `db migrate`, `db export FILE` and `demo` ended in a traceback (`RuntimeError:
+    Symlink loop`), and the other commands said it does not exist or is not a database."""
+    loop, other = tmp_path / "a.db", tmp_path / "b.db"
+    loop.symlink_to(other)
+    other.symlink_to(loop)
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    for command in (
+        ("db", "migrate", "--db", loop),
+        ("db", "export", "--db", db, loop),
+        ("db", "import", "--db", db, loop),
+        ("db", "stats", "--db", loop),
+        ("serve", "--db", loop),
+        ("demo", loop),
+    ):
+        run = _cli(*command)
+        assert run.returncode == 2 and "Traceback" not in run.stderr, command
+        assert run.stderr.splitlines()[-1].endswith(f": {loop} is a loop of symbolic links; point it at a file")
+    assert loop.is_symlink() and other.is_symlink()
+
+
+def test_a_goodbuddy_import_from_standard_input_says_it_needs_the_file(tmp_path: Path) -> None:
+    """`--from goodbuddy -` said `/dev/stdin is not a GoodBuddy assistant database`: SQLite opens files only."""
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    assert _one_line_error(_cli("db", "import", "--db", db, "--from", "goodbuddy", "-")) == (
+        "story-graph-mcp: --from goodbuddy reads the app's database file: name it (- is for JSON Lines only)\n"
+    )
+
+
 def test_an_export_into_a_missing_or_read_only_directory_names_the_directory(tmp_path: Path) -> None:
     """`cannot write backups/graph.jsonl: Permission denied` for a file the user may write (the export goes to
     `graph.jsonl.partial` beside it, which the read-only directory refuses), and `No such file or directory` for a

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 import subprocess
@@ -357,3 +358,18 @@ def test_ctrl_c_while_the_demo_is_written_removes_it_and_says_so(
         f"story-graph-mcp: interrupted; {path} was not written (its half-built file was removed)\n",
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_demo_written_through_a_symlink_and_interrupted_removes_the_file_not_the_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`demo link.db`, link.db naming a file still to be written: Ctrl-C removed the link and left the half-built
+    file it names, with its -wal and -shm files."""
+    link, built = tmp_path / "link.db", tmp_path / "data" / "demo.db"
+    built.parent.mkdir()
+    link.symlink_to(built)
+
+    assert _with_ctrl_c_before_0003(["demo", str(link)]) == 130
+    assert list(built.parent.iterdir()) == []
+    assert link.is_symlink() and Path(os.readlink(link)) == built
+    assert capsys.readouterr().err.endswith("was not written (its half-built file was removed)\n")

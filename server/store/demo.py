@@ -26,8 +26,10 @@ def write_demo(path: Path) -> ImportReport:
         migrate(path)
         return import_file(path, source)
     except BaseException as exc:
-        # The file is ours: leave nothing half-built behind.
-        for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        # The file is ours: leave nothing half-built behind. Through a symlink (one that named no file yet), the
+        # file it names and its journal files (SQLite keeps them beside it); the link stays, as it was.
+        built = path.resolve()
+        for leftover in (built, built.with_name(built.name + "-wal"), built.with_name(built.name + "-shm")):
             leftover.unlink(missing_ok=True)
         if isinstance(exc, KeyboardInterrupt):  # not what `migrate` would say: there is nothing to continue
             raise Interrupted(f"{path} was not written (its half-built file was removed)") from None
