@@ -16,7 +16,7 @@ from typing import Any, Final
 from server import package_version
 from server.store.errors import Interrupted, StoreError
 from server.store.progress import DEFAULT_EVERY_SECONDS, Progress
-from server.store.stdout import print_out
+from server.store.stdout import print_out, print_report
 
 EXAMPLES: dict[str, str] = {
     "story-graph-mcp": """examples:
@@ -318,13 +318,13 @@ def _run(args: argparse.Namespace) -> int:
         from server.store.demo import write_demo
 
         write_demo(args.path)
-        print_out(f"wrote the demo graph to {args.path}")
+        print_report(f"wrote the demo graph to {args.path}")
         return 0
     from server.store import exporter, migrate, stats
 
     if args.db_command == "migrate":
         before, after = migrate.migrate(args.db)
-        print_out(
+        print_report(
             f"{args.db}: schema version {before} -> {after}" if before != after else f"{args.db}: up to date ({after})"
         )
     elif args.db_command == "import":
@@ -333,7 +333,7 @@ def _run(args: argparse.Namespace) -> int:
         progress = Progress.to_stderr("export", every=args.progress_every, quiet=args.quiet)
         count = exporter.export_file(args.db, args.file, progress=progress)
         if args.file is not None:  # on standard output the lines are the data: nothing may follow them there
-            print_out(f"exported {count} lines from {args.db} to {args.file}")
+            print_report(f"exported {count} lines from {args.db} to {args.file}")
     elif args.db_command == "stats":
         print_out(stats.stats_text(args.db))
     return 0
@@ -361,9 +361,7 @@ def _import(args: argparse.Namespace) -> None:
         report = importer.import_file(args.db, args.file, dry_run=dry_run, progress=progress)
         if not report.total and not report.unchanged:  # a failed export or a wrong path, more likely than intended
             notes = [f"{args.file} holds no objects (it is empty, or only blank lines): nothing to import"]
-    print_out(str(report))
-    for note in notes:
-        print_out(f"note: {note}")
+    print_report("\n".join([str(report), *(f"note: {note}" for note in notes)]))
 
 
 if __name__ == "__main__":

@@ -262,6 +262,63 @@ def test_an_export_or_report_to_a_full_disk_fails_with_one_line(tmp_path: Path) 
         assert "standard output: No space left on device" in _one_line_error(to_stdout), command
 
 
+def _close_stdout() -> None:
+    os.close(1)
+
+
+def test_a_command_started_with_standard_output_closed_fails_with_one_line(tmp_path: Path) -> None:
+    """Started with standard output closed (`>&-`), `db stats` and `policy new-token` printed nothing and exited 0
+    (Python's print drops text when there is no stdout), and `db export` ended in a traceback."""
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    for command, reason in (
+        (["db", "stats", "--db", str(db)], "it is closed"),
+        (["policy", "new-token"], "it is closed"),
+        (["db", "export", "--db", str(db)], "it is closed; name a FILE to export to"),
+    ):
+        run = subprocess.run(
+            [sys.executable, "-m", "server", *command],
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+            preexec_fn=_close_stdout,
+        )
+        assert _one_line_error(run) == f"story-graph-mcp: cannot write to standard output: {reason}\n", command
+
+
+def test_a_change_is_done_and_reported_on_stderr_when_standard_output_fails(tmp_path: Path) -> None:
+    """`db import ... > /dev/full` committed the import, then said `cannot write to standard output` with exit status
+    2, which says nothing was changed: a script would take the import (or migration, or export) for failed."""
+    if not Path("/dev/full").is_char_device():
+        pytest.skip("no /dev/full here")
+    db, out = tmp_path / "graph.db", tmp_path / "out.jsonl"
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    for command, report in (
+        (["db", "migrate", "--db", str(db)], f"{db}: schema version 0 -> {SCHEMA_VERSION}"),
+        (["db", "import", "--db", str(db), str(graph)], f"imported {len(small_graph())} lines"),
+        (["db", "export", "--db", str(db), str(out)], f"exported {len(small_graph())} lines from {db} to {out}"),
+        (["demo", str(tmp_path / "demo.db")], f"wrote the demo graph to {tmp_path / 'demo.db'}"),
+    ):
+        with open("/dev/full", "w") as full:
+            run = subprocess.run(
+                [sys.executable, "-m", "server", *command],
+                cwd=REPO,
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        assert run.returncode == 0, run.stderr
+        first, said = run.stderr.splitlines()
+        assert first == "story-graph-mcp: cannot write to standard output: No space left on device; the report instead:"
+        assert said.startswith(report), command
+    assert len(out.read_text().splitlines()) == len(small_graph())
+    assert (tmp_path / "demo.db").exists()
+
+
 @pytest.mark.parametrize("phase", ["reading", "writing", "indexing", "writing the index"])
 def test_ctrl_c_during_an_import_says_so_and_writes_nothing(tmp_path: Path, phase: str) -> None:
     db = tmp_path / "graph.db"

@@ -25,7 +25,7 @@ from server.store.kinds import KINDS
 from server.store.lines import iter_lines
 from server.store.migrate import open_store
 from server.store.progress import Progress
-from server.store.stdout import stdout_failure
+from server.store.stdout import CLOSED, stdout_failure
 
 DATABASE_FILES: Final = ("", "-wal", "-shm", "-journal")
 """The database file and the files SQLite keeps next to it: an export must never be renamed over one of them."""
@@ -139,6 +139,8 @@ def _count(conn: sqlite3.Connection) -> int:
 
 
 def _to_stdout(conn: sqlite3.Connection, progress: Progress, total: int) -> int:
+    if sys.stdout is None:  # started with standard output closed (`>&-`)
+        raise StoreError(f"cannot write to standard output: {CLOSED}; name a FILE to export to")
     written = _Written()
     try:
         return _write(conn, sys.stdout.buffer, progress, written)
