@@ -6,6 +6,7 @@ import argparse
 import errno
 import gc
 import math
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -246,6 +247,10 @@ def _progress_options(command: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if sys.stderr is None:
+        # Started with stderr closed (`2>&-`): messages go nowhere, as asked. Without this, progress ended the
+        # import in a traceback nobody saw (exit status 1), and print() put error lines into stdout, the export's data.
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
     parser = _parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # the command's usage, not the program's: `db stats --db g.db extra` is a mistake in `db stats`

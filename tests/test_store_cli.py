@@ -288,6 +288,36 @@ def test_a_command_started_with_standard_output_closed_fails_with_one_line(tmp_p
         assert _one_line_error(run) == f"story-graph-mcp: cannot write to standard output: {reason}\n", command
 
 
+def _close_stderr() -> None:
+    os.close(2)
+
+
+def test_a_command_started_with_standard_error_closed_keeps_its_exit_status_and_its_data_clean(tmp_path: Path) -> None:
+    """Started with stderr closed (`2>&-`, a daemon's job), an import ended in a traceback nobody saw (exit status
+    1: its progress needs stderr), and an error line went to stdout, into an export's data (print's fallback)."""
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
+    runs = {
+        name: subprocess.run(
+            [sys.executable, "-m", "server", *command],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+            preexec_fn=_close_stderr,
+        )
+        for name, command in (
+            ("import", ["db", "import", "--db", str(db), str(graph)]),
+            ("export", ["db", "export", "--db", str(tmp_path / "missing.db")]),
+        )
+    }
+    assert runs["import"].returncode == 0
+    assert runs["import"].stdout.startswith(f"imported {len(small_graph())} lines")
+    assert (runs["export"].returncode, runs["export"].stdout) == (2, "")
+
+
 def test_a_change_is_done_and_reported_on_stderr_when_standard_output_fails(tmp_path: Path) -> None:
     """`db import ... > /dev/full` committed the import, then said `cannot write to standard output` with exit status
     2, which says nothing was changed: a script would take the import (or migration, or export) for failed."""
