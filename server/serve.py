@@ -25,6 +25,7 @@ from server.policy import STDIO_CALLER, PolicyFile
 from server.reader.cursor import CursorCodec
 from server.settings import INSPECTOR, ServeSettings, check_startup, policy_warnings, settle_heap
 from server.stdio import serve_stdio
+from server.store.errors import StoreError
 
 DEMO_DEFAULT_PROJECT = "atlas"
 log = logging.getLogger("story_graph_mcp.serve")
@@ -32,6 +33,8 @@ log = logging.getLogger("story_graph_mcp.serve")
 
 def serve(args: argparse.Namespace) -> int:
     configure_logging()
+    if args.transport == "stdio":
+        _check_stdio()
     with _database(args) as db_path:
         project = args.project or (DEMO_DEFAULT_PROJECT if args.demo else None)
         settings = ServeSettings.from_args(args, db_path, project)
@@ -60,6 +63,18 @@ def serve(args: argparse.Namespace) -> int:
             _stdio_hint()
         anyio.run(serve_stdio, server)
         return 0
+
+
+def _check_stdio() -> None:
+    """A stdio server started with its standard input or output closed (`<&-`, `>&-`, a daemon's job) ended in a
+    traceback: the client's messages come in on one and the answers go out on the other."""
+    closed = [name for name, stream in (("input", sys.stdin), ("output", sys.stdout)) if stream is None]
+    if closed:
+        raise StoreError(
+            f"serving on stdio needs standard input and output, and standard {' and '.join(closed)}"
+            f" {'is' if len(closed) == 1 else 'are'} closed: an MCP client starts this command with pipes for both;"
+            " to serve without them, use --transport http"
+        )
 
 
 def _stdio_hint() -> None:

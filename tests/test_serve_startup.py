@@ -531,3 +531,28 @@ def test_a_failed_start_and_the_read_commands_leave_wal_files_that_were_there_be
         # The index is shared memory that every reader may update; its file stays, and the log is untouched.
         assert sorted(after) == sorted(before), command
         assert after["demo.db-wal"] == before["demo.db-wal"] and after["demo.db"] == before["demo.db"], command
+
+
+@pytest.mark.parametrize("closed", [0, 1], ids=["stdin", "stdout"])
+def test_serve_on_stdio_with_its_input_or_output_closed_says_so_in_one_line(tmp_path: Path, closed: int) -> None:
+    """Started with standard input or output closed (`<&-`, `>&-`), a stdio server ended in a traceback."""
+    from support import demo_db
+
+    db = demo_db(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "server", "serve", "--db", str(db)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if closed == 0 else None,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(closed),
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    name = "input" if closed == 0 else "output"
+    assert result.stderr == (
+        f"story-graph-mcp: serving on stdio needs standard input and output, and standard {name} is closed: an MCP"
+        " client starts this command with pipes for both; to serve without them, use --transport http\n"
+    )
