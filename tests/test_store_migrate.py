@@ -373,3 +373,23 @@ def test_a_demo_written_through_a_symlink_and_interrupted_removes_the_file_not_t
     assert list(built.parent.iterdir()) == []
     assert link.is_symlink() and Path(os.readlink(link)) == built
     assert capsys.readouterr().err.endswith("was not written (its half-built file was removed)\n")
+
+
+def test_a_migration_that_waits_too_long_for_the_write_lock_says_who_holds_it(tmp_path: Path) -> None:
+    """It said only `database is locked`."""
+    path = tmp_path / "v1.db"
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.executescript((migrations_dir() / "0001_story_graph.sql").read_text(encoding="utf-8"))
+    writer = sqlite3.connect(path, isolation_level=None)  # an import, or the application that owns the data
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        with pytest.raises(DatabaseUnusable) as refused:
+            migrate(path)
+    finally:
+        writer.close()
+    assert str(refused.value) == (
+        f"migration 0002_search_index_and_revisions.sql failed on {path}, which was left at schema version 1: another"
+        f" process (an import, or the application that writes it) held {path} locked for longer than 5 seconds; run"
+        f" `story-graph-mcp db migrate --db {path}` again when it has finished"
+    )
+    assert _version(path) == 1

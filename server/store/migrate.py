@@ -261,6 +261,17 @@ def migrate(path: Path) -> tuple[int, int]:
         conn.close()
 
 
+def _locked_problem(conn: sqlite3.Connection, path: Path, exc: sqlite3.Error) -> str | None:
+    """For a write lock not granted in time (`database is locked`): who holds it, and what to do."""
+    if _primary_code(exc) not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return None
+    waited = conn.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
+    return (
+        f"another process (an import, or the application that writes it) held {path} locked for longer than"
+        f" {waited:g} seconds; run `{migrate_command(path)}` again when it has finished"
+    )
+
+
 def _no_op() -> int:
     return 0
 
@@ -308,7 +319,7 @@ def _apply(conn: sqlite3.Connection, path: Path, number: int, file: Path) -> Non
             raise KeyboardInterrupt from None
         raise DatabaseUnusable(
             f"migration {file.name} failed on {path}, which was left at schema version {number - 1}:"
-            f" {readonly_problem(path, exc) or exc}"
+            f" {readonly_problem(path, exc) or _locked_problem(conn, path, exc) or exc}"
         ) from None
     finally:
         if conn.in_transaction:
