@@ -272,11 +272,12 @@ def _version_in_header(path: Path) -> int:
         return int.from_bytes(file.read(4), "big")
 
 
-def _with_ctrl_c_before_0003(argv: list[str]) -> int:
-    """`main(argv)`, with a Ctrl-C as it comes, a KeyboardInterrupt at a Python instruction: as 0003 is to run."""
+def _with_ctrl_c_before(argv: list[str], number: int = 3) -> int:
+    """`main(argv)`, with a Ctrl-C as it comes, a KeyboardInterrupt at a Python instruction: as migration `number`
+    (0003) is to run."""
 
     def ctrl_c(frame: FrameType, event: str, _arg: object) -> None:
-        if event == "call" and frame.f_code is migrate_module._apply.__code__ and frame.f_locals["number"] == 3:
+        if event == "call" and frame.f_code is migrate_module._apply.__code__ and frame.f_locals["number"] == number:
             raise KeyboardInterrupt
 
     sys.settrace(ctrl_c)
@@ -332,7 +333,7 @@ def test_a_new_database_whose_migration_was_interrupted_is_in_wal_mode_once_cont
     does, as a KeyboardInterrupt at a Python instruction: here, as 0003 is about to run."""
     path = tmp_path / "new.db"
 
-    status = _with_ctrl_c_before_0003(["db", "migrate", "--db", str(path)])
+    status = _with_ctrl_c_before(["db", "migrate", "--db", str(path)])
     said = capsys.readouterr().err
 
     assert main(["db", "migrate", "--db", str(path)]) == 0
@@ -346,13 +347,28 @@ def test_a_new_database_whose_migration_was_interrupted_is_in_wal_mode_once_cont
     )
 
 
+def test_ctrl_c_before_a_new_databases_first_migration_says_it_was_created_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file exists from then on (empty, in WAL mode): `nothing was changed` would not be true."""
+    path = tmp_path / "new.db"
+    assert _with_ctrl_c_before(["db", "migrate", "--db", str(path)], number=1) == 130
+    assert capsys.readouterr().err == (
+        f"story-graph-mcp: interrupted; {path} was created, with no schema yet (version 0); 0001_story_graph.sql,"
+        " the one running, was not applied (each applies completely or not at all); run `story-graph-mcp db migrate"
+        f" --db {path}` again to continue from there (to version {SCHEMA_VERSION})\n"
+    )
+    assert main(["db", "migrate", "--db", str(path)]) == 0
+    assert _version(path) == SCHEMA_VERSION
+
+
 def test_ctrl_c_while_the_demo_is_written_removes_it_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`demo` removes its half-built file: what `migrate` says on Ctrl-C (run it again to continue) is not true."""
     path = tmp_path / "demo.db"
 
-    status = _with_ctrl_c_before_0003(["demo", str(path)])
+    status = _with_ctrl_c_before(["demo", str(path)])
     assert (status, capsys.readouterr().err) == (
         130,
         f"story-graph-mcp: interrupted; {path} was not written (its half-built file was removed)\n",
@@ -369,7 +385,7 @@ def test_a_demo_written_through_a_symlink_and_interrupted_removes_the_file_not_t
     built.parent.mkdir()
     link.symlink_to(built)
 
-    assert _with_ctrl_c_before_0003(["demo", str(link)]) == 130
+    assert _with_ctrl_c_before(["demo", str(link)]) == 130
     assert list(built.parent.iterdir()) == []
     assert link.is_symlink() and Path(os.readlink(link)) == built
     assert capsys.readouterr().err.endswith("was not written (its half-built file was removed)\n")

@@ -228,6 +228,7 @@ def migrate(path: Path) -> tuple[int, int]:
         raise DatabaseUnusable(
             f"cannot create {path}: the directory {folder} does not exist; create it first (mkdir -p {folder})"
         )
+    created = not path.exists()
     try:
         conn = sqlite3.connect(path, isolation_level=None)
     except sqlite3.Error as exc:
@@ -254,7 +255,7 @@ def migrate(path: Path) -> tuple[int, int]:
                 _apply(conn, path, number, file)
         return before, read_version(conn, path)
     except KeyboardInterrupt:
-        raise Interrupted(_interrupted_note(conn, path, before)) from None
+        raise Interrupted(_interrupted_note(conn, path, before, created)) from None
     except sqlite3.Error as exc:
         raise DatabaseUnusable(f"cannot migrate {path}: {readonly_problem(path, exc) or exc}") from None
     finally:
@@ -276,15 +277,20 @@ def _no_op() -> int:
     return 0
 
 
-def _interrupted_note(conn: sqlite3.Connection, path: Path, before: int | None) -> str:
+def _interrupted_note(conn: sqlite3.Connection, path: Path, before: int | None, created: bool) -> str:
     """What an interrupted `migrate` kept, read back from the database (the interrupt may have come at any point)."""
-    if before is None:  # before the first read: nothing was begun
-        return f"nothing was changed; run `{migrate_command(path)}` again"
+    if before is None:  # before the first read: no migration was begun
+        state = f"{path} was created, with no schema yet" if created else "nothing was changed"
+        return f"{state}; run `{migrate_command(path)}` again"
     if conn.in_transaction:  # the running migration's: closing would roll it back too, but the version is read first
         conn.execute("ROLLBACK")
     now = int(conn.execute(USER_VERSION).fetchone()[0])
     if now == before:
-        state = f"nothing was changed: {path} is still at schema version {now}"
+        state = (
+            f"{path} was created, with no schema yet (version 0)"
+            if created
+            else f"nothing was changed: {path} is still at schema version {now}"
+        )
     else:
         applied = [file.name for number, file in migration_files() if before < number <= now]
         state = (
