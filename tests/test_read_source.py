@@ -629,3 +629,32 @@ async def test_an_original_source_message_or_object_id_is_answered_with_the_refe
     assert orjson.dumps(beacon_source).decode().replace("src-beacon-msg", "<id>") == orjson.dumps(
         missing
     ).decode().replace("no-such-id", "<id>")
+
+
+async def test_a_snapshot_or_version_of_a_source_edited_since_names_its_current_version(db: Path) -> None:
+    """The demo's edited message: its saved fragment says 512 MB, the message now says 1 GB. A snapshot read (the
+    default, what an agent quotes) said nothing of it: differs_from_reference false, a note about the fragment only,
+    so the old wording was quoted as what the source says. The note now names the current version and the read."""
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-changed-msg"})
+        old = await ok(
+            client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "version", "source_version": "v1"}
+        )
+        new = await ok(
+            client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "version", "source_version": "v2"}
+        )
+        current = await ok(client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "current"})
+        unchanged = await ok(client, READ, {"source_reference_id": "ref-revision-2"})
+        deleted = await ok(client, READ, {"source_reference_id": "ref-deleted-msg"})
+        moved = await ok(client, READ, {"source_reference_id": "ref-moved-msg"})
+    assert snapshot["differs_from_reference"] is False  # unchanged meaning: the reference's own version was read
+    assert (
+        "The source has changed since this reference was saved: its current version is 'v2' (the fragment is from "
+        "'v1'); read content_kind 'current' for what it says now." in snapshot["content_note"]
+    )
+    assert "This is not the source's current version, 'v2': read content_kind 'current'" in old["content_note"]
+    for read in (new, current, unchanged, deleted, moved):
+        assert "current version" not in read["content_note"], read["content_note"]
+    assert "deleted" in deleted["content_note"]
+    assert "moved out of this scope; this saved fragment is still readable" in moved["content_note"]
+    assert moved["original_source_availability"] == "outside_scope"
