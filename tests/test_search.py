@@ -660,7 +660,7 @@ async def test_coverage_lists_are_ten_examples_beside_exact_counts(tmp_path: Pat
     async with client_for(imported_graph(tmp_path, [*base, *detailed, *legacy], name="mixed")) as client:
         mixed = (await ok(client, SEARCH, {"query": "cache"}))["coverage"]
     assert (every["processed_range_count"], len(every["processed_ranges"])) == (12, 10)
-    assert every["processed_ranges"][0] == {"from": "2026-03-01T00:00:00.000Z", "to": "2026-03-01T12:00:00.000Z"}
+    assert every["processed_ranges"][0] == {"from": "2026-03-05T00:00:00.000Z", "to": "2026-03-05T12:00:00.000Z"}
     assert (every["processed_source_version_count"], len(every["processed_source_versions"])) == (12, 10)
     assert (every["missing_count"], len(every["missing"])) == (12, 10)
     assert (every["results_without_detail_count"], every["results_without_detail"]) == (0, [])
@@ -668,6 +668,24 @@ async def test_coverage_lists_are_ten_examples_beside_exact_counts(tmp_path: Pat
     assert [r["result_id"] for r in mixed["results_without_detail"]] == [f"r-legacy-{n:02d}" for n in range(10)]
     assert mixed["missing_count"] == "unknown" and len(mixed["missing"]) == 10
     assert "capped at 10" in mixed["note"]
+
+
+async def test_coverage_lists_the_newest_processed_ranges_where_the_recent_gaps_are(tmp_path: Path) -> None:
+    """A scope reviewed in 12 separate stretches listed its oldest 10 ranges: the two newest reviews, and the gap
+    between them an agent continuing the latest work needs to see, were left out, and the list ended two weeks
+    before processed_range did. The newest 10 are listed now, still in time order, ending where the hull ends."""
+    days = [f"2026-03-{day:02d}" for day in range(1, 25, 2)]
+    lines = _reviewed_graph(*((f"r-{day}", f"{day}T00:00:00Z", f"{day}T12:00:00Z") for day in days))
+    async with client_for(imported_graph(tmp_path, lines)) as client:
+        found = await ok(client, SEARCH, {"query": "cache"})
+        context = await ok(client, "story_graph_get_context", {"object_ref": {"type": "story_line", "id": "sl"}})
+        source_scope = context["coverage"]
+    coverage = found["coverage"]
+    assert coverage["processed_range_count"] == 12
+    assert [r["from"][:10] for r in coverage["processed_ranges"]] == days[2:]
+    assert coverage["processed_ranges"][-1]["to"] == coverage["processed_range"]["to"] == "2026-03-23T12:00:00.000Z"
+    assert "(processed_ranges: the newest)" in coverage["note"]
+    assert source_scope == coverage
 
 
 async def test_coverage_says_which_parts_of_the_time_range_no_review_processed(tmp_path: Path) -> None:

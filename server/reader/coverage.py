@@ -27,7 +27,7 @@ Spans = list[tuple[datetime, datetime]]
 class ScopeCoverage:
     coverage: Coverage
     processed: Spans | None
-    """Every merged processed range (the coverage lists only the first); None when they are unknown."""
+    """Every merged processed range (the coverage lists only the newest); None when they are unknown."""
 
 
 async def read_coverage(
@@ -184,7 +184,8 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             "result_records": counts,
             "processed_range": processed_range,
             "processed_ranges": (
-                [{"from": format_utc(a), "to": format_utc(b)} for a, b in merged[:COVERAGE_LIST_LIMIT]]
+                # The newest: an agent reading the current state needs the recent gaps (the hull shows the span).
+                [{"from": format_utc(a), "to": format_utc(b)} for a, b in merged[-COVERAGE_LIST_LIMIT:]]
                 if merged is not None
                 else "unknown"
             ),
