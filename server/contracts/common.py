@@ -118,8 +118,8 @@ class TimeRangeCoverage(Contract):
     """covered: every instant of the time_range lies in a recorded processed range (which covers the whole second its
     end falls in); partly_covered: some do;
     not_covered: none do; unknown: the processed ranges are unknown (the scope has no results, or a result without a
-    detailed record may have processed any period). Covered periods may still hold parts the records name as
-    missing."""
+    recorded range may have processed any period), unless the ranges the other records name cover the whole
+    time_range: covered. Covered periods may still hold parts the records name as missing."""
     uncovered_parts: list[dict[Literal["from", "to"], str]] | Unknown
     """The stretches of the time_range no processed range covers, in time order (the first COVERAGE_LIST_LIMIT);
     each runs from an end of the time_range or of a processed range to the next start."""
