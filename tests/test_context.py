@@ -215,7 +215,7 @@ async def test_a_time_range_in_current_mode_says_within_the_selected_evidence(de
     window = {"from": "2026-05-01T00:00:00+08:00", "to": "2026-05-31T23:59:59+08:00"}
     async with client_for(demo) as client:
         page = await read_all(client, {"object_ref": _ref("entity", "ent-decision-b"), "time_range": window})
-    assert page["header"]["time_note"] == TIME_FILTER_NOTE
+    assert page["header"]["time_note"].startswith(TIME_FILTER_NOTE)
     assert "not the state at the end of the range" in TIME_FILTER_NOTE and TIME_FILTER_NOTE in page["notes"]
     assert page["time_range"] == {"from": "2026-04-30T16:00:00.000Z", "to": "2026-05-31T15:59:59.000Z"}
     kept = objects(page)
@@ -229,6 +229,27 @@ async def test_a_time_range_in_current_mode_says_within_the_selected_evidence(de
     assert page["unknown_time_excluded_count"] > 0
     # The header still reports the stored current row, labelled; it is not "the state at the end of May".
     assert page["header"]["decision_status"] == "decided"
+
+
+async def test_a_time_range_header_says_its_empty_lists_are_not_none(demo: Path) -> None:
+    """'What did we decide about the session cache in May?': relations, entities and source references have no
+    event time, so the May header of Decision B had relation_count 0, no conflicts and no task records, beside a
+    note that unknown times were excluded. Read as 'B has no relations', it contradicts the same call without a
+    range (six relations, the replacement of A among them). The note now says how many rows of which types were
+    left out, and that an empty list or a 0 in the header does not mean none."""
+    may = {"from": "2026-05-01T00:00:00+08:00", "to": "2026-05-31T23:59:59+08:00"}
+    target = {"object_ref": _ref("entity", "ent-decision-b")}
+    async with client_for(demo) as client:
+        within = await ok(client, CONTEXT, target | {"time_range": may})
+        whole = await read_all(client, target)
+        reviewed = await ok(client, CONTEXT, target | {"time_range": may, "time_basis": "review_generated_at"})
+    header = within["header"]
+    assert (header["relation_count"], whole["header"]["relation_count"]) == (0, 6)
+    assert f"relation {sum(1 for i in whole['items'] if i['object_ref']['type'] == 'relation')}," in header["time_note"]
+    assert f"Here that is {within['unknown_time_excluded_count']} rows (" in header["time_note"]
+    assert "an empty list or a 0 here does not mean the object has none" in header["time_note"]
+    assert reviewed["header"]["time_note"].startswith(TIME_FILTER_NOTE)
+    assert whole["header"]["time_note"] is None
 
 
 async def test_as_of_in_any_form_is_unsupported_and_unknown_arguments_are_refused(demo: Path) -> None:

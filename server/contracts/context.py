@@ -283,7 +283,8 @@ class Header(Contract):
     validity: Unknown = "unknown"
     validity_note: str = VALIDITY_NOTE
     time_note: str | None
-    """Set when time_range is used: the answer is within the selected evidence, not the state at its end."""
+    """Set when time_range is used: the answer is within the selected evidence, not the state at its end; it says how
+    many rows of which types had no time on the basis and were left out, of this header's lists and counts too."""
     open_items: list[OpenItem]
     """From the stored open_items of summaries that list the target (or, for a summary, its own)."""
     open_item_count: int

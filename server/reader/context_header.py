@@ -77,6 +77,20 @@ def _time_order(unit: Unit) -> tuple[str, str, str, str]:
     return (unit.row.event_time_start or "~", unit.row.object_type, unit.row.object_id, unit.row.result_key)
 
 
+def _time_note(sel: Selection) -> str:
+    """With a time_range: within the selected evidence, and what it left out. Relations, entities and source
+    references have no event time, so a range on that basis leaves them all out: without the counts, relation_count
+    0 and an empty conflicts or task_records list read as 'the object has none'."""
+    if not sel.unknown_time_excluded:
+        return TIME_FILTER_NOTE
+    left_out = ", ".join(f"{object_type} {n}" for object_type, n in sel.unknown_time_excluded_types.items())
+    return (
+        f"{TIME_FILTER_NOTE} Here that is {sel.unknown_time_excluded} rows ({left_out}), left out of this header's "
+        "lists and counts too: an empty list or a 0 here does not mean the object has none; call again without "
+        "time_range to see them."
+    )
+
+
 def build_header(sel: Selection, *, time_range_used: bool) -> Header:
     """The compact view of `current`: stored states passed through, unknown where nothing is stored."""
     primary = next((u for u in sel.target_units if u.row.row_kind != "leaf" and u.row.result_key == ""), None)
@@ -145,7 +159,7 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
             ],
         ),
         confirmation_state=(primary.row.confirmation_state if primary else None) or "unknown",
-        time_note=TIME_FILTER_NOTE if time_range_used else None,
+        time_note=_time_note(sel) if time_range_used else None,
         open_items=open_items[:HEADER_LIMIT],
         open_item_count=len(open_items),
         relations=relations,
