@@ -647,6 +647,8 @@ async def test_a_snapshot_or_version_of_a_source_edited_since_names_its_current_
         unchanged = await ok(client, READ, {"source_reference_id": "ref-revision-2"})
         deleted = await ok(client, READ, {"source_reference_id": "ref-deleted-msg"})
         moved = await ok(client, READ, {"source_reference_id": "ref-moved-msg"})
+        described = next(t for t in (await client.list_tools()).tools if t.name == READ).description
+    assert described is not None and "content_note says when the source has changed since" in described
     assert snapshot["differs_from_reference"] is False  # unchanged meaning: the reference's own version was read
     assert (
         "The source has changed since this reference was saved: its current version is 'v2' (the fragment is from "
