@@ -156,6 +156,21 @@ async def test_a_late_recorded_old_event_keeps_its_event_time_position(demo: Pat
     assert {"type": "event", "id": "evt-unknown-time-1"} in gaps["unknown_event_time"]["refs"]
 
 
+async def test_a_leaf_description_is_not_an_event_of_unknown_time(demo: Path) -> None:
+    """get_context on the revision event (dated 2026-05-02) named it in known_gaps.unknown_event_time, through its
+    leaf description (which stores no time: it is a description, not an event), and counted the undated
+    evt-unknown-time-1 twice, once for its own row and once for its leaf's, though a gap counts objects once. The
+    gap now reads the objects' own rows; the leaf rows stay undated items of the timeline."""
+    async with client_for(demo) as client:
+        dated = await read_all(client, {"object_ref": _ref("event", "evt-revision-a-to-b"), "mode": "timeline"})
+        undated = await ok(client, CONTEXT, {"object_ref": _ref("event", "evt-unknown-time-1")})
+    leaf = next(i for i in dated["items"] if i["row_kind"] == "leaf")
+    assert leaf["undated"] is True and leaf["describes"] == _ref("event", "evt-revision-a-to-b")
+    assert "unknown_event_time" not in {g["kind"] for g in dated["known_gaps"]}
+    gap = next(g for g in undated["known_gaps"] if g["kind"] == "unknown_event_time")
+    assert (gap["count"], gap["refs"]) == (1, [_ref("event", "evt-unknown-time-1")])
+
+
 async def test_confirmation_and_validity_stay_apart(demo: Path) -> None:
     async with client_for(demo) as client:
         revoked = await read_all(client, {"object_ref": _ref("entity", "ent-option-redis-cluster")})

@@ -330,8 +330,15 @@ def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
                 )
             )  # fmt: skip
 
+    # A leaf's description is a row of the object it describes, not an event of its own: it stores no time, and the
+    # described object's own rows (always selected with it) say whether that object's time is known. Counting it
+    # listed a dated event as undated, and one undated event twice.
     undated = [
-        u for u in sel.units if u.row.object_type in ("event", "entity_change") and u.row.event_time_start is None
+        u
+        for u in sel.units
+        if u.row.object_type in ("event", "entity_change")
+        and u.row.event_time_start is None
+        and u.row.row_kind != "leaf"
     ]
     undated.sort(key=lambda u: (u.row.object_type, u.row.object_id))
     add(
