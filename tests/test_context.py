@@ -171,6 +171,23 @@ async def test_a_leaf_description_is_not_an_event_of_unknown_time(demo: Path) ->
     assert (gap["count"], gap["refs"]) == (1, [_ref("event", "evt-unknown-time-1")])
 
 
+async def test_the_current_header_lists_the_newest_evolution(demo: Path) -> None:
+    """The header of `current` listed the oldest 10 of a story line's 15 evolution entries: up to May, without June's
+    option C, the latest change an agent asking 'what should we use now' needs first. It lists the newest 10 dated
+    ones in time order now (undated ones, whose place is unknown, fill up a shorter list); the items hold every one."""
+    async with client_for(demo) as client:
+        line = await read_all(client, {"object_ref": _ref("story_line", "sl-atlas-cache")})
+        decision = await ok(client, CONTEXT, {"object_ref": _ref("entity", "ent-decision-a")})
+    header = line["header"]
+    evolution = {(i["object_ref"]["id"], i["event_time"]) for i in line["items"] if i["role"] == "evolution"}
+    dated = sorted((time, ref) for ref, time in evolution if time is not None)
+    assert header["evolution_ref_count"] == len(evolution) == 15
+    assert [r["id"] for r in header["evolution_refs"]] == [ref for _, ref in dated[-10:]]
+    assert header["evolution_refs"][-1] == _ref("event", "evt-option-c")
+    refs = [r["id"] for r in decision["header"]["evolution_refs"]]  # six: all listed, the undated one last
+    assert (len(refs), refs[0], refs[-1]) == (6, "ent-decision-a#added-2026-03", "evt-unknown-time-1")
+
+
 async def test_confirmation_and_validity_stay_apart(demo: Path) -> None:
     async with client_for(demo) as client:
         revoked = await read_all(client, {"object_ref": _ref("entity", "ent-option-redis-cluster")})

@@ -295,7 +295,8 @@ class Header(Contract):
     """Stored contrasts/contradicts relations among the selected ones whose both claims are in scope."""
     conflict_count: int
     evolution_refs: list[ObjectRef]
-    """Entity changes and events, in event-time order."""
+    """Entity changes and events: the newest 10 dated ones in event-time order, then undated ones while fewer than 10
+    are listed (evolution_ref_count counts them all)."""
     evolution_ref_count: int
     evidence_ref_count: int
     """Distinct source references among the selected evidence (all of them are items with role 'evidence')."""

@@ -121,7 +121,14 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         if isinstance(text, str)
     ]
     evolution = [u for u in sel.units if u.role == "evolution"]
-    first_evolution = heapq.nsmallest(HEADER_LIMIT, evolution, key=_time_order)
+    # The newest dated ones, in time order: `current` is about now, and the oldest ten of a long history left out
+    # the latest change (the demo's story line listed ten up to May, not June's option C). Undated ones, whose place
+    # is unknown, fill what is left; timeline mode and the items list every one.
+    dated = heapq.nlargest(HEADER_LIMIT, (u for u in evolution if u.row.event_time_start is not None), key=_time_order)
+    undated = heapq.nsmallest(
+        HEADER_LIMIT - len(dated), (u for u in evolution if u.row.event_time_start is None), key=_time_order
+    )
+    shown_evolution = sorted(dated, key=_time_order) + undated
     evidence = [u for u in sel.units if u.row.object_type == "source_reference"]
     results = sorted(
         {(u.row.review_generated_at or "", u.row.result_key) for u in sel.target_units if u.row.result_key}
@@ -166,7 +173,7 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         relation_count=len(touching),
         conflicts=conflicts,
         conflict_count=len(conflicting),
-        evolution_refs=[object_ref(u.ref) for u in first_evolution],
+        evolution_refs=[object_ref(u.ref) for u in shown_evolution],
         evolution_ref_count=len(evolution),
         evidence_ref_count=len(evidence),
         result_ids=[result_id for _, result_id in results],
