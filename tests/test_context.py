@@ -188,6 +188,45 @@ async def test_the_current_header_lists_the_newest_evolution(demo: Path) -> None
     assert (len(refs), refs[0], refs[-1]) == (6, "ent-decision-a#added-2026-03", "evt-unknown-time-1")
 
 
+async def test_evidence_whose_source_changed_since_is_a_known_gap(demo: Path) -> None:
+    """The edge-box constraint rests on a message edited after it was cited (the saved fragment says 512 MB, the
+    message now says 1 GB). get_context showed that reference with nothing to say so, and an agent quoting its
+    fragment quoted what the source no longer says. known_gaps names it now (source_changed_since_saved), as
+    read_source's current read confirms; a source that moved out of the scope is left out (nothing of where it went
+    is told). A source edited later changes no scope's revision: the next call sees it."""
+    constraint = {"object_ref": _ref("entity", "ent-edge-box-constraint")}
+    async with client_for(demo) as client:
+        before = await ok(client, CONTEXT, constraint)
+        later_page = await ok(client, CONTEXT, constraint | {"cursor": before["page"]["next_cursor"]})
+        line = await ok(client, CONTEXT, {"object_ref": _ref("story_line", "sl-atlas-cache")})
+        decision = await ok(client, CONTEXT, {"object_ref": _ref("entity", "ent-decision-b")})
+        current = await ok(
+            client, "story_graph_read_source", {"source_reference_id": "ref-changed-msg", "content_kind": "current"}
+        )
+        with sqlite3.connect(demo) as conn:  # another writer reverts the edit: no scope revision changes
+            conn.execute("UPDATE sources SET current_version = 'v1' WHERE id = 'src-changed-msg'")
+        after = await ok(client, CONTEXT, constraint)
+        with sqlite3.connect(demo) as conn:  # edited again, and moved to Beacon: Atlas may not read it now
+            conn.execute(
+                "UPDATE sources SET current_version = 'v2', project_id = 'beacon' WHERE id = 'src-changed-msg'"
+            )
+        moved = await ok(client, CONTEXT, constraint)
+
+    def changed(page: dict[str, Any]) -> dict[str, Any] | None:
+        return next((g for g in page["known_gaps"] if g["kind"] == "source_changed_since_saved"), None)
+
+    gap = changed(before)
+    assert gap is not None and (gap["count"], gap["refs"]) == (1, [_ref("source_reference", "ref-changed-msg")])
+    assert "content_kind 'current'" in gap["detail"]
+    assert current["differs_from_reference"] is True  # what the gap says, read_source says
+    assert changed(later_page) == gap
+    line_gap = changed(line)
+    assert line_gap is not None and [r["id"] for r in line_gap["refs"]] == ["ref-changed-msg"]
+    assert changed(decision) is None
+    assert after["data_revision"] == before["data_revision"] and changed(after) is None
+    assert changed(moved) is None  # read_source's current would refuse it: nothing about where it lives now
+
+
 async def test_confirmation_and_validity_stay_apart(demo: Path) -> None:
     async with client_for(demo) as client:
         revoked = await read_all(client, {"object_ref": _ref("entity", "ent-option-redis-cluster")})

@@ -321,6 +321,7 @@ class Gap(Contract):
         "evidence_not_in_scope",
         "no_reliable_revision",
         "source_not_available",
+        "source_changed_since_saved",
         "no_result_rows",
     ]
     count: int | Unknown
