@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import signal
 import sys
@@ -265,9 +266,15 @@ def _interrupted(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
-        from server.serve import serve
+        # Start-up builds ~90,000 long-lived objects (the SDK's and our pydantic models): collecting while they
+        # are made only costs time. settle_heap() turns the collector on before the server serves.
+        gc.disable()
+        try:
+            from server.serve import serve
 
-        return serve(args)
+            return serve(args)
+        finally:
+            gc.enable()
     if args.command == "policy":
         from server.policy import policy_command
 

@@ -411,6 +411,7 @@ def serve_http(settings: ServeSettings) -> int:
         from server.workers import serve_workers
 
         _warn_if_not_loopback(http)
+        settle_heap()  # the supervisor serves nothing itself, but runs for as long as its workers
         return serve_workers(settings)
     sock = listening_socket(http.host, http.port, reuse_port=False)
     policy: PolicySource

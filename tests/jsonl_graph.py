@@ -368,10 +368,16 @@ def file_hash(db: Path) -> str:
 
 
 def revisions(db: Path) -> dict[str, int]:
+    """The data revisions of the graph and of each scope (by scope key), and their memory revisions ('memory:' and
+    the same key)."""
     with sqlite3.connect(db) as conn:
-        graph = conn.execute("SELECT data_revision FROM graph_state").fetchone()[0]
-        rows = conn.execute("SELECT scope_key, data_revision FROM scopes").fetchall()
-    return {"graph": graph} | dict(rows)
+        graph, graph_memory = conn.execute("SELECT data_revision, memory_revision FROM graph_state").fetchone()
+        rows = conn.execute("SELECT scope_key, data_revision, memory_revision FROM scopes").fetchall()
+    return (
+        {"graph": graph, "memory:graph": graph_memory}
+        | {key: data for key, data, _ in rows}
+        | {f"memory:{key}": memory for key, _, memory in rows}
+    )
 
 
 def chain_graph(events: int) -> list[Line]:

@@ -207,6 +207,14 @@ def test_bench_import_goodbuddy_imports_then_reimports() -> None:
     assert "re-import, 1 % changed" in out
 
 
+def test_bench_startup_starts_ours_the_floor_and_another_checkout(cache: Path) -> None:
+    out = run("bench_startup.py", "--sizes", OBJECTS, "--rounds", "2", "--compare", str(REPO), *graph_options(cache))
+    for server in ("ours", "floor", str(REPO)):
+        (row,) = table_rows(out, server)
+        assert float(row[1]) > 0 and float(row[4]) > 0, row
+    assert "load average before" in out
+
+
 def test_bench_loop_lag_probes_a_loaded_session_and_cancels(cache: Path) -> None:
     args = ["--seconds", "1", "--cancels", "2", "--cancel-after", "0.1"]
     out = run("bench_loop_lag.py", "--objects", OBJECTS, *graph_options(cache), *args)

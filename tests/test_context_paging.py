@@ -311,6 +311,42 @@ async def test_a_write_to_the_scope_makes_the_cursor_stale_but_a_write_to_anothe
         stale_by_memory = await error(client, CONTEXT, args | {"cursor": memory["page"]["next_cursor"]})
     assert stale["error"] == stale_by_memory["error"] == "stale_cursor"
     assert stale["field"] == "cursor"
+    assert stale_by_memory["message"].startswith("stored evidence or memory items in this scope changed")
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO memory_items (id, project_id, body, updated_at)"
+        " VALUES ('mem-new', 'atlas', 'new', '2026-05-01T00:00:00.000Z')",
+        "UPDATE memory_items SET body = 'atlas changed' WHERE id = 'mem-a'",
+        "DELETE FROM memory_items WHERE id = 'mem-g'",
+    ],
+    ids=["insert", "update", "delete"],
+)
+async def test_a_memory_write_stales_current_pages_which_show_memory_items_but_not_timeline_pages(
+    graph_db: Path, sql: str
+) -> None:
+    """Memory items count in the scope's memory revision, not its data revision (migrations/0015): `current` shows
+    them as background, so its cursor is refused, and the next first page shows the change; a timeline shows none,
+    so its cursor reads on, and reassembles what an undisturbed walk does."""
+    current = {"object_ref": {"type": "entity", "id": "ent-x"}, "page_size": 2}
+    timeline = current | {"mode": "timeline"}
+    async with client_for(graph_db) as client:
+        whole_timeline = reassemble(await all_pages(client, CONTEXT, timeline))
+        first_current, first_timeline = await ok(client, CONTEXT, current), await ok(client, CONTEXT, timeline)
+        with sqlite3.connect(graph_db) as conn:
+            conn.execute(sql)
+        stale = await error(client, CONTEXT, current | {"cursor": first_current["page"]["next_cursor"]})
+        rest = await all_pages(client, CONTEXT, timeline | {"cursor": first_timeline["page"]["next_cursor"]})
+        after = await all_pages(client, CONTEXT, current | {"page_size": 50})
+    assert stale["error"] == "stale_cursor"
+    assert reassemble([first_timeline, *rest]) == whole_timeline
+    assert {page["data_revision"] for page in [first_current, *rest, *after]} == {first_current["data_revision"]}
+    background = {item["memory_id"]: item["content"] for page in after for item in page["background"]}
+    assert ("mem-new" in background) == sql.startswith("INSERT")
+    assert ("atlas changed" in background.get("mem-a", "")) == sql.startswith("UPDATE")
+    assert ("mem-g" not in background) == sql.startswith("DELETE")
 
 
 async def test_tampered_foreign_and_mismatched_cursors_are_refused(graph_db: Path) -> None:

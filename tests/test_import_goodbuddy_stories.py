@@ -302,7 +302,7 @@ def stats_table(db: Path) -> dict[str, dict[str, int]]:
     header = next(index for index, line in enumerate(lines) if line.startswith(" ") and "total" in line)
     scopes = lines[header].split()[:-1]
     table: dict[str, dict[str, int]] = {}
-    for line in lines[header + 2 :]:
+    for line in lines[header + 3 :]:  # after the data and memory revision rows
         cells = line.split()
         heading, counts = " ".join(cells[: -len(scopes) - 1]), cells[-len(scopes) - 1 : -1]
         table[heading] = dict(zip(scopes, map(int, counts), strict=True))

@@ -1,17 +1,18 @@
-"""The in-process Memo: one revision per lineage (a scope, or the whole graph), bounded by total weight, least
-recently used out first; a value heavier than all of it is not kept."""
+"""The in-process Memo: one revision per lineage (a scope, a scope with its memory items, or the whole graph),
+bounded by total weight, least recently used out first; a value heavier than all of it is not kept."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonl_graph import imported_graph
 from mcp import Client
-from support import ok, server_for
+from support import all_pages, demo_db, ok, server_for
 
-from server.reader.memo import GRAPH, Memo, weight_of
+from server.reader.memo import GRAPH, Memo, weight_of, with_memory
 
 ATLAS = 'projects:["atlas"]'
 BEACON = 'projects:["beacon"]'
@@ -95,3 +96,28 @@ async def test_a_remembered_match_list_weighs_by_its_length_so_broad_queries_can
         await ok(client, "story_graph_search", {"query": "cache rollback"})
     # A total (1) and the whole-query list of 600 matches (1 + 600 // 256); the scope's coverage was remembered.
     assert server.memo.weight() - before == 1 + weight_of(600) == 4
+
+
+@pytest.mark.anyio
+async def test_a_memory_write_refreshes_the_remembered_selection_and_keeps_the_scopes_other_values(
+    tmp_path: Path,
+) -> None:
+    """get_context's selection holds the memory items, so it is remembered at the scope's data and memory revisions,
+    in a lineage of its own (with_memory): a memory write gives a fresh selection showing the change, and the
+    scope's values at its data revision alone (coverage, search) are neither dropped nor recomputed."""
+    db = demo_db(tmp_path)
+    server = server_for(db)
+    context = {"object_ref": {"type": "event", "id": "evt-decision-a"}, "page_size": 50}
+    async with Client(server) as client:
+        await ok(client, "story_graph_search", {"query": "cache"})
+        await ok(client, "story_graph_get_context", context)
+        before, held = server.memo.revisions(), len(server.memo)
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE memory_items SET body = 'Prefer Postgres' WHERE id = 'mem-atlas-boring-tech'")
+        pages = await all_pages(client, "story_graph_get_context", context)
+        await ok(client, "story_graph_search", {"query": "cache"})
+        after = server.memo.revisions()
+    assert after[ATLAS] == before[ATLAS]
+    assert after[with_memory(ATLAS)] != before[with_memory(ATLAS)]
+    assert len(server.memo) == held  # the old selection replaced, nothing of the scope's recomputed beside it
+    assert any("Prefer Postgres" in item["content"] for page in pages for item in page["background"])

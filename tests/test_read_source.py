@@ -386,7 +386,7 @@ async def test_task_and_document_locators_keep_what_was_stored(db: Path) -> None
     assert doc["source_location"]["conversation_id"] == "missing"
 
 
-async def test_a_change_to_the_source_or_the_scope_between_pages_gives_stale_cursor(db: Path) -> None:
+async def test_a_change_to_the_source_or_its_reference_between_pages_gives_stale_cursor(db: Path) -> None:
     arguments = {"source_reference_id": "ref-long-doc", "content_kind": "current", "page_size": 5000}
     async with client_for(db) as client:
         first = await ok(client, READ, arguments)
@@ -395,14 +395,43 @@ async def test_a_change_to_the_source_or_the_scope_between_pages_gives_stale_cur
         assert second["position"]["start"] == 5000
         write(db, "UPDATE sources SET updated_at = '2026-09-01T00:00:00.000Z' WHERE id = 'src-long-design-doc'")
         after_source = await error(client, READ, arguments | {"cursor": cursor})
-        snapshot = await ok(client, READ, {"source_reference_id": "ref-revision-1", "page_size": 10})
+        snapshot = {"source_reference_id": "ref-revision-1", "page_size": 10}
+        first_snapshot = await ok(client, READ, snapshot)
+        write(db, "UPDATE source_references SET title = 'retitled' WHERE id = 'ref-revision-1'")
+        after_reference = await error(client, READ, snapshot | {"cursor": first_snapshot["page"]["next_cursor"]})
+        again = await ok(client, READ, snapshot)
+        # The reference's result: its review time is shown on every page.
+        write(db, "UPDATE results SET review_generated_at = '2026-06-01T12:00:00.000Z' WHERE id = 'res-atlas-2026-05'")
+        after_result = await error(client, READ, snapshot | {"cursor": again["page"]["next_cursor"]})
+    assert after_source["error"] == after_reference["error"] == after_result["error"] == "stale_cursor"
+    assert after_source["message"].startswith("this source reference or the source it reads changed")
+
+
+async def test_a_write_elsewhere_in_the_scope_leaves_a_read_source_cursor_valid_but_a_hidden_project_refuses_it(
+    db: Path,
+) -> None:
+    """The cursor is bound to the reference and the source it reads, not to the scope's data revision: another
+    reference retitled, an event edited or a memory note written in the scope change no page of this text (they
+    used to give stale_cursor). The scope is resolved on every page: its project hidden refuses the next one."""
+    arguments = {"source_reference_id": "ref-long-doc", "content_kind": "current", "page_size": 5000}
+    async with client_for(db) as client:
+        whole = joined(await walk(client, arguments))
+        first = await ok(client, READ, arguments)
         write(db, "UPDATE source_references SET title = 'retitled' WHERE id = 'ref-decision-a-msg'")
-        after_scope = await error(
-            client,
-            READ,
-            {"source_reference_id": "ref-revision-1", "page_size": 10, "cursor": snapshot["page"]["next_cursor"]},
-        )
-    assert after_source["error"] == after_scope["error"] == "stale_cursor"
+        write(db, "UPDATE events SET title = title || ' (edited)' WHERE id = 'evt-decision-a'")
+        write(db, "UPDATE memory_items SET body = 'changed' WHERE id = 'mem-atlas-boring-tech'")
+        pages, cursor = [first], first["page"]["next_cursor"]
+        while cursor is not None:
+            pages.append(await ok(client, READ, arguments | {"cursor": cursor}))
+            cursor = pages[-1]["page"]["next_cursor"]
+        assert int(pages[1]["data_revision"]) > int(first["data_revision"])  # the scope did change
+        assert joined(pages) == whole and len(pages) > 2
+        again = await ok(client, READ, arguments)
+        write(db, "UPDATE projects SET status = 'archived' WHERE id = 'atlas'")
+        hidden = await error(client, READ, arguments | {"cursor": again["page"]["next_cursor"]})
+        write(db, "DELETE FROM projects WHERE id = 'atlas'")  # foreign keys are off: a careless writer
+        removed = await error(client, READ, arguments | {"cursor": again["page"]["next_cursor"]})
+    assert hidden["error"] == removed["error"] == "scope_unavailable"
 
 
 async def test_a_stored_text_rewritten_in_place_between_pages_gives_stale_cursor_never_a_mix(db: Path) -> None:

@@ -153,6 +153,32 @@ async def test_a_write_to_the_scope_between_pages_gives_stale_cursor_but_another
     assert stale["error"] == "stale_cursor"
 
 
+async def test_a_memory_item_written_between_pages_leaves_the_search_cursor_valid(graph_db: Path) -> None:
+    """Search never reads memory items, so a live writer of memory notes (a Global one shows in every scope) must
+    not stale its cursors: memory writes bump the scopes' memory revisions, not their data revisions
+    (migrations/0015). Each page is read after another insert, update or delete."""
+    query = {"query": "cache", "page_size": 1}
+    stored = "2026-05-01T00:00:00.000Z"  # as stored: UTC with milliseconds
+    writes = [
+        f"INSERT INTO memory_items (id, body, updated_at) VALUES ('mem-live', 'Prefers short answers', '{stored}')",
+        f"INSERT INTO memory_items (id, project_id, body, updated_at) VALUES ('mem-p', 'atlas', 'cache', '{stored}')",
+        "UPDATE memory_items SET body = 'Prefers long answers' WHERE id = 'mem-live'",
+        "UPDATE memory_items SET project_id = NULL WHERE id = 'mem-p'",
+        "DELETE FROM memory_items WHERE id = 'mem-live'",
+    ]
+    async with client_for(graph_db) as client:
+        whole = await all_items(client, SEARCH, query | {"page_size": 50})
+        pages = [await ok(client, SEARCH, query)]
+        for sql in writes:
+            with sqlite3.connect(graph_db) as conn:
+                conn.execute(sql)
+            cursor = pages[-1]["page"]["next_cursor"]
+            assert cursor is not None
+            pages.append(await ok(client, SEARCH, query | {"cursor": cursor}))
+        assert {page["data_revision"] for page in pages} == {pages[0]["data_revision"]}
+    assert _keys([item for page in pages for item in page["items"]]) == _keys(whole)[: len(pages)]
+
+
 async def test_tampered_truncated_foreign_and_mismatched_cursors_are_refused(graph_db: Path) -> None:
     async with client_for(graph_db) as client:
         cursor = (await ok(client, SEARCH, {"query": "cache", "page_size": 2}))["page"]["next_cursor"]

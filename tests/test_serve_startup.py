@@ -386,3 +386,62 @@ def test_ctrl_c_stops_a_stdio_server_in_a_terminal_and_removes_the_demo_folder(
     assert server.returncode == status, stderr.decode()
     assert stderr.decode().endswith(said) and "Traceback" not in stderr.decode()
     assert _demo_folders(tmp_path) == []
+
+
+def test_serving_does_not_load_the_importers() -> None:
+    """The interchange models and the importers are built only by `db` commands: serving never uses them, and
+    building their pydantic models cost about a tenth of a second of every server's start-up."""
+    serving = "server.cli, server.serve, server.stdio, server.app"
+    importers = ("server.contracts.interchange", "server.store.jsonl", "server.store.goodbuddy")
+    loaded = subprocess.run(
+        [sys.executable, "-c", f"import sys, {serving}; print([m for m in {importers!r} if m in sys.modules])"],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert loaded.stdout.strip() == "[]"
+
+
+COLLECTIONS_HOOK = """
+import atexit, gc, sys
+seen = {"full_while_building": 0, "while_serving": 0}
+def count(phase, info):
+    if phase != "start":
+        return
+    if gc.get_freeze_count():  # settle_heap() froze the built objects: the server serves
+        seen["while_serving"] += 1
+    elif info["generation"] == 2:
+        seen["full_while_building"] += 1
+gc.callbacks.append(count)
+atexit.register(lambda: print(f"collections {seen}", file=sys.stderr, flush=True))
+"""
+
+
+@pytest.mark.anyio
+async def test_a_server_starts_without_collecting_and_collects_while_it_serves(tmp_path: Path) -> None:
+    """Start-up makes no full collection (the garbage collector is off while the SDK and the tools are built: their
+    objects live as long as the process, and collecting them cost ~0.15 s of start-up), and the collector is on
+    once the server serves: calls' garbage is collected."""
+    from http_support import PYTHON, REPO, server_env
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from support import demo_db, ok
+
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(COLLECTIONS_HOOK)
+    env = server_env()
+    env["PYTHONPATH"] = f"{hook}{os.pathsep}{env['PYTHONPATH']}"
+    db = demo_db(tmp_path)
+    params = StdioServerParameters(
+        command=PYTHON, args=["-m", "server", "serve", "--db", str(db), "--project", "atlas"], cwd=str(REPO), env=env
+    )
+    log = tmp_path / "server.log"
+    with log.open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            for _ in range(20):
+                await ok(client, "story_graph_search", {"query": "session cache decision"})
+    said = log.read_text()
+    assert "collections {'full_while_building': 0, 'while_serving': " in said, said
+    assert int(said.split("'while_serving': ")[1].split("}")[0]) > 0, said

@@ -15,7 +15,7 @@ from jsonl_graph import write_jsonl
 from mcp import Client
 from support import demo_db, ok, server_for
 
-from server.reader.memo import GRAPH
+from server.reader.memo import GRAPH, with_memory
 from server.store.importer import import_file
 
 pytestmark = pytest.mark.anyio
@@ -58,10 +58,13 @@ def revisions(db: Path) -> dict[object, str]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         graph = conn.execute("SELECT data_revision FROM graph_state WHERE id = 1").fetchone()[0]
-        atlas = conn.execute("SELECT data_revision FROM scopes WHERE scope_key = ?", (ATLAS_KEY,)).fetchone()[0]
+        atlas, memory = conn.execute(
+            "SELECT data_revision, memory_revision FROM scopes WHERE scope_key = ?", (ATLAS_KEY,)
+        ).fetchone()
     finally:
         conn.close()
-    return {ATLAS_KEY: str(atlas), GRAPH: str(graph)}
+    # get_context's selections hold the memory items: remembered at both of the scope's revisions (memo.with_memory).
+    return {ATLAS_KEY: str(atlas), with_memory(ATLAS_KEY): f"{atlas}:{memory}", GRAPH: str(graph)}
 
 
 async def read_everything(client: Client, rounds_imported: int) -> None:

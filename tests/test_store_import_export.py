@@ -558,5 +558,8 @@ def test_stats_count_objects_per_scope_and_report_revisions(migrated_db: Path, t
     assert rows["memory items"] == ["1", "1", "0", "2"]
     stored = revisions(migrated_db)
     assert rows["data revision"] == [str(stored[key]) for key in ("global", ALPHA_KEY, 'projects:["beta"]')]
-    assert f"graph data revision: {stored['graph']}" in text
+    # The two memory items (a Global one and alpha's) count in the memory revisions only (migrations/0015).
+    assert rows["memory revision"] == ["1", "2", "1"]
+    assert f"graph data revision: {stored['graph']}, memory revision: {stored['memory:graph']}\n" in text
+    assert stored["memory:graph"] == 2
     assert "overall: projects 2, scopes 3, sources 1, source versions 2, memory items 2" in text

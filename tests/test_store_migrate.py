@@ -4,7 +4,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from support import client_for, ok
+from support import client_for, error, ok
 
 from server.store.errors import DatabaseUnusable
 from server.store.importer import import_file
@@ -203,3 +203,54 @@ async def test_upgrading_a_version_8_database_puts_its_times_in_the_index(tmp_pa
     async with client_for(path) as client:
         assert (await ok(client, "story_graph_search", march))["items"] == []
         assert [i["object_ref"]["id"] for i in (await ok(client, "story_graph_search", april))["items"]] == ["ev-1"]
+
+
+@pytest.mark.anyio
+async def test_upgrading_a_version_14_database_moves_memory_writes_to_their_own_revision(tmp_path: Path) -> None:
+    """Migration 0015: on a database upgraded in place, a memory item written with raw SQL bumps the scopes' memory
+    revisions and leaves their data revisions alone, so a search cursor reads on while a get_context `current`
+    cursor (its background shows memory items) is refused as stale."""
+    path = tmp_path / "v14.db"
+    with sqlite3.connect(path) as conn:
+        for number, file in migration_files():
+            if number <= 14:
+                conn.executescript(file.read_text(encoding="utf-8"))
+        conn.executescript(SEARCHABLE_V1_ROWS)
+        conn.executemany(
+            "INSERT INTO events (id, result_id, scope_key, event_type, title, recorded_at)"
+            " VALUES (?, 'r-1', 'projects:[\"alpha\"]', 'decision', ?, '2026-01-01T00:00:00.000Z')",
+            [(f"ev-{n}", f"Weekly snapshots {n}") for n in range(2, 6)],
+        )
+        conn.execute(
+            "INSERT INTO memory_items (id, project_id, body, updated_at)"
+            " VALUES ('m-1', 'alpha', 'Prefers SQLite', '2026-01-01T00:00:00.000Z')"
+        )
+        data_before = conn.execute("SELECT scope_key, data_revision FROM scopes").fetchall()
+    assert _version(path) == 14
+
+    assert migrate(path) == (14, SCHEMA_VERSION)
+
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT scope_key, data_revision FROM scopes").fetchall() == data_before
+        assert conn.execute("SELECT memory_revision FROM scopes").fetchall() == [(0,)]
+    search = {"query": "snapshots", "scope": {"kind": "projects", "projectIds": ["alpha"]}, "page_size": 1}
+    context = {"object_ref": {"type": "event", "id": "ev-1"}, "scope": search["scope"], "page_size": 1}
+    async with client_for(path) as client:
+        first, opened = (
+            await ok(client, "story_graph_search", search),
+            await ok(client, "story_graph_get_context", context),
+        )
+        assert opened["page"]["next_cursor"] and opened["page"]["total_count"] == 2  # the event and m-1
+        with sqlite3.connect(path) as conn:
+            conn.execute(
+                "INSERT INTO memory_items (id, body, updated_at) VALUES ('m-2', 'Global', '2026-01-02T00:00:00.000Z')"
+            )
+            conn.execute("UPDATE memory_items SET body = 'Prefers Postgres' WHERE id = 'm-1'")
+        second = await ok(client, "story_graph_search", search | {"cursor": first["page"]["next_cursor"]})
+        refused = await error(client, "story_graph_get_context", context | {"cursor": opened["page"]["next_cursor"]})
+    assert second["data_revision"] == first["data_revision"] and second["items"]
+    assert refused["error"] == "stale_cursor"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT scope_key, data_revision FROM scopes").fetchall() == data_before
+        assert conn.execute("SELECT memory_revision FROM scopes").fetchall() == [(2,)]
+        assert conn.execute("SELECT memory_revision FROM graph_state").fetchall() == [(2,)]

@@ -199,14 +199,31 @@ def test_raw_insert_update_and_delete_keep_search_index_and_only_their_scope_rev
     _assert_index_consistent(writer)
 
 
+def _memory_revisions(conn: sqlite3.Connection) -> tuple[int, int, int, int]:
+    graph = conn.execute("SELECT memory_revision FROM graph_state").fetchone()[0]
+    scopes = dict(conn.execute("SELECT scope_key, memory_revision FROM scopes").fetchall())
+    return graph, scopes[ALPHA], scopes[BETA], scopes["global"]
+
+
 def test_a_global_memory_item_bumps_every_scope_and_a_project_one_only_its_scopes(writer: sqlite3.Connection) -> None:
-    _, alpha, beta, global_ = _revisions(writer)
+    """In the memory revisions only (migrations/0015): search and read_source, bound to the data revisions, never
+    read memory items."""
+    data = _revisions(writer)
+    graph, alpha, beta, global_ = _memory_revisions(writer)
 
     writer.execute(f"INSERT INTO memory_items (id, project_id, body, updated_at) VALUES ('m-a', 'alpha', 'x', '{T}')")
-    assert _revisions(writer)[1:] == (alpha + 1, beta, global_)
+    assert _memory_revisions(writer) == (graph + 1, alpha + 1, beta, global_)
 
     writer.execute(f"INSERT INTO memory_items (id, body, updated_at) VALUES ('m-g', 'y', '{T}')")
-    assert _revisions(writer)[1:] == (alpha + 2, beta + 1, global_ + 1)
+    assert _memory_revisions(writer) == (graph + 2, alpha + 2, beta + 1, global_ + 1)
+
+    writer.execute("UPDATE memory_items SET project_id = 'beta' WHERE id = 'm-a'")  # both projects' scopes, once
+    assert _memory_revisions(writer) == (graph + 3, alpha + 3, beta + 2, global_ + 1)
+
+    writer.execute("UPDATE memory_items SET body = 'z' WHERE id = 'm-g'")
+    writer.execute("DELETE FROM memory_items WHERE id = 'm-a'")
+    assert _memory_revisions(writer) == (graph + 5, alpha + 4, beta + 4, global_ + 2)
+    assert _revisions(writer) == data
 
 
 def test_deleting_an_event_removes_all_its_search_rows_and_entity_links(writer: sqlite3.Connection) -> None:

@@ -182,7 +182,8 @@ class Frame(Contract):
     resolved_scope: GlobalScope | ProjectsScope
     read_at: str
     data_revision: str
-    """The scope's data revision this page was read at; cursors are bound to it."""
+    """The scope's data revision this page was read at (writes to memory items do not change it); search and
+    get_context cursors are bound to it, read_source cursors to the reference and source they read."""
     coverage: Coverage
     page: Page
 

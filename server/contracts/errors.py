@@ -13,7 +13,8 @@ Codes (every one is raised as a `StoryGraphError`, a `ToolError`, so its message
       scope_required          no scope given and the caller has no current project
       scope_unavailable       missing, inactive or outside the caller's grant: one answer for all
       invalid_cursor          tampered, foreign, truncated, or for another query
-      stale_cursor            the scope's data changed since the first page
+      stale_cursor            what the pages read changed since the first page (the scope's data; get_context
+                              `current`: or its memory items; read_source: the reference or its source)
       object_not_found        get_context: no such object
       source_not_found        read_source: no such source reference
       scope_mismatch          the object/source exists but not in the requested scope
@@ -200,10 +201,10 @@ def invalid_cursor(reason: str, fields: list[str] | None = None) -> StoryGraphEr
     )
 
 
-def stale_cursor() -> StoryGraphError:
+def stale_cursor(what: str = "stored evidence in this scope") -> StoryGraphError:
     return StoryGraphError(
         "stale_cursor",
-        "stored evidence in this scope changed since the first page; pages from old and new data are never mixed.",
+        f"{what} changed since the first page; pages from old and new data are never mixed.",
         field="cursor",
         next_step="Repeat the query without cursor to start over on the current data.",
     )

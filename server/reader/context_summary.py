@@ -3,9 +3,10 @@
 The summary of a query (object, time filter, scope revision) is its whole selection (context.select)
 reduced to what pages need: the header, the known gaps and the counts (exact: they are counted from the
 selection itself), the keyset arms that serve the large direct sections, and, in stream order, every
-other selected object. It is remembered in the server's Memo under the scope's data revision, so it is
-never stale: a write to the scope changes the revision, and the cursors of the old one are refused as
-stale before the summary is looked up.
+other selected object, the background memory items included. It is remembered in the server's Memo under
+the scope's data and memory revisions (memo.with_memory), so it is never stale: a write to the scope's data
+or to a memory item it shows changes them, and the cursors of the old ones are refused as stale before the
+summary is looked up (a timeline's cursor only after a data write: its pages hold no memory items).
 
 A page then costs what it holds: the remembered objects from its position on (a bisection), the arms'
 rows from its position on (one keyset query each, LIMIT the page), and the content of those objects.
@@ -37,7 +38,7 @@ from server.reader.context_pages import Piece, compact
 from server.reader.context_rows import Memory, Ref, RowLoader, Unit
 from server.reader.coverage import read_coverage
 from server.reader.db import IDS, json_ids
-from server.reader.memo import GRAPH, Memo, weight_of
+from server.reader.memo import GRAPH, Memo, weight_of, with_memory
 from server.reader.objects import Key
 
 LISTED_SCOPES_READ: Final = 20
@@ -100,7 +101,7 @@ async def summarise(
     conn: aiosqlite.Connection,
     memo: Memo,
     scope_key: str,
-    scope_revision: str,
+    revisions: str,
     project_ids: list[str],
     target: Ref,
     *,
@@ -108,7 +109,9 @@ async def summarise(
     time_basis: str,
     coverage: Coverage,
 ) -> Summary:
-    remembered = memo.at(scope_key, scope_revision)
+    """The summary of a query, remembered per `revisions`: the scope's data and memory revisions
+    (ResolvedScope.cursor_revision(with_memory=True)), since it holds the memory items."""
+    remembered = memo.at(with_memory(scope_key), revisions)
     key = ("context", target, time_range, time_basis)
     found: Summary | None = remembered.get(key)
     if found is not None:

@@ -1,5 +1,5 @@
-"""Opaque, signed cursors: they bind the tool, the normalised request, the scope, its data revision and
-the position, so a tampered, foreign or mismatched cursor is refused and a stale one is recognised."""
+"""Opaque, signed cursors: they bind the tool, the normalised request, the scope, the revision of what the
+tool reads and the position, so a tampered, foreign or mismatched cursor is refused and a stale one is recognised."""
 
 from __future__ import annotations
 
@@ -21,12 +21,9 @@ _VERSION = 1
 class DecodedCursor:
     scope_key: str
     revision: str
-    """The data revision the first page was read at: the scope's, optionally followed by ':' and more state."""
+    """What the first page was read at, as its tool binds it: the scope's data revision (search), with its memory
+    revision (get_context's `current` mode), or the state of the reference and source read (read_source)."""
     position: dict[str, Any]
-
-    @property
-    def scope_revision(self) -> str:
-        return self.revision.partition(":")[0]
 
 
 class CursorCodec:

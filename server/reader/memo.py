@@ -1,10 +1,10 @@
 """A small, bounded in-process memory for values that change only with the data they were computed from.
 
-Every value belongs to a lineage (a scope, by its key, or GRAPH, the whole graph) at one data revision, and
-the memo holds one revision per lineage: storing a value at another revision drops every value of the
-lineage's previous one. A value is therefore never stale (a read at another revision misses), and a server
-whose graph is re-imported while it serves holds only what its current revisions need, not a memo full of
-revisions no call will read again (docs/performance.md, "A long-running server's memory").
+Every value belongs to a lineage (a scope, by its key; a scope with its memory items, with_memory; or GRAPH, the
+whole graph) at one revision, and the memo holds one revision per lineage: storing a value at another revision
+drops every value of the lineage's previous one. A value is therefore never stale (a read at another revision
+misses), and a server whose graph is re-imported while it serves holds only what its current revisions need, not a
+memo full of revisions no call will read again (docs/performance.md, "A long-running server's memory").
 
 The bound is a total weight: a value weighs 1, and one unit more per WEIGHT_UNIT things it lists (a get_context
 selection of a big neighbourhood, a search's whole-query match list, a short needle's trigrams: `weight_of`), so
@@ -25,8 +25,15 @@ DEFAULT_ENTRIES: Final = 1024
 WEIGHT_UNIT: Final = 256
 """A value weighs one unit more per this many things it lists (docs/performance.md)."""
 GRAPH: Final = ("graph",)
-"""The lineage of values computed from the whole graph (their revision is graph_state's). A tuple, so that it
-never equals a scope key (a string)."""
+"""The lineage of values computed from the whole graph (their revision is graph_state's data revision). A tuple,
+so that it never equals a scope key (a string)."""
+
+
+def with_memory(scope_key: str) -> tuple[str, str]:
+    """The lineage of a scope's values that include the memory items it shows (get_context's selection), at its
+    data and memory revisions together. Not the scope's own lineage: that one holds one revision at a time, so
+    values at the data revision alone (coverage, search) and these would keep dropping each other."""
+    return ("memory", scope_key)
 
 
 def weight_of(listed: int) -> int:

@@ -2,7 +2,7 @@
 
 A reference saves its fragment's text, its `[start, end)` in the version it was saved from (`source_version`) and
 that source's length. A range is shown as exact only when nothing stored contradicts it: the text and the saved
-length (contracts.interchange.consistent_range) and, when that version's text is stored here, its length and its
+length (contracts.fragment_range.consistent_range) and, when that version's text is stored here, its length and its
 text at the range. The last two come from SQL (own_length_sql, text_differs_sql) read in the same statement as
 the reference itself, so a page pays no extra hop: one index seek for the version's length and one index range over
 the chunks the range overlaps (a fragment's own length of text, which the statement reads anyway). The importer
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from server.contracts.interchange import consistent_range
+from server.contracts.fragment_range import consistent_range
 
 
 def reach_sql(r: str) -> str:

@@ -1,4 +1,4 @@
-"""Resolve the scope of a call against the caller's grant, and read that scope's data revision."""
+"""Resolve the scope of a call against the caller's grant, and read that scope's data and memory revisions."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ READABLE_SCOPES_LISTED: Final = 20
 """How many readable scopes a next step names (scope_required, scope_unavailable, a search that found nothing)."""
 ACTIVE_PROJECTS: Final = f"SELECT id FROM projects WHERE status = 'active' AND id IN {IDS}"
 # One statement (one hop to the connection's thread) for what every call reads first: how many of the scope's
-# projects exist and are active, and the scope's data revision.
+# projects exist and are active, and the scope's data and memory revisions.
 SCOPE_STATE: Final = f"""
 SELECT (SELECT count(*) FROM projects WHERE status = 'active' AND id IN {IDS}),
-       (SELECT data_revision FROM scopes WHERE scope_key = :scope_key)"""
+       (SELECT data_revision FROM scopes WHERE scope_key = :scope_key),
+       (SELECT memory_revision FROM scopes WHERE scope_key = :scope_key)"""
 
 
 @dataclass(frozen=True)
@@ -29,11 +30,20 @@ class ResolvedScope:
     scope: GlobalScope | ProjectsScope
     key: str
     revision: str
-    """The scope's data revision as read in this snapshot ('0' when nothing was ever stored for it)."""
+    """The scope's data revision as read in this snapshot ('0' when nothing was ever stored for it): every write
+    to the graph data it reads bumps it, a write to a memory item does not."""
+    memory_revision: str
+    """The revision of the memory items the scope shows (Global ones and its projects'), as read in this snapshot:
+    only get_context's `current` mode reads them (migrations/0015)."""
 
     @property
     def project_ids(self) -> list[str]:
         return [] if isinstance(self.scope, GlobalScope) else list(self.scope.projectIds)
+
+    def cursor_revision(self, *, with_memory: bool) -> str:
+        """What a cursor of this scope is bound to: the data revision, followed by the memory revision for a read
+        that shows memory items (a memory write must stale those pages, and only those)."""
+        return f"{self.revision}:{self.memory_revision}" if with_memory else self.revision
 
 
 async def resolve_scope(
@@ -68,7 +78,7 @@ async def resolve_scope(
     key = scope_key(scope)
     project_ids = [] if isinstance(scope, GlobalScope) else scope.projectIds
     rows = await conn.execute_fetchall(SCOPE_STATE, {"ids": json_ids(project_ids), "scope_key": key})
-    active, revision = next(iter(rows))
+    active, revision, memory_revision = next(iter(rows))
     if active != len(set(project_ids)):  # every project must exist and be active
         raise scope_unavailable()
     return ResolvedScope(
@@ -76,6 +86,7 @@ async def resolve_scope(
         scope=scope,
         key=key,
         revision=str(revision) if revision is not None else "0",
+        memory_revision=str(memory_revision) if memory_revision is not None else "0",
     )
 
 
@@ -84,12 +95,17 @@ async def resolve_page_scope(
     grant: Grant,
     requested: GlobalScope | ProjectsScope | None,
     cursor: DecodedCursor | None,
+    *,
+    with_memory: bool = False,
 ) -> ResolvedScope:
-    """The scope of a page: a continued page keeps its cursor's scope, and is stale once that scope's data
-    changed since the first page (pages from different revisions never mix)."""
+    """The scope of a page: a continued page keeps its cursor's scope, and is stale once that scope's data (and,
+    `with_memory`, the memory items it shows) changed since the first page (pages from different revisions never
+    mix). The cursor must have been issued with scope.cursor_revision(with_memory=...) alike."""
     scope = await resolve_scope(conn, grant, requested, cursor.scope_key if cursor else None)
-    if cursor is not None and cursor.scope_revision != scope.revision:
-        raise stale_cursor()
+    if cursor is not None and cursor.revision != scope.cursor_revision(with_memory=with_memory):
+        raise stale_cursor(
+            "stored evidence or memory items in this scope" if with_memory else "stored evidence in this scope"
+        )
     return scope
 
 

@@ -3,7 +3,9 @@
 Every read checks the reference's own scope; version and current reads also check where the source
 lives now. Text is paged by code points and a page reads only the chunks it overlaps (an index range
 on source_chunks), so page N of a 10 MB source costs what page 1 of a small one does. Cursors bind
-the request, the scope's data revision and the source's state, so any change gives stale_cursor.
+the request and what a page reads, the reference and the source's state (source_fields.cursor_revision), so a
+change to either gives stale_cursor; a write elsewhere in the scope does not. The scope itself is resolved again
+on every page: a project hidden or removed is scope_unavailable, as on the first page.
 
 A page is a fixed, small number of statements (each one hop to the connection's thread): the scope,
 the reference with everything it points at (source_rows.py), the page's chunks, and on the first page
@@ -25,11 +27,12 @@ from server.reader.coverage import read_coverage
 from server.reader.cursor import CursorCodec, request_digest
 from server.reader.db import Database
 from server.reader.memo import Memo
-from server.reader.scope import ResolvedScope, is_readable, resolve_page_scope
+from server.reader.scope import ResolvedScope, is_readable, resolve_scope
 from server.reader.source_fields import (
     READABLE_STATUS,
     Text,
     common_fields,
+    cursor_revision,
     differs,
     note,
     object_revision,
@@ -75,11 +78,12 @@ async def read(
         },
     )
     cursor = cursors.decode(args.cursor, tool=TOOL, request=request)
-    cursor_revision = cursor.revision if cursor else None
     position: dict[str, Any] = cursor.position if cursor else {}
 
     async with db.snapshot() as conn:
-        scope = await resolve_page_scope(conn, grant, args.scope, cursor)
+        # Not resolve_page_scope: the cursor is bound to the reference and source below, not to the scope's data
+        # revision (a write elsewhere in the scope changes no page of this text).
+        scope = await resolve_scope(conn, grant, args.scope, cursor.scope_key if cursor else None)
         stored = await _stored_in_scope(conn, grant, scope, args)
         reference, source = stored.reference, stored.source
         in_scope = source is not None and _located_in(scope, source)
@@ -88,9 +92,10 @@ async def read(
         wanted = _wanted_version(args, source)
         version_row = stored.version if wanted else None
         state = state_digest(source, wanted, version_row)
-        revision = f"{scope.revision}:{state}"
-        if cursor_revision is not None and cursor_revision != revision:
-            raise stale_cursor()
+        revision_of_object = object_revision(reference, state)
+        revision = cursor_revision(reference, revision_of_object)
+        if cursor is not None and cursor.revision != revision:
+            raise stale_cursor("this source reference or the source it reads")
         if args.content_kind != "snapshot" and source is not None and not in_scope:
             raise StoryGraphError(
                 "scope_mismatch",
@@ -119,7 +124,6 @@ async def read(
         common = common_fields(
             reference, source, scope, args, coverage, read_at, kinds, versions, version_count, in_scope
         )
-        revision_of_object = object_revision(reference, state)
         if text is None:
             return unavailable(common, args, reference, source, revision_of_object)
 

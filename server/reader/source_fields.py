@@ -79,6 +79,16 @@ def object_revision(reference: Reference, state: str) -> str:
     return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
+def cursor_revision(reference: Reference, revision_of_object: str) -> str:
+    """What a read_source cursor is bound to: everything a page reads of the reference and its source, not the
+    scope's data revision, so a write elsewhere in the scope leaves the paging alone. object_revision covers the
+    reference's own row, its saved range as checked against its version's stored text, and the source's state
+    (state_digest: location, status, current version and the read version's text revision); the reference's
+    result adds its review time and coverage, which every page shows."""
+    parts = [revision_of_object, reference.review_generated_at, reference.coverage]
+    return hashlib.sha256(orjson.dumps(parts, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+
+
 def differs(reference_version: str | None, read_version: str | None) -> bool | str:
     if reference_version is None:
         return "unknown"

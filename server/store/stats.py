@@ -9,8 +9,9 @@ from typing import Final
 from server.contracts.base import ProjectsScope, scope_key
 from server.store.migrate import SCHEMA_VERSION, open_store
 
-GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
-SCOPE_REVISIONS: Final = "SELECT scope_key, data_revision FROM scopes ORDER BY scope_key"
+GRAPH_REVISIONS: Final = "SELECT data_revision, memory_revision FROM graph_state WHERE id = 1"
+# Memory items count apart (migrations/0015): only get_context's background reads them.
+SCOPE_REVISIONS: Final = "SELECT scope_key, data_revision, memory_revision FROM scopes ORDER BY scope_key"
 # (column heading, query counting rows per scope key); tables are fixed names, not input.
 PER_SCOPE: Final[tuple[tuple[str, str], ...]] = (
     ("results", "SELECT scope_key, count(*) FROM results GROUP BY scope_key"),
@@ -63,7 +64,9 @@ def _projects(conn: sqlite3.Connection) -> str:
 
 
 def _report(conn: sqlite3.Connection, db_path: Path) -> str:
-    revisions: dict[str, int | None] = {row[0]: row[1] for row in conn.execute(SCOPE_REVISIONS)}
+    declared = conn.execute(SCOPE_REVISIONS).fetchall()
+    revisions: dict[str, int | None] = {row[0]: row[1] for row in declared}
+    memory_revisions: dict[str, int | None] = {row[0]: row[2] for row in declared}
     counts: dict[str, dict[str, int]] = {}
     for heading, sql in PER_SCOPE:
         counts[heading] = {row[0]: row[1] for row in conn.execute(sql)}
@@ -74,10 +77,11 @@ def _report(conn: sqlite3.Connection, db_path: Path) -> str:
     counts["memory items"] = memory
     scopes = sorted(set(revisions).union(*(per.keys() for per in counts.values())))
 
+    graph_data, graph_memory = conn.execute(GRAPH_REVISIONS).fetchone()
     lines = [
         f"database: {db_path}",
         f"schema version: {SCHEMA_VERSION}",
-        f"graph data revision: {conn.execute(GRAPH_REVISION).fetchone()[0]}",
+        f"graph data revision: {graph_data}, memory revision: {graph_memory}",
         "overall: " + ", ".join(f"{name} {conn.execute(sql).fetchone()[0]}" for name, sql in OVERALL),
         _projects(conn),
         "",
@@ -87,6 +91,7 @@ def _report(conn: sqlite3.Connection, db_path: Path) -> str:
     # One column per scope, one row per object type: a handful of scopes reads best this way.
     table = [["", *scopes, "total"]]
     table.append(["data revision", *(_revision(revisions.get(key)) for key in scopes), ""])
+    table.append(["memory revision", *(_revision(memory_revisions.get(key)) for key in scopes), ""])
     for heading, per in counts.items():
         table.append([heading, *(str(per.get(key, 0)) for key in scopes), str(sum(per.values()))])
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]

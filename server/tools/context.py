@@ -71,8 +71,10 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         },
     )
     cursor = call.cursors.decode(args.cursor, tool=NAME, request=digest)
+    # Only `current` shows memory items (background): its pages are stale after a memory write, a timeline's not.
+    with_memory = args.mode == "current"
     async with call.db.snapshot() as conn:
-        scope = await resolve_page_scope(conn, call.grant, args.scope, cursor)
+        scope = await resolve_page_scope(conn, call.grant, args.scope, cursor, with_memory=with_memory)
         position = parse_position(cursor.position if cursor else None)
         target = await locate_target(conn, call.grant, scope.key, args.object_ref.type, args.object_ref.id)
         coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, time_range, args.time_basis)
@@ -80,7 +82,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
             conn,
             call.memo,
             scope.key,
-            scope.revision,
+            scope.cursor_revision(with_memory=True),
             scope.project_ids,
             target,
             time_range=time_range,
@@ -158,7 +160,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
             tool=NAME,
             request=digest,
             scope_key=scope.key,
-            revision=scope.revision,
+            revision=scope.cursor_revision(with_memory=with_memory),
             position=position_payload(window.next_position),
         )
         if window.next_position is not None

@@ -10,7 +10,8 @@ from typing import Any, Final
 from pydantic import TypeAdapter, ValidationError
 
 from server.contracts.base import Scope
-from server.contracts.interchange import Line, consistent_range
+from server.contracts.fragment_range import consistent_range
+from server.contracts.interchange import Line
 from server.store.errors import ImportRejected, Where
 from server.store.goodbuddy.rows import (
     at,
