@@ -54,9 +54,8 @@ async def read_coverage(
         }
         generated = {row[0]: str(row[2]) for row in rows}
         summary = summarise(records, generated)
-        summary = remembered.put(
-            "coverage", summary, weight_of(len(summary.processed or []) + len(summary.recorded or []))
-        )
+        # processed is recorded itself, or None: the ranges are listed once.
+        summary = remembered.put("coverage", summary, weight_of(len(summary.recorded or [])))
     if time_range is None or time_basis != "event_time":
         return summary.coverage
     within = time_range_coverage(summary.processed, time_range)
