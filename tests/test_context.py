@@ -192,8 +192,9 @@ async def test_evidence_whose_source_changed_since_is_a_known_gap(demo: Path) ->
     """The edge-box constraint rests on a message edited after it was cited (the saved fragment says 512 MB, the
     message now says 1 GB). get_context showed that reference with nothing to say so, and an agent quoting its
     fragment quoted what the source no longer says. known_gaps names it now (source_changed_since_saved), as
-    read_source's current read confirms; a source that moved out of the scope is left out (nothing of where it went
-    is told). A source edited later changes no scope's revision: the next call sees it."""
+    read_source's current read confirms. A source edited later changes no scope's revision: the next call sees it.
+    Moved out of the scope since, it is not available here (read_source: outside_scope), and nothing of where it
+    went is told."""
     constraint = {"object_ref": _ref("entity", "ent-edge-box-constraint")}
     async with client_for(demo) as client:
         before = await ok(client, CONTEXT, constraint)
@@ -211,9 +212,10 @@ async def test_evidence_whose_source_changed_since_is_a_known_gap(demo: Path) ->
                 "UPDATE sources SET current_version = 'v2', project_id = 'beacon' WHERE id = 'src-changed-msg'"
             )
         moved = await ok(client, CONTEXT, constraint)
+        moved_read = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-changed-msg"})
 
-    def changed(page: dict[str, Any]) -> dict[str, Any] | None:
-        return next((g for g in page["known_gaps"] if g["kind"] == "source_changed_since_saved"), None)
+    def changed(page: dict[str, Any], kind: str = "source_changed_since_saved") -> dict[str, Any] | None:
+        return next((g for g in page["known_gaps"] if g["kind"] == kind), None)
 
     gap = changed(before)
     assert gap is not None and (gap["count"], gap["refs"]) == (1, [_ref("source_reference", "ref-changed-msg")])
@@ -225,6 +227,29 @@ async def test_evidence_whose_source_changed_since_is_a_known_gap(demo: Path) ->
     assert changed(decision) is None
     assert after["data_revision"] == before["data_revision"] and changed(after) is None
     assert changed(moved) is None  # read_source's current would refuse it: nothing about where it lives now
+    gone = changed(moved, "source_not_available")
+    assert gone is not None and gone["refs"] == [_ref("source_reference", "ref-changed-msg")]
+    assert moved_read["original_source_availability"] == "outside_scope" and "beacon" not in str(gone)
+
+
+async def test_a_source_deleted_after_it_was_cited_is_not_available_in_both_tools(demo: Path) -> None:
+    """Another writer deletes the message behind Decision B's reference, saved as available. read_source said the
+    original is deleted; get_context's known_gaps read only the availability stored with the reference, so it had
+    no source_not_available gap: the two tools disagreed about the same reference. The gap reads the source now."""
+    decision = {"object_ref": _ref("entity", "ent-decision-b")}
+    async with client_for(demo) as client:
+        before = await ok(client, CONTEXT, decision)
+        with sqlite3.connect(demo) as conn:
+            conn.execute("UPDATE sources SET status = 'deleted' WHERE id = 'src-msg-decision-b'")
+        after = await ok(client, CONTEXT, decision)
+        read = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-decision-b-msg"})
+        deleted_at_saving = await ok(client, CONTEXT, {"object_ref": _ref("event", "evt-unknown-time-1")})
+    kinds = {g["kind"]: g for g in after["known_gaps"]}
+    assert "source_not_available" not in {g["kind"] for g in before["known_gaps"]}
+    assert kinds["source_not_available"]["refs"] == [_ref("source_reference", "ref-decision-b-msg")]
+    assert (read["availability"], read["original_source_availability"]) == ("available", "deleted")
+    saved = next(g for g in deleted_at_saving["known_gaps"] if g["kind"] == "source_not_available")
+    assert saved["refs"] == [_ref("source_reference", "ref-deleted-msg")]  # saved as source_deleted: still named
 
 
 async def test_confirmation_and_validity_stay_apart(demo: Path) -> None:

@@ -27,7 +27,7 @@ SELECTION = {
         (context_rows_sql, tuple(n for n in vars(context_rows_sql) if n.isupper() and not n.startswith("_"))),
         (context_stories, ("STORY_EVENTS", "STATE_EVENT", "STORIES_BY_ID", "THREAD_IDS", "RELATED_STORIES",
                            "EXPERIENCES_BY_ID", "EXPERIENCE_EVENTS")),
-        (context_summary, ("CHANGED_SOURCES",)),
+        (context_summary, ("SOURCE_STATES",)),
     )
     for name in names
 }  # fmt: skip

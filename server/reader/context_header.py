@@ -77,6 +77,11 @@ def _time_order(unit: Unit) -> tuple[str, str, str, str]:
     return (unit.row.event_time_start or "~", unit.row.object_type, unit.row.object_id, unit.row.result_key)
 
 
+SOURCE_NOT_AVAILABLE_DETAIL: Final = (
+    "Saved source references whose original is no longer available; the saved fragment is still readable."
+)
+
+
 def _time_note(sel: Selection) -> str:
     """With a time_range: within the selected evidence, and what it left out. Relations, entities and source
     references have no event time, so a range on that basis leaves them all out: without the counts, relation_count
@@ -387,15 +392,8 @@ def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
         ],
         "Objects stored without a reliable revision: object_revision is 'unknown' (updated_at is not a version).",
     )
-    add(
-        "source_not_available",
-        [
-            u.ref
-            for u in sel.units
-            if u.row.object_type == "source_reference" and u.value("availability") != "available"
-        ],
-        "Saved source references whose original is no longer available; the saved fragment is still readable.",
-    )
+    # source_not_available and source_changed_since_saved say what the sources are now, which changes no scope's
+    # revision: context_summary.known_gaps_now adds them per call, before no_result_rows.
     if sel.target[0] == "entity" and not any(u.row.result_key for u in sel.target_units):
         add(
             "no_result_rows",

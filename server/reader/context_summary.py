@@ -28,6 +28,7 @@ from server.reader.context import Selection, select
 from server.reader.context_arms import BoundArm, Candidate, Mode, SortKey, sort_key
 from server.reader.context_header import (
     GAP_REFS,
+    SOURCE_NOT_AVAILABLE_DETAIL,
     ScopeState,
     build_header,
     known_gaps,
@@ -46,14 +47,25 @@ LISTED_SCOPES_READ: Final = 20
 results' records, remembered per scope revision); further ones are reported as not read."""
 SCOPE_REVISIONS: Final = f"SELECT scope_key, data_revision FROM scopes WHERE scope_key IN {IDS}"
 GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
-# The saved references whose source now has another current version, readable here (read_source's `current` reads
-# only a source that lives in the scope's projects, any for Global): their saved fragment may not be what it says now.
-CHANGED_SOURCES: Final = f"""
-SELECT r.id FROM source_references AS r JOIN sources AS s ON s.id = r.original_source_id
- WHERE r.id IN {IDS} AND r.scope_key = :scope_key AND r.source_version IS NOT NULL
-   AND s.status = 'available' AND s.current_version IS NOT NULL AND s.current_version <> r.source_version
-   AND (:anywhere OR s.project_id IN (SELECT value FROM json_each(:projects)))
- ORDER BY r.id
+# The selected references whose source is not what was saved: `gone` when the reference was saved as unavailable,
+# or its source is now deleted, inaccessible or moved out of the scope (read_source's `current` reads only a source
+# living in the scope's projects, any for Global; a source with no stored record is unknown, not gone); `changed`
+# when the source, readable here, has another current version than the one saved (the fragment may be outdated).
+SOURCE_STATES: Final = f"""
+SELECT id, gone, changed FROM (
+  SELECT id, saved_unavailable OR (stored AND NOT readable) AS gone,
+         readable AND saved_version IS NOT NULL AND current_version IS NOT NULL AND current_version <> saved_version
+           AS changed
+    FROM (
+      SELECT r.id, r.availability <> 'available' AS saved_unavailable, r.source_version AS saved_version,
+             s.id IS NOT NULL AS stored, s.current_version,
+             coalesce(s.status = 'available'
+                      AND (:anywhere OR s.project_id IN (SELECT value FROM json_each(:projects))), 0) AS readable
+        FROM source_references AS r LEFT JOIN sources AS s ON s.id = r.original_source_id
+       WHERE r.id IN {IDS} AND r.scope_key = :scope_key
+    )
+) WHERE gone OR changed
+ ORDER BY id
 """
 CHANGED_SOURCE_DETAIL: Final = (
     "Saved source references whose source has changed since: its current version is not the one the reference was "
@@ -167,7 +179,7 @@ async def known_gaps_now(
     so it is read per call, not remembered with the summary. Bounded: one query for the revisions of at most
     LISTED_SCOPES_READ scopes, then each scope's coverage summary (remembered per scope revision, as every call in
     that scope reads it); a scope beyond them is reported as not read."""
-    gaps = await _with_changed_sources(conn, memo, summary, scope_key, project_ids, time_range, time_basis)
+    gaps = await _with_source_states(conn, memo, summary, scope_key, project_ids, time_range, time_basis)
     if not summary.elsewhere:
         return gaps
     keys = list(summary.elsewhere)
@@ -184,7 +196,7 @@ async def known_gaps_now(
     return with_listed_event_coverage(gaps, states)
 
 
-async def _with_changed_sources(
+async def _with_source_states(
     conn: aiosqlite.Connection,
     memo: Memo,
     summary: Summary,
@@ -193,35 +205,48 @@ async def _with_changed_sources(
     time_range: tuple[str, str] | None,
     time_basis: str,
 ) -> list[Gap]:
-    """The summary's gaps plus `source_changed_since_saved`. A source edited later changes no scope's revision (only
-    the graph's: read_source binds its cursors to the source's state), so this is remembered per graph revision, not
-    with the summary: one small query per call, and the join once per graph revision."""
+    """The summary's gaps with what the selected references' sources are now: `source_not_available` (saved as
+    unavailable, or deleted, inaccessible or moved out of the scope since: read_source reports the source's state
+    now, and the reference row keeps what was stored then) and `source_changed_since_saved`. A source edited later
+    changes no scope's revision (only the graph's: read_source binds its cursors to the source's state), so this is
+    remembered per graph revision, not with the summary: one small query per call, the join once per graph
+    revision."""
     if not summary.references:
         return summary.gaps
     revision = list(await conn.execute_fetchall(GRAPH_REVISION))
     graph = memo.at(GRAPH, str(revision[0][0]) if revision else "0")
     target = (summary.header.object_ref.type, summary.header.object_ref.id)
-    key = ("changed_sources", scope_key, target, time_range, time_basis)
-    changed: list[str] | None = graph.get(key)
-    if changed is None:
+    key = ("source_states", scope_key, target, time_range, time_basis)
+    states: tuple[list[str], list[str]] | None = graph.get(key)
+    if states is None:
         params = {
             "ids": json_ids(summary.references),
             "scope_key": scope_key,
             "anywhere": project_ids is None,
             "projects": json_ids(project_ids or []),
         }
-        found = [str(row[0]) for row in await conn.execute_fetchall(CHANGED_SOURCES, params)]
-        changed = graph.put(key, found, weight_of(len(found)))
-    if not changed:
-        return summary.gaps
-    gap = Gap(
-        kind="source_changed_since_saved",
-        count=len(changed),
-        detail=CHANGED_SOURCE_DETAIL,
-        refs=[object_ref(("source_reference", i)) for i in changed[:GAP_REFS]],
-    )
-    at = next((n for n, g in enumerate(summary.gaps) if g.kind == "no_result_rows"), len(summary.gaps))
-    return [*summary.gaps[:at], gap, *summary.gaps[at:]]
+        rows = list(await conn.execute_fetchall(SOURCE_STATES, params))
+        states = graph.put(
+            key,
+            ([str(row[0]) for row in rows if row[1]], [str(row[0]) for row in rows if row[2]]),
+            weight_of(len(rows)),
+        )
+    gaps = list(summary.gaps)
+    at = next((n for n, g in enumerate(gaps) if g.kind == "no_result_rows"), len(gaps))
+    added = [
+        Gap(
+            kind=kind,
+            count=len(ids),
+            detail=detail,
+            refs=[object_ref(("source_reference", i)) for i in ids[:GAP_REFS]],
+        )
+        for kind, ids, detail in (
+            ("source_not_available", states[0], SOURCE_NOT_AVAILABLE_DETAIL),
+            ("source_changed_since_saved", states[1], CHANGED_SOURCE_DETAIL),
+        )
+        if ids
+    ]
+    return [*gaps[:at], *added, *gaps[at:]]
 
 
 async def read_stream(
