@@ -252,6 +252,45 @@ async def test_a_source_deleted_after_it_was_cited_is_not_available_in_both_tool
     assert saved["refs"] == [_ref("source_reference", "ref-deleted-msg")]  # saved as source_deleted: still named
 
 
+async def test_the_current_header_lists_the_newest_reviews_open_items(tmp_path: Path) -> None:
+    """Four monthly reviews each left three open items about one decision. The header listed the first 10 in review
+    order: all of January's, none of April's but one, though April's list is what is open now (January's may since
+    be settled). It lists the last 10 now, still in review order, with the count of all."""
+    months = ["01", "02", "03", "04"]
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": "2026-01-01T00:00:00Z"},
+        {
+            "kind": "entity",
+            "id": "ent",
+            "story_line_id": "sl",
+            "canonical_label": "cache",
+            "updated_at": "2026-01-01T00:00:00Z",
+        },
+    ]
+    for month in months:
+        at = f"2026-{month}-28T00:00:00Z"
+        lines += [
+            {"kind": "result", "id": f"r-{month}", "scope": ATLAS, "review_generated_at": at, "recorded_at": at},
+            {
+                "kind": "summary",
+                "id": f"sum-{month}",
+                "result_id": f"r-{month}",
+                "body": f"Month {month}.",
+                "open_items": [f"{month}: item {n}" for n in range(3)],
+                "recorded_at": at,
+                "fact_refs": [{"type": "entity", "id": "ent"}],
+            },
+        ]
+    async with client_for(imported_graph(tmp_path, lines), Grant(default_project="atlas")) as client:
+        page = await ok(client, CONTEXT, {"object_ref": _ref("entity", "ent")})
+    header = page["header"]
+    assert header["open_item_count"] == 12
+    assert [o["text"] for o in header["open_items"]] == [f"{m}: item {n}" for m in months for n in range(3)][2:]
+    assert header["open_items"][-1] == {"summary_id": "sum-04", "result_id": "r-04", "text": "04: item 2"}
+
+
 async def test_confirmation_and_validity_stay_apart(demo: Path) -> None:
     async with client_for(demo) as client:
         revoked = await read_all(client, {"object_ref": _ref("entity", "ent-option-redis-cluster")})

@@ -286,7 +286,8 @@ class Header(Contract):
     """Set when time_range is used: the answer is within the selected evidence, not the state at its end; it says how
     many rows of which types had no time on the basis and were left out, of this header's lists and counts too."""
     open_items: list[OpenItem]
-    """From the stored open_items of summaries that list the target (or, for a summary, its own)."""
+    """From the stored open_items of summaries that list the target (or, for a summary, its own), in review order:
+    the last 10, the newest reviews' (open_item_count counts them all)."""
     open_item_count: int
     relations: list[StoredRelation]
     relation_count: int

@@ -172,7 +172,8 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         ),
         confirmation_state=(primary.row.confirmation_state if primary else None) or "unknown",
         time_note=_time_note(sel) if time_range_used else None,
-        open_items=open_items[:HEADER_LIMIT],
+        # The newest reviews' (the list is in review order): an old summary's open item may since have been settled.
+        open_items=open_items[-HEADER_LIMIT:],
         open_item_count=len(open_items),
         relations=relations,
         relation_count=len(touching),
