@@ -156,6 +156,141 @@ async def test_a_late_recorded_old_event_keeps_its_event_time_position(demo: Pat
     assert {"type": "event", "id": "evt-unknown-time-1"} in gaps["unknown_event_time"]["refs"]
 
 
+async def test_a_leaf_description_is_not_an_event_of_unknown_time(demo: Path) -> None:
+    """get_context on the revision event (dated 2026-05-02) named it in known_gaps.unknown_event_time, through its
+    leaf description (which stores no time: it is a description, not an event), and counted the undated
+    evt-unknown-time-1 twice, once for its own row and once for its leaf's, though a gap counts objects once. The
+    gap now reads the objects' own rows; the leaf rows stay undated items of the timeline."""
+    async with client_for(demo) as client:
+        dated = await read_all(client, {"object_ref": _ref("event", "evt-revision-a-to-b"), "mode": "timeline"})
+        undated = await ok(client, CONTEXT, {"object_ref": _ref("event", "evt-unknown-time-1")})
+    leaf = next(i for i in dated["items"] if i["row_kind"] == "leaf")
+    assert leaf["undated"] is True and leaf["describes"] == _ref("event", "evt-revision-a-to-b")
+    assert "unknown_event_time" not in {g["kind"] for g in dated["known_gaps"]}
+    gap = next(g for g in undated["known_gaps"] if g["kind"] == "unknown_event_time")
+    assert (gap["count"], gap["refs"]) == (1, [_ref("event", "evt-unknown-time-1")])
+
+
+async def test_the_current_header_lists_the_newest_evolution(demo: Path) -> None:
+    """The header of `current` listed the oldest 10 of a story line's 15 evolution entries: up to May, without June's
+    option C, the latest change an agent asking 'what should we use now' needs first. It lists the newest 10 dated
+    ones in time order now (undated ones, whose place is unknown, fill up a shorter list); the items hold every one."""
+    async with client_for(demo) as client:
+        line = await read_all(client, {"object_ref": _ref("story_line", "sl-atlas-cache")})
+        decision = await ok(client, CONTEXT, {"object_ref": _ref("entity", "ent-decision-a")})
+    header = line["header"]
+    evolution = {(i["object_ref"]["id"], i["event_time"]) for i in line["items"] if i["role"] == "evolution"}
+    dated = sorted((time, ref) for ref, time in evolution if time is not None)
+    assert header["evolution_ref_count"] == len(evolution) == 15
+    assert [r["id"] for r in header["evolution_refs"]] == [ref for _, ref in dated[-10:]]
+    assert header["evolution_refs"][-1] == _ref("event", "evt-option-c")
+    refs = [r["id"] for r in decision["header"]["evolution_refs"]]  # six: all listed, the undated one last
+    assert (len(refs), refs[0], refs[-1]) == (6, "ent-decision-a#added-2026-03", "evt-unknown-time-1")
+
+
+async def test_evidence_whose_source_changed_since_is_a_known_gap(demo: Path) -> None:
+    """The edge-box constraint rests on a message edited after it was cited (the saved fragment says 512 MB, the
+    message now says 1 GB). get_context showed that reference with nothing to say so, and an agent quoting its
+    fragment quoted what the source no longer says. known_gaps names it now (source_changed_since_saved), as
+    read_source's current read confirms. A source edited later changes no scope's revision: the next call sees it.
+    Moved out of the scope since, it is not available here (read_source: outside_scope), and nothing of where it
+    went is told."""
+    constraint = {"object_ref": _ref("entity", "ent-edge-box-constraint")}
+    async with client_for(demo) as client:
+        before = await ok(client, CONTEXT, constraint)
+        later_page = await ok(client, CONTEXT, constraint | {"cursor": before["page"]["next_cursor"]})
+        line = await ok(client, CONTEXT, {"object_ref": _ref("story_line", "sl-atlas-cache")})
+        decision = await ok(client, CONTEXT, {"object_ref": _ref("entity", "ent-decision-b")})
+        current = await ok(
+            client, "story_graph_read_source", {"source_reference_id": "ref-changed-msg", "content_kind": "current"}
+        )
+        with sqlite3.connect(demo) as conn:  # another writer reverts the edit: no scope revision changes
+            conn.execute("UPDATE sources SET current_version = 'v1' WHERE id = 'src-changed-msg'")
+        after = await ok(client, CONTEXT, constraint)
+        with sqlite3.connect(demo) as conn:  # edited again, and moved to Beacon: Atlas may not read it now
+            conn.execute(
+                "UPDATE sources SET current_version = 'v2', project_id = 'beacon' WHERE id = 'src-changed-msg'"
+            )
+        moved = await ok(client, CONTEXT, constraint)
+        moved_read = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-changed-msg"})
+
+    def changed(page: dict[str, Any], kind: str = "source_changed_since_saved") -> dict[str, Any] | None:
+        return next((g for g in page["known_gaps"] if g["kind"] == kind), None)
+
+    gap = changed(before)
+    assert gap is not None and (gap["count"], gap["refs"]) == (1, [_ref("source_reference", "ref-changed-msg")])
+    assert "content_kind 'current'" in gap["detail"]
+    assert current["differs_from_reference"] is True  # what the gap says, read_source says
+    assert changed(later_page) == gap
+    line_gap = changed(line)
+    assert line_gap is not None and [r["id"] for r in line_gap["refs"]] == ["ref-changed-msg"]
+    assert changed(decision) is None
+    assert after["data_revision"] == before["data_revision"] and changed(after) is None
+    assert changed(moved) is None  # read_source's current would refuse it: nothing about where it lives now
+    gone = changed(moved, "source_not_available")
+    assert gone is not None and gone["refs"] == [_ref("source_reference", "ref-changed-msg")]
+    assert moved_read["original_source_availability"] == "outside_scope" and "beacon" not in str(gone)
+
+
+async def test_a_source_deleted_after_it_was_cited_is_not_available_in_both_tools(demo: Path) -> None:
+    """Another writer deletes the message behind Decision B's reference, saved as available. read_source said the
+    original is deleted; get_context's known_gaps read only the availability stored with the reference, so it had
+    no source_not_available gap: the two tools disagreed about the same reference. The gap reads the source now."""
+    decision = {"object_ref": _ref("entity", "ent-decision-b")}
+    async with client_for(demo) as client:
+        before = await ok(client, CONTEXT, decision)
+        with sqlite3.connect(demo) as conn:
+            conn.execute("UPDATE sources SET status = 'deleted' WHERE id = 'src-msg-decision-b'")
+        after = await ok(client, CONTEXT, decision)
+        read = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-decision-b-msg"})
+        deleted_at_saving = await ok(client, CONTEXT, {"object_ref": _ref("event", "evt-unknown-time-1")})
+    kinds = {g["kind"]: g for g in after["known_gaps"]}
+    assert "source_not_available" not in {g["kind"] for g in before["known_gaps"]}
+    assert kinds["source_not_available"]["refs"] == [_ref("source_reference", "ref-decision-b-msg")]
+    assert (read["availability"], read["original_source_availability"]) == ("available", "deleted")
+    saved = next(g for g in deleted_at_saving["known_gaps"] if g["kind"] == "source_not_available")
+    assert saved["refs"] == [_ref("source_reference", "ref-deleted-msg")]  # saved as source_deleted: still named
+
+
+async def test_the_current_header_lists_the_newest_reviews_open_items(tmp_path: Path) -> None:
+    """Four monthly reviews each left three open items about one decision. The header listed the first 10 in review
+    order: all of January's, none of April's but one, though April's list is what is open now (January's may since
+    be settled). It lists the last 10 now, still in review order, with the count of all."""
+    months = ["01", "02", "03", "04"]
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": "2026-01-01T00:00:00Z"},
+        {
+            "kind": "entity",
+            "id": "ent",
+            "story_line_id": "sl",
+            "canonical_label": "cache",
+            "updated_at": "2026-01-01T00:00:00Z",
+        },
+    ]
+    for month in months:
+        at = f"2026-{month}-28T00:00:00Z"
+        lines += [
+            {"kind": "result", "id": f"r-{month}", "scope": ATLAS, "review_generated_at": at, "recorded_at": at},
+            {
+                "kind": "summary",
+                "id": f"sum-{month}",
+                "result_id": f"r-{month}",
+                "body": f"Month {month}.",
+                "open_items": [f"{month}: item {n}" for n in range(3)],
+                "recorded_at": at,
+                "fact_refs": [{"type": "entity", "id": "ent"}],
+            },
+        ]
+    async with client_for(imported_graph(tmp_path, lines), Grant(default_project="atlas")) as client:
+        page = await ok(client, CONTEXT, {"object_ref": _ref("entity", "ent")})
+    header = page["header"]
+    assert header["open_item_count"] == 12
+    assert [o["text"] for o in header["open_items"]] == [f"{m}: item {n}" for m in months for n in range(3)][2:]
+    assert header["open_items"][-1] == {"summary_id": "sum-04", "result_id": "r-04", "text": "04: item 2"}
+
+
 async def test_confirmation_and_validity_stay_apart(demo: Path) -> None:
     async with client_for(demo) as client:
         revoked = await read_all(client, {"object_ref": _ref("entity", "ent-option-redis-cluster")})
@@ -215,7 +350,7 @@ async def test_a_time_range_in_current_mode_says_within_the_selected_evidence(de
     window = {"from": "2026-05-01T00:00:00+08:00", "to": "2026-05-31T23:59:59+08:00"}
     async with client_for(demo) as client:
         page = await read_all(client, {"object_ref": _ref("entity", "ent-decision-b"), "time_range": window})
-    assert page["header"]["time_note"] == TIME_FILTER_NOTE
+    assert page["header"]["time_note"].startswith(TIME_FILTER_NOTE)
     assert "not the state at the end of the range" in TIME_FILTER_NOTE and TIME_FILTER_NOTE in page["notes"]
     assert page["time_range"] == {"from": "2026-04-30T16:00:00.000Z", "to": "2026-05-31T15:59:59.000Z"}
     kept = objects(page)
@@ -229,6 +364,27 @@ async def test_a_time_range_in_current_mode_says_within_the_selected_evidence(de
     assert page["unknown_time_excluded_count"] > 0
     # The header still reports the stored current row, labelled; it is not "the state at the end of May".
     assert page["header"]["decision_status"] == "decided"
+
+
+async def test_a_time_range_header_says_its_empty_lists_are_not_none(demo: Path) -> None:
+    """'What did we decide about the session cache in May?': relations, entities and source references have no
+    event time, so the May header of Decision B had relation_count 0, no conflicts and no task records, beside a
+    note that unknown times were excluded. Read as 'B has no relations', it contradicts the same call without a
+    range (six relations, the replacement of A among them). The note now says how many rows of which types were
+    left out, and that an empty list or a 0 in the header does not mean none."""
+    may = {"from": "2026-05-01T00:00:00+08:00", "to": "2026-05-31T23:59:59+08:00"}
+    target = {"object_ref": _ref("entity", "ent-decision-b")}
+    async with client_for(demo) as client:
+        within = await ok(client, CONTEXT, target | {"time_range": may})
+        whole = await read_all(client, target)
+        reviewed = await ok(client, CONTEXT, target | {"time_range": may, "time_basis": "review_generated_at"})
+    header = within["header"]
+    assert (header["relation_count"], whole["header"]["relation_count"]) == (0, 6)
+    assert f"relation {sum(1 for i in whole['items'] if i['object_ref']['type'] == 'relation')}," in header["time_note"]
+    assert f"Here that is {within['unknown_time_excluded_count']} rows (" in header["time_note"]
+    assert "an empty list or a 0 here does not mean the object has none" in header["time_note"]
+    assert reviewed["header"]["time_note"].startswith(TIME_FILTER_NOTE)
+    assert whole["header"]["time_note"] is None
 
 
 async def test_as_of_in_any_form_is_unsupported_and_unknown_arguments_are_refused(demo: Path) -> None:

@@ -316,3 +316,19 @@ async def test_a_cursor_from_before_a_restart_says_why_it_is_refused(demo: Path)
         refused = await error(client, SEARCH, {"query": "cache", "page_size": 2, "cursor": cursor})
     assert refused["error"] == "invalid_cursor" and refused["field"] == "cursor"
     assert "before this server restarted without a fixed cursor secret" in refused["message"]
+
+
+async def test_a_project_listed_twice_is_named_with_the_fix(demo: Path) -> None:
+    """{"projectIds": ["atlas", "beacon", "atlas"]} got 'Project IDs must be unique': the rule, not which id repeats
+    nor what to send. The problem now names the repeated id and says to list each project once."""
+    scope = {"kind": "projects", "projectIds": ["atlas", "beacon", "atlas"]}
+    async with client_for(demo) as client:
+        payloads = [await error(client, tool, args | {"scope": scope}) for tool, args in VALID.items()]
+    for payload in payloads:
+        assert payload["error"] == "invalid_arguments" and payload["field"] == "scope.projectIds"
+        assert payload["problems"] == [
+            {
+                "field": "scope.projectIds",
+                "problem": "Project IDs must be unique: 'atlas' listed more than once; list each project once",
+            }
+        ]

@@ -658,3 +658,62 @@ async def test_an_original_source_message_or_object_id_is_answered_with_the_refe
     assert orjson.dumps(beacon_source).decode().replace("src-beacon-msg", "<id>") == orjson.dumps(
         missing
     ).decode().replace("no-such-id", "<id>")
+
+
+async def test_a_snapshot_or_version_of_a_source_edited_since_names_its_current_version(db: Path) -> None:
+    """The demo's edited message: its saved fragment says 512 MB, the message now says 1 GB. A snapshot read (the
+    default, what an agent quotes) said nothing of it: differs_from_reference false, a note about the fragment only,
+    so the old wording was quoted as what the source says. The note now names the current version and the read."""
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-changed-msg"})
+        old = await ok(
+            client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "version", "source_version": "v1"}
+        )
+        new = await ok(
+            client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "version", "source_version": "v2"}
+        )
+        current = await ok(client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "current"})
+        unchanged = await ok(client, READ, {"source_reference_id": "ref-revision-2"})
+        deleted = await ok(client, READ, {"source_reference_id": "ref-deleted-msg"})
+        moved = await ok(client, READ, {"source_reference_id": "ref-moved-msg"})
+        described = next(t for t in (await client.list_tools()).tools if t.name == READ).description
+    assert described is not None and "content_note says when the source has changed since" in described
+    assert snapshot["differs_from_reference"] is False  # unchanged meaning: the reference's own version was read
+    assert (
+        "The source has changed since this reference was saved: its current version is 'v2' (the fragment is from "
+        "'v1'); read content_kind 'current' for what it says now." in snapshot["content_note"]
+    )
+    assert "This is not the source's current version, 'v2': read content_kind 'current'" in old["content_note"]
+    for read in (new, current, unchanged, deleted, moved):
+        assert "current version" not in read["content_note"], read["content_note"]
+    assert "deleted" in deleted["content_note"]
+    assert "moved out of this scope; this saved fragment is still readable" in moved["content_note"]
+    assert moved["original_source_availability"] == "outside_scope"
+
+
+async def test_a_story_or_experience_id_is_sent_to_get_context_for_its_events_sources(db: Path) -> None:
+    """A story's or an experience's id passed as a reference (an agent asking for "the sources of this story") got
+    the plain 'use a source_reference_id from a search or get_context item': a story cites no source itself, and
+    nothing said where its sources are. The next step names the get_context call whose event items carry them,
+    each with the scope to read it in. Only the requested scope is looked at: from Atlas alone, the pair's
+    experience gets the plain answer."""
+    experience = {"source_reference_id": "exp-edge-box-infra", "scope": PAIR}
+    async with client_for(db) as client:
+        story = await error(client, READ, {"source_reference_id": "story-atlas-session-cache"})
+        lesson = await error(client, READ, experience)
+        elsewhere = await error(client, READ, {"source_reference_id": "exp-edge-box-infra"})
+        followed = await ok(
+            client,
+            "story_graph_get_context",
+            {"object_ref": {"type": "experience", "id": "exp-edge-box-infra"}, "scope": PAIR, "page_size": 50},
+        )
+        event = next(i for i in followed["items"] if i["object_ref"]["id"] == "evt-beacon-push-relay")
+        quoted = await ok(
+            client, READ, {"source_reference_id": event["source_reference_ids"][0], "scope": event["scope"]}
+        )
+    assert story["error"] == lesson["error"] == "source_not_found"
+    assert story["next_step"].startswith("That id is a story of this scope, which has no source references of its own")
+    assert 'object_ref {"type":"story","id":"story-atlas-session-cache"}' in story["next_step"]
+    assert 'object_ref {"type":"experience","id":"exp-edge-box-infra"}' in lesson["next_step"]
+    assert elsewhere["next_step"] == "Use a source_reference_id from a search or get_context item of this scope."
+    assert quoted["content"]  # the step works when followed

@@ -686,7 +686,7 @@ async def test_coverage_lists_are_ten_examples_beside_exact_counts(tmp_path: Pat
     async with client_for(imported_graph(tmp_path, [*base, *detailed, *legacy], name="mixed")) as client:
         mixed = (await ok(client, SEARCH, {"query": "cache"}))["coverage"]
     assert (every["processed_range_count"], len(every["processed_ranges"])) == (12, 10)
-    assert every["processed_ranges"][0] == {"from": "2026-03-01T00:00:00.000Z", "to": "2026-03-01T12:00:00.000Z"}
+    assert every["processed_ranges"][0] == {"from": "2026-03-05T00:00:00.000Z", "to": "2026-03-05T12:00:00.000Z"}
     assert (every["processed_source_version_count"], len(every["processed_source_versions"])) == (12, 10)
     assert (every["missing_count"], len(every["missing"])) == (12, 10)
     assert (every["results_without_detail_count"], every["results_without_detail"]) == (0, [])
@@ -694,6 +694,24 @@ async def test_coverage_lists_are_ten_examples_beside_exact_counts(tmp_path: Pat
     assert [r["result_id"] for r in mixed["results_without_detail"]] == [f"r-legacy-{n:02d}" for n in range(10)]
     assert mixed["missing_count"] == "unknown" and len(mixed["missing"]) == 10
     assert "capped at 10" in mixed["note"]
+
+
+async def test_coverage_lists_the_newest_processed_ranges_where_the_recent_gaps_are(tmp_path: Path) -> None:
+    """A scope reviewed in 12 separate stretches listed its oldest 10 ranges: the two newest reviews, and the gap
+    between them an agent continuing the latest work needs to see, were left out, and the list ended two weeks
+    before processed_range did. The newest 10 are listed now, still in time order, ending where the hull ends."""
+    days = [f"2026-03-{day:02d}" for day in range(1, 25, 2)]
+    lines = _reviewed_graph(*((f"r-{day}", f"{day}T00:00:00Z", f"{day}T12:00:00Z") for day in days))
+    async with client_for(imported_graph(tmp_path, lines)) as client:
+        found = await ok(client, SEARCH, {"query": "cache"})
+        context = await ok(client, "story_graph_get_context", {"object_ref": {"type": "story_line", "id": "sl"}})
+        source_scope = context["coverage"]
+    coverage = found["coverage"]
+    assert coverage["processed_range_count"] == 12
+    assert [r["from"][:10] for r in coverage["processed_ranges"]] == days[2:]
+    assert coverage["processed_ranges"][-1]["to"] == coverage["processed_range"]["to"] == "2026-03-23T12:00:00.000Z"
+    assert "(processed_ranges: the newest)" in coverage["note"]
+    assert source_scope == coverage
 
 
 async def test_coverage_says_which_parts_of_the_time_range_no_review_processed(tmp_path: Path) -> None:
@@ -748,6 +766,51 @@ async def test_coverage_says_which_parts_of_the_time_range_no_review_processed(t
         "uncovered_parts": "unknown",
         "uncovered_part_count": "unknown",
     }
+
+
+async def test_a_time_range_the_recorded_ranges_cover_is_covered_beside_a_result_without_one(tmp_path: Path) -> None:
+    """'What happened in Atlas in March?' on the demo: March's review records March as processed, but Atlas also holds
+    a count-only review, and time_range_coverage said 'unknown' for March, as for any period. A review without a
+    range may have processed any period, so it leaves uncovered parts unknown; it cannot undo what a detailed record
+    says was processed. A range the recorded ranges cover whole is now 'covered'."""
+
+    lines = _reviewed_graph(
+        ("r-jan", "2026-01-01T00:00:00Z", "2026-01-31T23:59:59Z"),
+        ("r-mar", "2026-03-01T00:00:00Z", "2026-03-31T23:59:59Z"),
+    )
+    legacy = {
+        "kind": "result",
+        "id": "r-old",
+        "scope": ATLAS,
+        "review_generated_at": T,
+        "recorded_at": T,
+        "coverage": {"kind": "legacy_count", "count": 3},
+    }
+    january = {"from": "2026-01-10T00:00:00Z", "to": "2026-01-20T00:00:00Z"}
+    february = {"from": "2026-02-01T00:00:00Z", "to": "2026-02-28T23:59:59Z"}
+    january_to_march = {"from": "2026-01-10T00:00:00Z", "to": "2026-03-10T00:00:00Z"}
+    story = {"object_ref": {"type": "story_line", "id": "sl"}}
+    async with client_for(imported_graph(tmp_path, [*lines, legacy])) as client:
+        jan_page = await ok(client, SEARCH, {"query": "cache", "time_range": january})
+        feb = (await ok(client, SEARCH, {"query": "cache", "time_range": february}))["coverage"]
+        wide = (await ok(client, SEARCH, {"query": "cache", "time_range": january_to_march}))["coverage"]
+        context = await ok(client, "story_graph_get_context", {**story, "time_range": january})
+    jan = jan_page["coverage"]
+    assert (jan["status"], jan["processed_range"]) == ("unknown", "unknown")  # the scope-wide answer is unchanged
+    assert jan["time_range_coverage"] == {"status": "covered", "uncovered_parts": [], "uncovered_part_count": 0}
+    unknown = {"status": "unknown", "uncovered_parts": "unknown", "uncovered_part_count": "unknown"}
+    assert feb["time_range_coverage"] == unknown == wide["time_range_coverage"]  # r-old may have processed February
+    assert context["coverage"]["time_range_coverage"] == jan["time_range_coverage"]
+    gap = next(g for g in context["known_gaps"] if g["kind"] == "coverage_not_complete")
+    assert "time_range" not in gap["detail"]  # the scope's own status is still unknown, and said
+
+
+async def test_the_demo_s_march_is_covered_though_atlas_holds_a_count_only_review(tmp_path: Path) -> None:
+    march = {"from": "2026-03-01T00:00:00+08:00", "to": "2026-03-31T23:59:59+08:00"}
+    async with client_for(demo_db(tmp_path)) as client:
+        found = await ok(client, SEARCH, {"query": "decision", "time_range": march})
+    assert found["coverage"]["result_records"]["legacy_count"] == 1
+    assert found["coverage"]["time_range_coverage"]["status"] == "covered"
 
 
 async def test_a_processed_range_ending_within_a_second_covers_that_second_and_no_more(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server.reader import context, context_rows_sql, context_stories, search_sql
+from server.reader import context, context_rows_sql, context_stories, context_summary, search_sql
 from server.reader.context_arms import ARMS, Arm, BoundArm, Candidate, Mode, sort_key
 from server.reader.fold import narrow
 from server.reader.objects import ENTITY_EVIDENCE, LEAF_ROWS, OBJECT_ROWS, SOURCE_REFERENCE_IDS
@@ -27,6 +27,7 @@ SELECTION = {
         (context_rows_sql, tuple(n for n in vars(context_rows_sql) if n.isupper() and not n.startswith("_"))),
         (context_stories, ("STORY_EVENTS", "STATE_EVENT", "STORIES_BY_ID", "THREAD_IDS", "RELATED_STORIES",
                            "EXPERIENCES_BY_ID", "EXPERIENCE_EVENTS")),
+        (context_summary, ("SOURCE_STATES",)),
     )
     for name in names
 }  # fmt: skip
@@ -47,7 +48,8 @@ def test_object_row_lookups_never_scan_a_graph_table(migrated_db: Path, sql: str
 @pytest.mark.parametrize("sql", SELECTION.values(), ids=list(SELECTION))
 def test_get_context_selection_lookups_never_scan_a_graph_table(migrated_db: Path, sql: str) -> None:
     """The selection of a large neighbourhood is read by index lookups from the target outwards."""
-    values = {"id": "x", "entity_id": "x", "key": "k", "leaf_id": "l", "object_id": "x", "source_reference_id": "r"}
+    values = {"id": "x", "entity_id": "x", "key": "k", "leaf_id": "l", "object_id": "x", "source_reference_id": "r",
+              "anywhere": 0, "projects": '["p"]'}  # fmt: skip
     params = {name: (PARAMS | values)[name] for name in re.findall(r":(\w+)", sql)}
     with sqlite3.connect(migrated_db) as conn:
         plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]

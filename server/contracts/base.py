@@ -99,7 +99,12 @@ class GlobalScope(Contract):
 
 def _unique_ids(ids: list[str]) -> list[str]:
     if len(set(ids)) != len(ids):
-        raise ValueError("Project IDs must be unique")
+        # Upstream's words, then which ids repeat and the fix: the bare rule left an agent to find the repeat.
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        raise ValueError(
+            f"Project IDs must be unique: {', '.join(repr(i) for i in repeated[:10])} listed more than once; list "
+            "each project once"
+        )
     return ids
 
 

@@ -32,7 +32,7 @@ examples beside exact counts: at 50 a scope with many count-only records sent ~6
 COVERAGE_NOTE = (
     "Exact stored scope only. Coverage reports what the stored review records say; reading every page proves all "
     f"matches were read, not that every source was processed or every fact recognised. Lists are capped at "
-    f"{COVERAGE_LIST_LIMIT}; their *_count fields give the totals."
+    f"{COVERAGE_LIST_LIMIT} (processed_ranges: the newest); their *_count fields give the totals."
 )
 
 
@@ -118,8 +118,8 @@ class TimeRangeCoverage(Contract):
     """covered: every instant of the time_range lies in a recorded processed range (which covers the whole second its
     end falls in); partly_covered: some do;
     not_covered: none do; unknown: the processed ranges are unknown (the scope has no results, or a result without a
-    detailed record may have processed any period). Covered periods may still hold parts the records name as
-    missing."""
+    recorded range may have processed any period), unless the ranges the other records name cover the whole
+    time_range: covered. Covered periods may still hold parts the records name as missing."""
     uncovered_parts: list[dict[Literal["from", "to"], str]] | Unknown
     """The stretches of the time_range no processed range covers, in time order (the first COVERAGE_LIST_LIMIT);
     each runs from an end of the time_range or of a processed range to the next start."""
@@ -145,8 +145,10 @@ class Coverage(Contract):
     an offset. It may span gaps no record covers: `processed_ranges` lists them."""
     processed_ranges: list[dict[Literal["from", "to"], str]] | Unknown = "unknown"
     """The recorded processed ranges, merged where they overlap or meet to the second (a range covers the whole second
-    its end falls in), in time order (the first COVERAGE_LIST_LIMIT); a time between two of them was not processed by
-    any record. 'unknown' as processed_range."""
+    its end falls in), in time order: the newest COVERAGE_LIST_LIMIT, so the list ends where processing ends and the
+    recent gaps show (`processed_range_count` says how many there are; a call with a time_range gets
+    `time_range_coverage` for its own period). A time between two of them was not processed by any record. 'unknown'
+    as processed_range."""
     processed_range_count: int | Unknown = "unknown"
     """How many merged processed ranges there are."""
     processed_source_version_count: int | Unknown
@@ -165,7 +167,7 @@ class Coverage(Contract):
     """How many results have a count-only or absent record (result_records counts each kind)."""
     time_range_coverage: TimeRangeCoverage | None = None
     """For a call with a time_range on the event_time basis: whether the processed ranges cover it (the list above
-    shows only the first ranges). Null otherwise: processed ranges are periods of source material, not of
+    shows only the newest ranges). Null otherwise: processed ranges are periods of source material, not of
     recording or review."""
     source_types_not_included: list[str] | Unknown
     object_types_not_included: list[str]

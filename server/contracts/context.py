@@ -283,9 +283,11 @@ class Header(Contract):
     validity: Unknown = "unknown"
     validity_note: str = VALIDITY_NOTE
     time_note: str | None
-    """Set when time_range is used: the answer is within the selected evidence, not the state at its end."""
+    """Set when time_range is used: the answer is within the selected evidence, not the state at its end; it says how
+    many rows of which types had no time on the basis and were left out, of this header's lists and counts too."""
     open_items: list[OpenItem]
-    """From the stored open_items of summaries that list the target (or, for a summary, its own)."""
+    """From the stored open_items of summaries that list the target (or, for a summary, its own), in review order:
+    the last 10, the newest reviews' (open_item_count counts them all)."""
     open_item_count: int
     relations: list[StoredRelation]
     relation_count: int
@@ -294,7 +296,8 @@ class Header(Contract):
     """Stored contrasts/contradicts relations among the selected ones whose both claims are in scope."""
     conflict_count: int
     evolution_refs: list[ObjectRef]
-    """Entity changes and events, in event-time order."""
+    """Entity changes and events: the newest 10 dated ones in event-time order, then undated ones while fewer than 10
+    are listed (evolution_ref_count counts them all)."""
     evolution_ref_count: int
     evidence_ref_count: int
     """Distinct source references among the selected evidence (all of them are items with role 'evidence')."""
@@ -319,6 +322,7 @@ class Gap(Contract):
         "evidence_not_in_scope",
         "no_reliable_revision",
         "source_not_available",
+        "source_changed_since_saved",
         "no_result_rows",
     ]
     count: int | Unknown

@@ -155,5 +155,6 @@ class ReadSourceResponse(Frame):
     """Present only when the requested kind cannot be read (a normal result; content is null); omitted on
     success, as upstream does."""
     content_note: str
-    """One sentence on what this page is, and what it is not."""
+    """One sentence on what this page is, and what it is not (a saved fragment or a stored version of a source that
+    has changed since names the current version: read 'current' for what the source says now)."""
     source_coverage: SourceCoverage

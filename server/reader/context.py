@@ -90,6 +90,8 @@ class Selection:
     """Every selected row after the time filter."""
     memories: list[Memory]
     unknown_time_excluded: int
+    unknown_time_excluded_types: dict[str, int] = field(default_factory=dict)
+    """Those rows by object type (the header's time_note names them: its lists and counts leave them out)."""
     arms: list[BoundArm] = field(default_factory=list)
     """Keyset arms that serve their sections page by page (none with a time filter)."""
     gathered: list[Candidate] = field(default_factory=list)
@@ -354,6 +356,11 @@ async def select(
     missing = [i for i in wanted if evidence[("source_reference", i)] is None]
 
     units, excluded = in_time_range(chosen.units.values(), lambda u: u.row, time_range, time_basis)
+    excluded_types: dict[str, int] = {}
+    if excluded:
+        for u in chosen.units.values():
+            if u.row.time_on(time_basis) is None:
+                excluded_types[u.row.object_type] = excluded_types.get(u.row.object_type, 0) + 1
     background = await memories(conn, project_ids)
     usable = [] if time_range is not None else chosen.usable_arms()
     usable_set = set(usable)
@@ -366,6 +373,7 @@ async def select(
         units=units,
         memories=background,
         unknown_time_excluded=excluded,
+        unknown_time_excluded_types=dict(sorted(excluded_types.items())),
         arms=[chosen.arms[n] for n in usable],
         gathered=gathered,
         missing_evidence=missing,

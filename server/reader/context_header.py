@@ -77,6 +77,25 @@ def _time_order(unit: Unit) -> tuple[str, str, str, str]:
     return (unit.row.event_time_start or "~", unit.row.object_type, unit.row.object_id, unit.row.result_key)
 
 
+SOURCE_NOT_AVAILABLE_DETAIL: Final = (
+    "Saved source references whose original is no longer available; the saved fragment is still readable."
+)
+
+
+def _time_note(sel: Selection) -> str:
+    """With a time_range: within the selected evidence, and what it left out. Relations, entities and source
+    references have no event time, so a range on that basis leaves them all out: without the counts, relation_count
+    0 and an empty conflicts or task_records list read as 'the object has none'."""
+    if not sel.unknown_time_excluded:
+        return TIME_FILTER_NOTE
+    left_out = ", ".join(f"{object_type} {n}" for object_type, n in sel.unknown_time_excluded_types.items())
+    return (
+        f"{TIME_FILTER_NOTE} Here that is {sel.unknown_time_excluded} rows ({left_out}), left out of this header's "
+        "lists and counts too: an empty list or a 0 here does not mean the object has none; call again without "
+        "time_range to see them."
+    )
+
+
 def build_header(sel: Selection, *, time_range_used: bool) -> Header:
     """The compact view of `current`: stored states passed through, unknown where nothing is stored."""
     primary = next((u for u in sel.target_units if u.row.row_kind != "leaf" and u.row.result_key == ""), None)
@@ -107,7 +126,14 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         if isinstance(text, str)
     ]
     evolution = [u for u in sel.units if u.role == "evolution"]
-    first_evolution = heapq.nsmallest(HEADER_LIMIT, evolution, key=_time_order)
+    # The newest dated ones, in time order: `current` is about now, and the oldest ten of a long history left out
+    # the latest change (the demo's story line listed ten up to May, not June's option C). Undated ones, whose place
+    # is unknown, fill what is left; timeline mode and the items list every one.
+    dated = heapq.nlargest(HEADER_LIMIT, (u for u in evolution if u.row.event_time_start is not None), key=_time_order)
+    undated = heapq.nsmallest(
+        HEADER_LIMIT - len(dated), (u for u in evolution if u.row.event_time_start is None), key=_time_order
+    )
+    shown_evolution = sorted(dated, key=_time_order) + undated
     evidence = [u for u in sel.units if u.row.object_type == "source_reference"]
     results = sorted(
         {(u.row.review_generated_at or "", u.row.result_key) for u in sel.target_units if u.row.result_key}
@@ -145,14 +171,15 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
             ],
         ),
         confirmation_state=(primary.row.confirmation_state if primary else None) or "unknown",
-        time_note=TIME_FILTER_NOTE if time_range_used else None,
-        open_items=open_items[:HEADER_LIMIT],
+        time_note=_time_note(sel) if time_range_used else None,
+        # The newest reviews' (the list is in review order): an old summary's open item may since have been settled.
+        open_items=open_items[-HEADER_LIMIT:],
         open_item_count=len(open_items),
         relations=relations,
         relation_count=len(touching),
         conflicts=conflicts,
         conflict_count=len(conflicting),
-        evolution_refs=[object_ref(u.ref) for u in first_evolution],
+        evolution_refs=[object_ref(u.ref) for u in shown_evolution],
         evolution_ref_count=len(evolution),
         evidence_ref_count=len(evidence),
         result_ids=[result_id for _, result_id in results],
@@ -316,8 +343,15 @@ def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
                 )
             )  # fmt: skip
 
+    # A leaf's description is a row of the object it describes, not an event of its own: it stores no time, and the
+    # described object's own rows (always selected with it) say whether that object's time is known. Counting it
+    # listed a dated event as undated, and one undated event twice.
     undated = [
-        u for u in sel.units if u.row.object_type in ("event", "entity_change") and u.row.event_time_start is None
+        u
+        for u in sel.units
+        if u.row.object_type in ("event", "entity_change")
+        and u.row.event_time_start is None
+        and u.row.row_kind != "leaf"
     ]
     undated.sort(key=lambda u: (u.row.object_type, u.row.object_id))
     add(
@@ -359,15 +393,8 @@ def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
         ],
         "Objects stored without a reliable revision: object_revision is 'unknown' (updated_at is not a version).",
     )
-    add(
-        "source_not_available",
-        [
-            u.ref
-            for u in sel.units
-            if u.row.object_type == "source_reference" and u.value("availability") != "available"
-        ],
-        "Saved source references whose original is no longer available; the saved fragment is still readable.",
-    )
+    # source_not_available and source_changed_since_saved say what the sources are now, which changes no scope's
+    # revision: context_summary.known_gaps_now adds them per call, before no_result_rows.
     if sel.target[0] == "entity" and not any(u.row.result_key for u in sel.target_units):
         add(
             "no_result_rows",

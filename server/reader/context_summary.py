@@ -26,18 +26,52 @@ from server.contracts.common import Coverage
 from server.contracts.context import Gap, Header
 from server.reader.context import Selection, select
 from server.reader.context_arms import BoundArm, Candidate, Mode, SortKey, sort_key
-from server.reader.context_header import ScopeState, build_header, known_gaps, with_listed_event_coverage
+from server.reader.context_header import (
+    GAP_REFS,
+    SOURCE_NOT_AVAILABLE_DETAIL,
+    ScopeState,
+    build_header,
+    known_gaps,
+    object_ref,
+    with_listed_event_coverage,
+)
 from server.reader.context_pages import Piece, compact
 from server.reader.context_rows import Memory, Ref, RowLoader, Unit
 from server.reader.coverage import read_coverage
 from server.reader.db import IDS, json_ids
-from server.reader.memo import Memo, weight_of, with_memory
+from server.reader.memo import GRAPH, Memo, weight_of, with_memory
 from server.reader.objects import Key
 
 LISTED_SCOPES_READ: Final = 20
 """The scopes of a story's or experience's listed events whose coverage one call reads (each is one summary of its
 results' records, remembered per scope revision); further ones are reported as not read."""
 SCOPE_REVISIONS: Final = f"SELECT scope_key, data_revision FROM scopes WHERE scope_key IN {IDS}"
+GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
+# The selected references whose source is not what was saved: `gone` when the reference was saved as unavailable,
+# or its source is now deleted, inaccessible or moved out of the scope (read_source's `current` reads only a source
+# living in the scope's projects, any for Global; a source with no stored record is unknown, not gone); `changed`
+# when the source, readable here, has another current version than the one saved (the fragment may be outdated).
+SOURCE_STATES: Final = f"""
+SELECT id, gone, changed FROM (
+  SELECT id, saved_unavailable OR (stored AND NOT readable) AS gone,
+         readable AND saved_version IS NOT NULL AND current_version IS NOT NULL AND current_version <> saved_version
+           AS changed
+    FROM (
+      SELECT r.id, r.availability <> 'available' AS saved_unavailable, r.source_version AS saved_version,
+             s.id IS NOT NULL AS stored, s.current_version,
+             coalesce(s.status = 'available'
+                      AND (:anywhere OR s.project_id IN (SELECT value FROM json_each(:projects))), 0) AS readable
+        FROM source_references AS r LEFT JOIN sources AS s ON s.id = r.original_source_id
+       WHERE r.id IN {IDS} AND r.scope_key = :scope_key
+    )
+) WHERE gone OR changed
+ ORDER BY id
+"""
+CHANGED_SOURCE_DETAIL: Final = (
+    "Saved source references whose source has changed since: its current version is not the one the reference was "
+    "saved from, so the saved fragment is what the source said then, not necessarily what it says now. "
+    "story_graph_read_source with content_kind 'current' shows the current text and whether the fragment still matches."
+)
 
 
 @dataclass
@@ -57,6 +91,8 @@ class Summary:
     elsewhere: dict[str, list[Ref]]
     """The selected objects stored in another scope than the one read, by scope key: the events a story or
     experience lists that lie in narrower scopes (whose coverage known_gaps_now reads)."""
+    references: list[str] = field(default_factory=list)
+    """The selected source references of the scope read, by id (known_gaps_now asks which sources changed since)."""
     ordered: dict[Mode, tuple[list[SortKey], list[Candidate]]] = field(default_factory=dict)
 
     def total(self, mode: Mode) -> int:
@@ -109,6 +145,13 @@ def _summary(sel: Selection, scope_key: str, time_range_used: bool, coverage: Co
         gathered=sel.gathered,
         target_units={u.key: (u, compact(u.content)) for u in sel.units if u.role == "target"},
         elsewhere=_elsewhere(sel, scope_key),
+        references=sorted(
+            {
+                u.row.object_id
+                for u in sel.units
+                if u.row.object_type == "source_reference" and u.row.scope_key == scope_key
+            }
+        ),
     )
 
 
@@ -126,14 +169,19 @@ async def known_gaps_now(
     summary: Summary,
     time_range: tuple[str, str] | None,
     time_basis: str,
+    *,
+    scope_key: str,
+    project_ids: list[str] | None,
 ) -> list[Gap]:
-    """The summary's known gaps, plus the coverage of the narrower scopes its listed events are stored in, read at
+    """The summary's known gaps, plus the saved references whose source changed since (project_ids None: Global),
+    plus the coverage of the narrower scopes its listed events are stored in, read at
     their current revisions: a new review there changes their coverage without changing this scope's revision,
     so it is read per call, not remembered with the summary. Bounded: one query for the revisions of at most
     LISTED_SCOPES_READ scopes, then each scope's coverage summary (remembered per scope revision, as every call in
     that scope reads it); a scope beyond them is reported as not read."""
+    gaps = await _with_source_states(conn, memo, summary, scope_key, project_ids, time_range, time_basis)
     if not summary.elsewhere:
-        return summary.gaps
+        return gaps
     keys = list(summary.elsewhere)
     read = keys[:LISTED_SCOPES_READ]
     revisions = {row[0]: str(row[1]) for row in await conn.execute_fetchall(SCOPE_REVISIONS, {"ids": json_ids(read)})}
@@ -145,7 +193,60 @@ async def known_gaps_now(
             else None
         )
         states.append((key, coverage, summary.elsewhere[key]))
-    return with_listed_event_coverage(summary.gaps, states)
+    return with_listed_event_coverage(gaps, states)
+
+
+async def _with_source_states(
+    conn: aiosqlite.Connection,
+    memo: Memo,
+    summary: Summary,
+    scope_key: str,
+    project_ids: list[str] | None,
+    time_range: tuple[str, str] | None,
+    time_basis: str,
+) -> list[Gap]:
+    """The summary's gaps with what the selected references' sources are now: `source_not_available` (saved as
+    unavailable, or deleted, inaccessible or moved out of the scope since: read_source reports the source's state
+    now, and the reference row keeps what was stored then) and `source_changed_since_saved`. A source edited later
+    changes no scope's revision (only the graph's: read_source binds its cursors to the source's state), so this is
+    remembered per graph revision, not with the summary: one small query per call, the join once per graph
+    revision."""
+    if not summary.references:
+        return summary.gaps
+    revision = list(await conn.execute_fetchall(GRAPH_REVISION))
+    graph = memo.at(GRAPH, str(revision[0][0]) if revision else "0")
+    target = (summary.header.object_ref.type, summary.header.object_ref.id)
+    key = ("source_states", scope_key, target, time_range, time_basis)
+    states: tuple[list[str], list[str]] | None = graph.get(key)
+    if states is None:
+        params = {
+            "ids": json_ids(summary.references),
+            "scope_key": scope_key,
+            "anywhere": project_ids is None,
+            "projects": json_ids(project_ids or []),
+        }
+        rows = list(await conn.execute_fetchall(SOURCE_STATES, params))
+        states = graph.put(
+            key,
+            ([str(row[0]) for row in rows if row[1]], [str(row[0]) for row in rows if row[2]]),
+            weight_of(len(rows)),
+        )
+    gaps = list(summary.gaps)
+    at = next((n for n, g in enumerate(gaps) if g.kind == "no_result_rows"), len(gaps))
+    added = [
+        Gap(
+            kind=kind,
+            count=len(ids),
+            detail=detail,
+            refs=[object_ref(("source_reference", i)) for i in ids[:GAP_REFS]],
+        )
+        for kind, ids, detail in (
+            ("source_not_available", states[0], SOURCE_NOT_AVAILABLE_DETAIL),
+            ("source_changed_since_saved", states[1], CHANGED_SOURCE_DETAIL),
+        )
+        if ids
+    ]
+    return [*gaps[:at], *added, *gaps[at:]]
 
 
 async def read_stream(

@@ -27,7 +27,10 @@ Spans = list[tuple[datetime, datetime]]
 class ScopeCoverage:
     coverage: Coverage
     processed: Spans | None
-    """Every merged processed range (the coverage lists only the first); None when they are unknown."""
+    """Every merged processed range (the coverage lists only the newest); None when they are unknown."""
+    recorded: Spans | None = None
+    """The merged ranges the detailed records do name, also when other results name none (None if there are none, or
+    one is not an instant): what is known to be processed, though not all that may have been."""
 
 
 async def read_coverage(
@@ -51,12 +54,17 @@ async def read_coverage(
         }
         generated = {row[0]: str(row[2]) for row in rows}
         summary = summarise(records, generated)
-        summary = remembered.put("coverage", summary, weight_of(len(summary.processed or [])))
+        # processed is recorded itself, or None: the ranges are listed once.
+        summary = remembered.put("coverage", summary, weight_of(len(summary.recorded or [])))
     if time_range is None or time_basis != "event_time":
         return summary.coverage
-    return summary.coverage.model_copy(
-        update={"time_range_coverage": time_range_coverage(summary.processed, time_range)}
-    )
+    within = time_range_coverage(summary.processed, time_range)
+    if within.status == "unknown" and summary.recorded:
+        # A result without a range may have processed any period, so what is uncovered stays unknown; but it cannot
+        # undo what a detailed record says was processed: a range those records cover whole is covered.
+        known = time_range_coverage(summary.recorded, time_range)
+        within = known if known.status == "covered" else within
+    return summary.coverage.model_copy(update={"time_range_coverage": within})
 
 
 def _covered_until(last: datetime) -> datetime:
@@ -143,7 +151,8 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
         else "unknown"
     )
     ranges = [record.get("processed_range") for record in detailed.values()]
-    merged = _merged([r for r in ranges if r]) if all_detailed and all(ranges) else None
+    recorded = _merged([r for r in ranges if r]) if any(ranges) else None
+    merged = recorded if all_detailed and all(ranges) else None
     # The hull from the instants, not the stored texts: text order is time order only in the UTC form.
     # Merged ranges are disjoint and in time order: the hull runs from the first one's start to the last one's end.
     processed_range: dict[str, str] | str = (
@@ -184,7 +193,8 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             "result_records": counts,
             "processed_range": processed_range,
             "processed_ranges": (
-                [{"from": format_utc(a), "to": format_utc(b)} for a, b in merged[:COVERAGE_LIST_LIMIT]]
+                # The newest: an agent reading the current state needs the recent gaps (the hull shows the span).
+                [{"from": format_utc(a), "to": format_utc(b)} for a, b in merged[-COVERAGE_LIST_LIMIT:]]
                 if merged is not None
                 else "unknown"
             ),
@@ -199,7 +209,7 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             "object_types_not_included": [],
         }
     )
-    return ScopeCoverage(coverage, merged)
+    return ScopeCoverage(coverage, merged, recorded)
 
 
 def _merged(ranges: list[dict[str, str]]) -> Spans | None:

@@ -57,6 +57,12 @@ UNION SELECT source_reference_id FROM object_sources
          AND object_id = :id AND scope_key = :scope_key
 ORDER BY 1 LIMIT :limit
 """
+# A story or experience has no evidence of its own (its events carry it): an id of one in the requested scope.
+OWNER_IN_SCOPE: Final = """
+SELECT 'story' FROM stories WHERE id = :id AND scope_key = :scope_key
+UNION ALL SELECT 'experience' FROM experiences WHERE id = :id AND scope_key = :scope_key
+LIMIT 1
+"""
 
 
 async def read(
@@ -194,6 +200,7 @@ async def _stored_in_scope(
     if scope_key is None or (scope_key != scope.key and not await is_readable(conn, grant, scope_from_key(scope_key))):
         carrying = await _references_carrying(conn, scope.key, args.source_reference_id)
         trimmed = await _trimmed_reference(conn, grant, scope, args.source_reference_id)
+        owner = None if carrying or trimmed else await _owner_in_scope(conn, scope.key, args.source_reference_id)
         raise StoryGraphError(
             "source_not_found",
             "no such source reference is readable in this scope.",
@@ -204,6 +211,8 @@ async def _stored_in_scope(
                 else f"That id names a source, message, task or object; the source references of this scope that "
                 f"carry it: {', '.join(carrying)}. Call again with one of them."
                 if carrying
+                else owner
+                if owner is not None
                 else "Use a source_reference_id from a search or get_context item of this scope."
             ),
         )
@@ -232,6 +241,20 @@ async def _trimmed_reference(
             return None
         where = f" with scope {orjson.dumps(scope_from_key(key).model_dump(by_alias=True)).decode()}"
     return f"The id has whitespace around it; {trimmed!r} is stored: call again with that id{where}."
+
+
+async def _owner_in_scope(conn: aiosqlite.Connection, scope_key: str, some_id: str) -> str | None:
+    """The next step for a story's or experience's id: it cites no source itself, its listed events do, each in its
+    own scope. Read only in the requested scope, so nothing leaks."""
+    rows = list(await conn.execute_fetchall(OWNER_IN_SCOPE, {"id": some_id, "scope_key": scope_key}))
+    if not rows:
+        return None
+    ref = orjson.dumps({"type": rows[0][0], "id": some_id}).decode()
+    return (
+        f"That id is a {rows[0][0]} of this scope, which has no source references of its own: its events carry "
+        f"them. Call story_graph_get_context with object_ref {ref}; each event item lists its source_reference_ids "
+        "and its own scope: read them with that scope."
+    )
 
 
 async def _references_carrying(conn: aiosqlite.Connection, scope_key: str, some_id: str) -> list[str]:

@@ -258,6 +258,7 @@ def note(
 ) -> str:
     more = " More follows: pass next_cursor." if has_more else " This is the last page."
     more += _version_not_used(kind, reference, text, requested_version)
+    more = _not_current(kind, reference, source, in_scope, text) + more
     if kind == "snapshot":
         where = (
             f"saved from [{reference.fragment_start}, {reference.fragment_end}) of the source as reviewed"
@@ -269,6 +270,8 @@ def note(
         status = (
             f" The original source is {source.status}; this saved fragment is still readable."
             if source is not None and in_scope and source.status != READABLE_STATUS
+            else " The original source has moved out of this scope; this saved fragment is still readable."
+            if source is not None and not in_scope
             else ""
         )
         return (
@@ -280,6 +283,24 @@ def note(
         f"Code points [{start}, {end}) of the {text.length}-code-point {label} of version {text.version!r} "
         f"of {reference.original_source_id}.{more}"
     )
+
+
+def _not_current(kind: ContentKind, reference: Reference, source: Source | None, in_scope: bool, text: Text) -> str:
+    """A snapshot or a stored version of a source edited since: the text read is not what the source says now, and
+    nothing else in the answer says so (differs_from_reference compares with the referenced version only). Quoting it
+    as the source's wording would be wrong: name the current version and the read that shows it."""
+    if kind == "current" or source is None or not in_scope or source.status != READABLE_STATUS:
+        return ""  # current is the current text; a source deleted or moved out has no current text to read here
+    shown = reference.source_version if kind == "snapshot" else text.version
+    now = source.current_version
+    if shown is None or now is None or shown == now:
+        return ""
+    if kind == "snapshot":
+        return (
+            f" The source has changed since this reference was saved: its current version is {now!r} (the fragment is "
+            f"from {shown!r}); read content_kind 'current' for what it says now."
+        )
+    return f" This is not the source's current version, {now!r}: read content_kind 'current' for what it says now."
 
 
 def _version_not_used(kind: ContentKind, reference: Reference, text: Text, requested: str | None) -> str:

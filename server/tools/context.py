@@ -92,7 +92,15 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         # One object more than the page can hold, to know whether another page follows.
         entries = await read_stream(conn, summary, args.mode, position[0] if position else None, args.page_size + 1)
         stream = await load_pieces(conn, summary, scope.key, entries)
-        gaps = await known_gaps_now(conn, call.memo, summary, time_range, args.time_basis)
+        gaps = await known_gaps_now(
+            conn,
+            call.memo,
+            summary,
+            time_range,
+            args.time_basis,
+            scope_key=scope.key,
+            project_ids=scope.project_ids if isinstance(scope.scope, ProjectsScope) else None,
+        )
 
     notes = [REASSEMBLY_NOTE]
     if args.mode == "timeline":

@@ -11,11 +11,12 @@ DESCRIPTION = """Read the exact text behind a source_reference_id from a story_g
 story_graph_get_context item: call it when you must check original wording, resolve a conflict or quote \
 precisely. Ordinary chat need not call it.
 
-content_kind: "snapshot" (default) returns only the fragment saved with the reference, never current text; \
-"version" returns the stored text of source_version and needs it; "current" reads the source's current text \
-and says whether it differs from the referenced version. When the requested kind cannot be read, the result \
-says so in `error` (historical_version_unavailable / current_source_unavailable) with available_content_kinds; \
-no other text is substituted, so choose another kind yourself.
+content_kind: "snapshot" (default) returns only the fragment saved with the reference, never current text \
+(content_note says when the source has changed since: quote it as what was said then); "version" returns the \
+stored text of source_version and needs it; "current" reads the source's current text and says whether it \
+differs from the referenced version. When the requested kind cannot be read, the result says so in `error` \
+(historical_version_unavailable / current_source_unavailable) with available_content_kinds; no other text is \
+substituted, so choose another kind yourself.
 
 Text is paged by Unicode code points (page_size 1–8,000, default 4,000); positions are zero-based, \
 end-exclusive. Follow next_cursor to read on; a complete snapshot is not the complete original source. A \
