@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -14,8 +15,11 @@ from server.contracts.common import COVERAGE_LIST_LIMIT, Coverage, CoverageMissi
 from server.reader.memo import Memo, weight_of
 
 RESULT_COVERAGE: Final = (
-    "SELECT id, coverage_json, review_generated_at FROM results WHERE scope_key = :scope_key ORDER BY id"
+    "SELECT id, coverage_json, review_generated_at FROM results WHERE scope_key = :scope_key"
+    " ORDER BY review_generated_at, id"
 )
+"""In review order (stored times are UTC text: text order is time order), ties by id: the coverage lists keep the
+newest reviews' entries, as processed_ranges keeps the newest ranges."""
 MEETS: Final = timedelta(seconds=1)
 """A processed range covers the whole second its end falls in (records are mostly to the second: one ending 23:59:59
 covers that second), and no more: one ending 12:00:00.500 covers until 12:00:01, not 12:00:01.500."""
@@ -107,22 +111,25 @@ def time_range_coverage(processed: Spans | None, time_range: tuple[str, str]) ->
     status = "covered" if not gaps else "partly_covered" if touched else "not_covered"
     return TimeRangeCoverage(
         status=status,
-        uncovered_parts=[{"from": format_utc(a), "to": format_utc(b)} for a, b in gaps[:COVERAGE_LIST_LIMIT]],
+        # The newest, in time order, as processed_ranges: the latest gaps are where current work continues.
+        uncovered_parts=[{"from": format_utc(a), "to": format_utc(b)} for a, b in gaps[-COVERAGE_LIST_LIMIT:]],
         uncovered_part_count=len(gaps),
     )
 
 
 def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, str]) -> ScopeCoverage:
+    """`records` in review order (RESULT_COVERAGE): each list keeps its last COVERAGE_LIST_LIMIT entries, the newest
+    reviews', in that order; the counts are of all of them."""
     counts = {"detailed": 0, "legacy_count": 0, "absent": 0}
     detailed: dict[str, dict[str, Any]] = {}
-    without_detail: list[dict[str, Any]] = []
+    without_detail: deque[dict[str, Any]] = deque(maxlen=COVERAGE_LIST_LIMIT)
     for result_id, record in records.items():
         kind = "absent" if record is None else str(record.get("kind"))
         kind = kind if kind in counts else "absent"
         counts[kind] += 1
         if record is not None and kind == "detailed":
             detailed[result_id] = record
-        elif len(without_detail) < COVERAGE_LIST_LIMIT:
+        else:
             count = record.get("count") if record is not None and kind == "legacy_count" else None
             without_detail.append(
                 {
@@ -200,10 +207,10 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             ),
             "processed_range_count": len(merged) if merged is not None else "unknown",
             "processed_source_version_count": len(versions) if isinstance(versions, list) else "unknown",
-            "processed_source_versions": versions[:COVERAGE_LIST_LIMIT] if isinstance(versions, list) else versions,
+            "processed_source_versions": versions[-COVERAGE_LIST_LIMIT:] if isinstance(versions, list) else versions,
             "missing_count": len(missing) if all_detailed else "unknown",
-            "missing": missing[:COVERAGE_LIST_LIMIT],
-            "results_without_detail": without_detail,
+            "missing": missing[-COVERAGE_LIST_LIMIT:],
+            "results_without_detail": list(without_detail),
             "results_without_detail_count": counts["legacy_count"] + counts["absent"],
             "source_types_not_included": not_included,
             "object_types_not_included": [],
