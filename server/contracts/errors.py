@@ -141,6 +141,30 @@ def unsupported_mode(field: str = "as_of", tool: str = "story_graph_get_context"
     )
 
 
+def scope_required(
+    allow_global: bool, what: str | None = None, stored_in: list[dict[str, Any]] | None = None
+) -> StoryGraphError:
+    """No scope given and no current project. `what` (an object or reference the call names) is stored in
+    `stored_in`, scopes the caller may read: the next step names them, so one call fixes it. Never give it others."""
+    # Global is named only to a caller that may read it: an example it would be refused is no help.
+    next_step = 'Pass scope explicitly, e.g. {"kind":"projects","projectIds":["<id>"]}' + (
+        ' or {"kind":"global"}.' if allow_global else "."
+    )
+    if what is not None and stored_in:
+        if len(stored_in) == 1:
+            scope = _compact(stored_in[0])
+            next_step = f'{what} is stored in scope {scope}: call again with "scope": {scope}.'
+        else:
+            scopes = " and ".join(_compact(scope) for scope in stored_in)
+            next_step = f'{what} is stored in scopes {scopes}: call again with "scope" set to one of them.'
+    return StoryGraphError(
+        "scope_required",
+        "there is no current project for this caller, and no scope was given.",
+        field="scope",
+        next_step=next_step,
+    )
+
+
 def scope_unavailable(field: str = "scope") -> StoryGraphError:
     # One answer for missing, inactive and not granted, so nothing outside the grant leaks.
     return StoryGraphError(
