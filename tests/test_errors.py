@@ -177,6 +177,36 @@ async def test_a_caller_without_a_current_project_is_told_what_it_may_read(demo:
     assert found["resolved_scope"] == BEACON
 
 
+async def test_the_project_set_hint_is_given_only_to_a_caller_that_can_read_two_projects(demo: Path) -> None:
+    """Every scope_required / scope_unavailable ended 'a project set of readable projects works too', also for a
+    caller that can read one project, or none: a set of one is that project, and no set was there to try. The
+    hint is now given only with two readable projects or more, with an example of one it may pass."""
+    grants = {
+        "one": Grant(default_project=None, projects=["beacon", "legacy"], allow_global=False),
+        "global": Grant(default_project=None, projects=[], allow_global=True),
+        "all": Grant(default_project=None),
+    }
+    refused: dict[str, dict[str, Any]] = {}
+    for name, grant in grants.items():
+        async with client_for(demo, grant) as client:
+            refused[name] = await error(client, SEARCH, {"query": "cache"})
+            refused[f"{name}-asked"] = await error(
+                client, SEARCH, {"query": "cache", "scope": {"kind": "projects", "projectIds": ["no-such"]}}
+            )
+    for name in ("one", "global"):
+        assert "project set" not in refused[name]["next_step"]
+        assert "project set" not in refused[f"{name}-asked"]["next_step"]
+    assert refused["one"]["next_step"].endswith(
+        'Scopes this client can read: {"kind":"projects","projectIds":["beacon"]}.'
+    )
+    assert refused["global"]["next_step"].endswith('Scopes this client can read: {"kind":"global"}.')
+    assert refused["all"]["next_step"].endswith(
+        "; a project set of readable projects is a scope too (work they share is stored there), e.g. "
+        '{"kind":"projects","projectIds":["atlas","beacon"]}.'
+    )
+    assert refused["all-asked"]["error"] == "scope_unavailable" and "e.g. {" in refused["all-asked"]["next_step"]
+
+
 async def test_scope_required_names_the_readable_scope_an_object_or_reference_is_stored_in(demo: Path) -> None:
     """A caller without a current project asked for an object by id, without a scope: scope_required listed the
     scopes it may read but not which one holds the object, so it had to try each. The next step now names the

@@ -105,7 +105,7 @@ class StoryGraphError(ToolError):
         else:
             listed = ", ".join(_compact(scope) for scope in scopes)
             more = f" (and {total - len(scopes)} more)" if total > len(scopes) else ""
-            hint = f"Scopes this client can read: {listed}{more}; a project set of readable projects works too."
+            hint = f"Scopes this client can read: {listed}{more}{_project_sets(scopes)}."
         error = StoryGraphError(
             self.payload.error,
             self.payload.message,
@@ -119,6 +119,16 @@ class StoryGraphError(ToolError):
 
 def _compact(scope: dict[str, Any]) -> str:
     return orjson.dumps(scope).decode()
+
+
+def _project_sets(readable: list[dict[str, Any]]) -> str:
+    """The project-set hint, only for a caller that can read two projects or more (one project makes no set; a
+    project set is its own scope, where work shared by its projects is stored), with an example it may pass."""
+    projects = [p for scope in readable if scope.get("kind") == "projects" for p in scope.get("projectIds", [])]
+    if len(projects) < 2:
+        return ""
+    example = _compact({"kind": "projects", "projectIds": sorted(projects[:2])})
+    return f"; a project set of readable projects is a scope too (work they share is stored there), e.g. {example}"
 
 
 AS_OF_NEXT_STEPS: dict[str, str] = {
