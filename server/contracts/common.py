@@ -100,7 +100,10 @@ class CoverageMissing(Contract):
     result_id: str
     source_id: str
     ranges: list[tuple[int, int]]
+    """The first COVERAGE_LIST_LIMIT ranges the record names, in its order (range_count: all of them)."""
     reason: str
+    range_count: int = 0
+    """How many ranges the record names for this entry."""
 
 
 class ResultWithoutDetail(Contract):
@@ -156,7 +159,9 @@ class Coverage(Contract):
     """How many source versions the detailed records list; 'unknown' unless every result is detailed."""
     processed_source_versions: list[dict[str, Any]] | Unknown
     """Those of the newest reviews, with their processed fragment ranges: the last COVERAGE_LIST_LIMIT in review order
-    (review_generated_at, then result id; each record's own order within it). See the count for the rest."""
+    (review_generated_at, then result id; each record's own order within it). See the count for the rest. Each
+    entry's `fragments` holds its first COVERAGE_LIST_LIMIT ranges, `fragment_count` how many there are (every
+    response repeats this block: a record of thousands of ranges made every call of its scope response_too_large)."""
     missing_count: int | Unknown
     """How many unprocessed parts the records name; 'unknown' unless every result is detailed (a count-only or absent
     record cannot say what it left out, so a number would claim none)."""

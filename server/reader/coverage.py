@@ -141,15 +141,18 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             )
     all_detailed = bool(records) and len(detailed) == len(records)
 
+    parts = [(result_id, part) for result_id, record in detailed.items() for part in record.get("missing", [])]
+    # Each entry's ranges are capped too: every response repeats this block, so a record naming thousands of ranges
+    # made every call of its scope response_too_large, which no smaller page could fix.
     missing = [
         CoverageMissing(
             result_id=result_id,
-            source_id=str(gap["source_id"]),
-            ranges=[(int(a), int(b)) for a, b in gap.get("ranges", [])],
-            reason=str(gap.get("reason", "")),
+            source_id=str(part["source_id"]),
+            ranges=[(int(a), int(b)) for a, b in part.get("ranges", [])[:COVERAGE_LIST_LIMIT]],
+            reason=str(part.get("reason", "")),
+            range_count=len(part.get("ranges", [])),
         )
-        for result_id, record in detailed.items()
-        for gap in record.get("missing", [])
+        for result_id, part in parts[-COVERAGE_LIST_LIMIT:]
     ]
     unprocessed_values = [record.get("unprocessed_sources") for record in detailed.values()]
     unprocessed: int | str = (
@@ -207,9 +210,13 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             ),
             "processed_range_count": len(merged) if merged is not None else "unknown",
             "processed_source_version_count": len(versions) if isinstance(versions, list) else "unknown",
-            "processed_source_versions": versions[-COVERAGE_LIST_LIMIT:] if isinstance(versions, list) else versions,
-            "missing_count": len(missing) if all_detailed else "unknown",
-            "missing": missing[-COVERAGE_LIST_LIMIT:],
+            "processed_source_versions": (
+                [_capped_fragments(v) for v in versions[-COVERAGE_LIST_LIMIT:]]
+                if isinstance(versions, list)
+                else versions
+            ),
+            "missing_count": len(parts) if all_detailed else "unknown",
+            "missing": missing,
             "results_without_detail": list(without_detail),
             "results_without_detail_count": counts["legacy_count"] + counts["absent"],
             "source_types_not_included": not_included,
@@ -217,6 +224,14 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
         }
     )
     return ScopeCoverage(coverage, merged, recorded)
+
+
+def _capped_fragments(entry: dict[str, Any]) -> dict[str, Any]:
+    """A processed source version with its first COVERAGE_LIST_LIMIT fragment ranges and how many there are."""
+    fragments = entry.get("fragments")
+    if not isinstance(fragments, list):
+        return entry
+    return {**entry, "fragments": fragments[:COVERAGE_LIST_LIMIT], "fragment_count": len(fragments)}
 
 
 def _merged(ranges: list[dict[str, str]]) -> Spans | None:
