@@ -258,6 +258,32 @@ async def test_scope_required_names_the_readable_scope_an_object_or_reference_is
     assert "atlas" not in str(hidden_references[0]) and "stored" not in hidden_references[0]["next_step"]
 
 
+async def test_scope_unavailable_names_the_readable_scope_an_object_or_reference_is_stored_in(demo: Path) -> None:
+    """A scope the caller may not read (or that does not exist) asked for an object stored in one it may read: the
+    refusal listed the readable scopes, not which one holds the object. It now names that scope; the answer still
+    depends only on the object and the grant, never on the scope asked for, and names no scope outside the grant."""
+    beacon_only = Grant(default_project=None, projects=["beacon"], allow_global=False)
+    nowhere = {"kind": "projects", "projectIds": ["no-such"]}
+    story = {"object_ref": {"type": "story_line", "id": "sl-beacon-sync"}}
+    async with client_for(demo, beacon_only) as client:
+        asked_atlas = await error(client, CONTEXT, {**story, "scope": ATLAS})
+        asked_nowhere = await error(client, CONTEXT, {**story, "scope": nowhere})
+        reference = await error(client, SOURCE, {"source_reference_id": "ref-beacon-sync-1", "scope": ATLAS})
+        atlas_story = await error(
+            client, CONTEXT, {"object_ref": {"type": "story_line", "id": "sl-atlas-cache"}, "scope": ATLAS}
+        )
+        no_story = await error(client, CONTEXT, {"object_ref": {"type": "story_line", "id": "no-such"}, "scope": ATLAS})
+    assert asked_atlas == asked_nowhere
+    assert asked_atlas["error"] == reference["error"] == "scope_unavailable"
+    assert asked_atlas["next_step"].startswith(
+        'object_ref {"type":"story_line","id":"sl-beacon-sync"} is stored in scope '
+        '{"kind":"projects","projectIds":["beacon"]}: call again with "scope": '
+        '{"kind":"projects","projectIds":["beacon"]}.'
+    )
+    assert reference["next_step"].startswith("source reference 'ref-beacon-sync-1' is stored in scope {")
+    assert atlas_story == no_story and "stored" not in atlas_story["next_step"]
+
+
 async def test_the_readable_scope_list_is_capped_with_its_total(tmp_path: Path) -> None:
     import sqlite3
 

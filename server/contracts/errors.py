@@ -98,6 +98,20 @@ class StoryGraphError(ToolError):
         the last line, so a person (or model) reads the first line and a program parses the last."""
         return f"{self}\n{self.payload.model_dump_json(exclude_none=True)}"
 
+    def naming_where_stored(self, what: str, stored_in: list[dict[str, Any]]) -> StoryGraphError:
+        """The same refusal (scope_required, scope_unavailable), its next step first naming the scopes `what` (the
+        object or reference the call names) is stored in, so one call fixes it. `stored_in` must hold only scopes
+        the caller may read; none: the refusal unchanged."""
+        if not stored_in:
+            return self
+        if len(stored_in) == 1:
+            scope = _compact(stored_in[0])
+            fix = f'{what} is stored in scope {scope}: call again with "scope": {scope}.'
+        else:
+            scopes = " and ".join(_compact(scope) for scope in stored_in)
+            fix = f'{what} is stored in scopes {scopes}: call again with "scope" set to one of them.'
+        return StoryGraphError(self.payload.error, self.payload.message, field=self.payload.field, next_step=fix)
+
     def with_readable_scopes(self, scopes: list[dict[str, Any]], total: int) -> StoryGraphError:
         """The same refusal, its next step naming the scopes the caller can read (from its grant only)."""
         if total == 0:
@@ -151,27 +165,14 @@ def unsupported_mode(field: str = "as_of", tool: str = "story_graph_get_context"
     )
 
 
-def scope_required(
-    allow_global: bool, what: str | None = None, stored_in: list[dict[str, Any]] | None = None
-) -> StoryGraphError:
-    """No scope given and no current project. `what` (an object or reference the call names) is stored in
-    `stored_in`, scopes the caller may read: the next step names them, so one call fixes it. Never give it others."""
-    # Global is named only to a caller that may read it: an example it would be refused is no help.
-    next_step = 'Pass scope explicitly, e.g. {"kind":"projects","projectIds":["<id>"]}' + (
-        ' or {"kind":"global"}.' if allow_global else "."
-    )
-    if what is not None and stored_in:
-        if len(stored_in) == 1:
-            scope = _compact(stored_in[0])
-            next_step = f'{what} is stored in scope {scope}: call again with "scope": {scope}.'
-        else:
-            scopes = " and ".join(_compact(scope) for scope in stored_in)
-            next_step = f'{what} is stored in scopes {scopes}: call again with "scope" set to one of them.'
+def scope_required(allow_global: bool) -> StoryGraphError:
     return StoryGraphError(
         "scope_required",
         "there is no current project for this caller, and no scope was given.",
         field="scope",
-        next_step=next_step,
+        # Global is named only to a caller that may read it: an example it would be refused is no help.
+        next_step='Pass scope explicitly, e.g. {"kind":"projects","projectIds":["<id>"]}'
+        + (' or {"kind":"global"}.' if allow_global else "."),
     )
 
 

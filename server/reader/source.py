@@ -21,13 +21,7 @@ import orjson
 
 from server.contracts.base import GlobalScope, scope_from_key
 from server.contracts.common import Grant, Page
-from server.contracts.errors import (
-    StoryGraphError,
-    invalid_cursor,
-    scope_required,
-    stale_cursor,
-    stored_in_another_scope,
-)
+from server.contracts.errors import StoryGraphError, invalid_cursor, stale_cursor, stored_in_another_scope
 from server.contracts.source import ContentKind, ReadSourceArgs, ReadSourceResponse, TextPosition
 from server.reader.coverage import read_coverage
 from server.reader.cursor import CursorCodec, request_digest
@@ -98,12 +92,11 @@ async def read(
         try:
             scope = await resolve_scope(conn, grant, args.scope, cursor.scope_key if cursor else None)
         except StoryGraphError as exc:
-            if exc.code != "scope_required":
+            if exc.code not in ("scope_required", "scope_unavailable"):
                 raise
             # Where the reference is stored, if this caller may read it there: one call then fixes it.
             holding = await _readable_scopes_holding(conn, grant, args.source_reference_id)
-            what = f"source reference {args.source_reference_id!r}"
-            raise scope_required(grant.allow_global, what, holding) from None
+            raise exc.naming_where_stored(f"source reference {args.source_reference_id!r}", holding) from None
         stored = await _stored_in_scope(conn, grant, scope, args)
         reference, source = stored.reference, stored.source
         in_scope = source is not None and _located_in(scope, source)
