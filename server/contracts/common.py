@@ -32,8 +32,8 @@ examples beside exact counts: at 50 a scope with many count-only records sent ~6
 COVERAGE_NOTE = (
     "Exact stored scope only. Coverage reports what the stored review records say; reading every page proves all "
     f"matches were read, not that every source was processed or every fact recognised. Lists are capped at "
-    f"{COVERAGE_LIST_LIMIT}, the newest (the latest reviews' entries, the latest ranges and gaps), in review or time "
-    "order; their *_count fields give the totals."
+    f"{COVERAGE_LIST_LIMIT}, the newest (the latest reviews' entries, the latest ranges and gaps), oldest first; an "
+    f"entry's own fragments or ranges are its first {COVERAGE_LIST_LIMIT}. The *_count fields give the totals."
 )
 
 
