@@ -177,6 +177,113 @@ async def test_a_caller_without_a_current_project_is_told_what_it_may_read(demo:
     assert found["resolved_scope"] == BEACON
 
 
+async def test_the_project_set_hint_is_given_only_to_a_caller_that_can_read_two_projects(demo: Path) -> None:
+    """Every scope_required / scope_unavailable ended 'a project set of readable projects works too', also for a
+    caller that can read one project, or none: a set of one is that project, and no set was there to try. The
+    hint is now given only with two readable projects or more, with an example of one it may pass."""
+    grants = {
+        "one": Grant(default_project=None, projects=["beacon", "legacy"], allow_global=False),
+        "global": Grant(default_project=None, projects=[], allow_global=True),
+        "all": Grant(default_project=None),
+    }
+    refused: dict[str, dict[str, Any]] = {}
+    for name, grant in grants.items():
+        async with client_for(demo, grant) as client:
+            refused[name] = await error(client, SEARCH, {"query": "cache"})
+            refused[f"{name}-asked"] = await error(
+                client, SEARCH, {"query": "cache", "scope": {"kind": "projects", "projectIds": ["no-such"]}}
+            )
+    for name in ("one", "global"):
+        assert "project set" not in refused[name]["next_step"]
+        assert "project set" not in refused[f"{name}-asked"]["next_step"]
+    assert refused["one"]["next_step"].endswith(
+        'Scopes this client can read: {"kind":"projects","projectIds":["beacon"]}.'
+    )
+    assert refused["global"]["next_step"].endswith('Scopes this client can read: {"kind":"global"}.')
+    assert refused["all"]["next_step"].endswith(
+        "; a project set of readable projects is a scope too (work they share is stored there), e.g. "
+        '{"kind":"projects","projectIds":["atlas","beacon"]}.'
+    )
+    assert refused["all-asked"]["error"] == "scope_unavailable" and "e.g. {" in refused["all-asked"]["next_step"]
+
+
+async def test_scope_required_names_the_readable_scope_an_object_or_reference_is_stored_in(demo: Path) -> None:
+    """A caller without a current project asked for an object by id, without a scope: scope_required listed the
+    scopes it may read but not which one holds the object, so it had to try each. The next step now names the
+    scope (the exact scope argument) when the caller may read it there, and nothing when it may not."""
+    pair = {"kind": "projects", "projectIds": ["atlas", "beacon"]}
+    beacon_only = Grant(default_project=None, projects=["beacon", "legacy"], allow_global=False)
+
+    def story(story_id: str) -> dict[str, Any]:
+        return {"object_ref": {"type": "story_line", "id": story_id}}
+
+    async with client_for(demo, Grant(default_project=None)) as client:
+        shared = await error(client, CONTEXT, story("sl-pair-release"))
+        fixed = await ok(client, CONTEXT, {**story("sl-pair-release"), "scope": pair})
+    async with client_for(demo, beacon_only) as client:
+        own = await error(client, CONTEXT, story("sl-beacon-sync"))
+        reference = await error(client, SOURCE, {"source_reference_id": "ref-beacon-sync-1"})
+        quoted = await ok(client, SOURCE, {"source_reference_id": "ref-beacon-sync-1", "scope": BEACON})
+        hidden = {
+            "atlas": await error(client, CONTEXT, story("sl-atlas-cache")),
+            "pair": await error(client, CONTEXT, story("sl-pair-release")),
+            "inactive": await error(client, CONTEXT, story("sl-legacy-import")),
+            "none": await error(client, CONTEXT, story("no-such-story")),
+        }
+        hidden_references = [
+            await error(client, SOURCE, {"source_reference_id": some_id})
+            for some_id in ("ref-decision-a-msg", "ref-pair-api-freeze", "no-such-ref")
+        ]
+    assert shared["error"] == "scope_required"
+    assert shared["next_step"].startswith(
+        'object_ref {"type":"story_line","id":"sl-pair-release"} is stored in scope '
+        '{"kind":"projects","projectIds":["atlas","beacon"]}: call again with "scope": '
+        '{"kind":"projects","projectIds":["atlas","beacon"]}.'
+    )
+    assert fixed["resolved_scope"] == pair
+    assert own["next_step"].startswith(
+        'object_ref {"type":"story_line","id":"sl-beacon-sync"} is stored in scope '
+        '{"kind":"projects","projectIds":["beacon"]}: call again with "scope": '
+        '{"kind":"projects","projectIds":["beacon"]}.'
+    )
+    assert reference["error"] == "scope_required"
+    assert reference["next_step"].startswith(
+        'source reference \'ref-beacon-sync-1\' is stored in scope {"kind":"projects","projectIds":["beacon"]}'
+    )
+    assert quoted["resolved_scope"] == BEACON
+    # Outside the grant (atlas, the pair holding atlas) or inactive (legacy): the answer of an id stored nowhere.
+    assert hidden["atlas"] == hidden["pair"] == hidden["inactive"] == hidden["none"]
+    assert hidden["none"]["error"] == "scope_required" and "stored" not in hidden["none"]["next_step"]
+    assert hidden_references[0] == hidden_references[1] == hidden_references[2]
+    assert "atlas" not in str(hidden_references[0]) and "stored" not in hidden_references[0]["next_step"]
+
+
+async def test_scope_unavailable_names_the_readable_scope_an_object_or_reference_is_stored_in(demo: Path) -> None:
+    """A scope the caller may not read (or that does not exist) asked for an object stored in one it may read: the
+    refusal listed the readable scopes, not which one holds the object. It now names that scope; the answer still
+    depends only on the object and the grant, never on the scope asked for, and names no scope outside the grant."""
+    beacon_only = Grant(default_project=None, projects=["beacon"], allow_global=False)
+    nowhere = {"kind": "projects", "projectIds": ["no-such"]}
+    story = {"object_ref": {"type": "story_line", "id": "sl-beacon-sync"}}
+    async with client_for(demo, beacon_only) as client:
+        asked_atlas = await error(client, CONTEXT, {**story, "scope": ATLAS})
+        asked_nowhere = await error(client, CONTEXT, {**story, "scope": nowhere})
+        reference = await error(client, SOURCE, {"source_reference_id": "ref-beacon-sync-1", "scope": ATLAS})
+        atlas_story = await error(
+            client, CONTEXT, {"object_ref": {"type": "story_line", "id": "sl-atlas-cache"}, "scope": ATLAS}
+        )
+        no_story = await error(client, CONTEXT, {"object_ref": {"type": "story_line", "id": "no-such"}, "scope": ATLAS})
+    assert asked_atlas == asked_nowhere
+    assert asked_atlas["error"] == reference["error"] == "scope_unavailable"
+    assert asked_atlas["next_step"].startswith(
+        'object_ref {"type":"story_line","id":"sl-beacon-sync"} is stored in scope '
+        '{"kind":"projects","projectIds":["beacon"]}: call again with "scope": '
+        '{"kind":"projects","projectIds":["beacon"]}.'
+    )
+    assert reference["next_step"].startswith("source reference 'ref-beacon-sync-1' is stored in scope {")
+    assert atlas_story == no_story and "stored" not in atlas_story["next_step"]
+
+
 async def test_the_readable_scope_list_is_capped_with_its_total(tmp_path: Path) -> None:
     import sqlite3
 

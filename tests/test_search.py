@@ -691,7 +691,8 @@ async def test_coverage_lists_are_ten_examples_beside_exact_counts(tmp_path: Pat
     assert (every["missing_count"], len(every["missing"])) == (12, 10)
     assert (every["results_without_detail_count"], every["results_without_detail"]) == (0, [])
     assert mixed["results_without_detail_count"] == 15 == mixed["result_records"]["legacy_count"]
-    assert [r["result_id"] for r in mixed["results_without_detail"]] == [f"r-legacy-{n:02d}" for n in range(10)]
+    # One review time: the newest 10 are the last 10 by id.
+    assert [r["result_id"] for r in mixed["results_without_detail"]] == [f"r-legacy-{n:02d}" for n in range(5, 15)]
     assert mixed["missing_count"] == "unknown" and len(mixed["missing"]) == 10
     assert "capped at 10" in mixed["note"]
 
@@ -710,8 +711,104 @@ async def test_coverage_lists_the_newest_processed_ranges_where_the_recent_gaps_
     assert coverage["processed_range_count"] == 12
     assert [r["from"][:10] for r in coverage["processed_ranges"]] == days[2:]
     assert coverage["processed_ranges"][-1]["to"] == coverage["processed_range"]["to"] == "2026-03-23T12:00:00.000Z"
-    assert "(processed_ranges: the newest)" in coverage["note"]
+    assert "capped at 10, the newest" in coverage["note"]
     assert source_scope == coverage
+
+
+async def test_every_coverage_list_holds_the_newest_reviews_entries_in_review_order(tmp_path: Path) -> None:
+    """processed_ranges lists the newest 10, but results_without_detail, missing and processed_source_versions listed
+    the first 10 by result id (an arbitrary choice for UUID ids: here the oldest reviews and the newest in no order),
+    and uncovered_parts the oldest 10 gaps: the latest review, the one current work continues from, could be left
+    out. Each now holds the newest 10 in review order (review_generated_at, then id), or time order for the gaps."""
+    days = [f"2026-03-{day:02d}" for day in range(1, 25, 2)]  # 12 reviews, two days apart
+    ids = [f"res-{(n * 5) % 12:02x}-{n}" for n in range(12)]  # id order is not review order, as with UUIDs
+
+    def result(n: int, coverage: dict[str, Any]) -> dict[str, Any]:
+        times = {"review_generated_at": f"{days[n]}T23:00:00Z", "recorded_at": f"{days[n]}T23:00:00Z"}
+        return {"kind": "result", "id": ids[n], "scope": ATLAS, **times, **coverage}
+
+    detailed = [
+        result(
+            n,
+            {
+                "coverage": {
+                    "kind": "detailed",
+                    "processed_range": {"from": f"{day}T00:00:00Z", "to": f"{day}T12:00:00Z"},
+                    "sources": [{"source_id": f"src-{day}", "source_version": "v1", "fragments": [[0, 10]]}],
+                    "missing": [{"source_id": f"src-{day}", "ranges": [[10, 20]], "reason": "too long"}],
+                    "unprocessed_sources": 0,
+                }
+            },
+        )
+        for n, day in enumerate(days)
+    ]
+    legacy = [result(n, {"coverage": {"kind": "legacy_count", "count": n}}) for n in range(12)]
+    base: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
+    ]
+    march = {"from": "2026-03-01T00:00:00Z", "to": "2026-03-31T00:00:00Z"}
+    async with client_for(imported_graph(tmp_path, [*base, *detailed], name="detailed")) as client:
+        reviewed = (await ok(client, SEARCH, {"query": "cache", "time_range": march}))["coverage"]
+    async with client_for(imported_graph(tmp_path, [*base, *legacy], name="legacy")) as client:
+        counted = (await ok(client, SEARCH, {"query": "cache"}))["coverage"]
+        context = await ok(client, "story_graph_get_context", {"object_ref": {"type": "story_line", "id": "sl"}})
+    assert counted["results_without_detail_count"] == 12
+    assert [r["result_id"] for r in counted["results_without_detail"]] == ids[2:]
+    assert [r["count"] for r in counted["results_without_detail"]] == list(range(2, 12))
+    assert context["coverage"] == counted
+    assert (reviewed["processed_source_version_count"], reviewed["missing_count"]) == (12, 12)
+    newest = list(zip(ids[2:], (f"src-{day}" for day in days[2:]), strict=True))
+    assert [(v["result_id"], v["source_id"]) for v in reviewed["processed_source_versions"]] == newest
+    assert [(m["result_id"], m["source_id"]) for m in reviewed["missing"]] == newest
+    gaps = reviewed["time_range_coverage"]
+    assert gaps["uncovered_part_count"] == 12  # from each review's range's end to the next one's start, or March 31
+    assert [part["from"] for part in gaps["uncovered_parts"]] == [f"{day}T12:00:01.000Z" for day in days[2:]]
+    assert gaps["uncovered_parts"][-1]["to"] == "2026-03-31T00:00:00.000Z"
+
+
+async def test_a_record_of_thousands_of_ranges_leaves_the_scope_readable(tmp_path: Path) -> None:
+    """Every response repeats the scope's coverage, and its lists were capped by entry, not by what an entry holds:
+    one review whose record named 8,000 processed fragments and missing ranges of a source made every search and
+    get_context in its scope response_too_large (221 KB), and the error's advice, a smaller page_size, could not fix
+    it; read_source of its references too. Each entry now holds its first ranges and their count."""
+    ranges = [[i * 10, i * 10 + 5] for i in range(8000)]
+    record = {
+        "kind": "detailed",
+        "unprocessed_sources": 0,
+        "sources": [{"source_id": "src-1", "source_version": "v1", "fragments": ranges}],
+        "missing": [{"source_id": "src-1", "ranges": ranges, "reason": "timeout"}],
+    }
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "result", "id": "r-1", "scope": ATLAS, "review_generated_at": T, "recorded_at": T, "coverage": record},
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
+        {"kind": "source", "id": "src-1", "source_type": "note", "current_version": "v1", "updated_at": T},
+        {"kind": "source_version", "source_id": "src-1", "version": "v1", "text": "cache notes", "recorded_at": T},
+        {
+            "kind": "source_reference",
+            "id": "ref-1",
+            "result_id": "r-1",
+            "source_type": "note",
+            "original_source_id": "src-1",
+            "fragment": {"text": "cache", "start": 0, "end": 5},
+            "recorded_at": T,
+        },
+    ]
+    async with client_for(imported_graph(tmp_path, lines)) as client:
+        found = await ok(client, SEARCH, {"query": "cache"})
+        await ok(client, "story_graph_get_context", {"object_ref": {"type": "story_line", "id": "sl"}})
+        read = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-1"})
+    [version] = found["coverage"]["processed_source_versions"]
+    [missing] = found["coverage"]["missing"]
+    assert (version["fragments"], version["fragment_count"]) == (ranges[:10], 8000)
+    assert (missing["ranges"], missing["range_count"], missing["reason"]) == (ranges[:10], 8000, "timeout")
+    [processed] = read["source_coverage"]["processed"]
+    [unprocessed] = read["source_coverage"]["missing"]
+    assert (processed["fragments"], processed["fragment_count"]) == (ranges[:50], 8000)
+    assert (unprocessed["ranges"], unprocessed["range_count"]) == (ranges[:50], 8000)
 
 
 async def test_coverage_says_which_parts_of_the_time_range_no_review_processed(tmp_path: Path) -> None:

@@ -32,7 +32,8 @@ examples beside exact counts: at 50 a scope with many count-only records sent ~6
 COVERAGE_NOTE = (
     "Exact stored scope only. Coverage reports what the stored review records say; reading every page proves all "
     f"matches were read, not that every source was processed or every fact recognised. Lists are capped at "
-    f"{COVERAGE_LIST_LIMIT} (processed_ranges: the newest); their *_count fields give the totals."
+    f"{COVERAGE_LIST_LIMIT}, the newest (the latest reviews' entries, the latest ranges and gaps), oldest first; an "
+    f"entry's own fragments or ranges are its first {COVERAGE_LIST_LIMIT}. The *_count fields give the totals."
 )
 
 
@@ -99,7 +100,10 @@ class CoverageMissing(Contract):
     result_id: str
     source_id: str
     ranges: list[tuple[int, int]]
+    """The first COVERAGE_LIST_LIMIT ranges the record names, in its order (range_count: all of them)."""
     reason: str
+    range_count: int = 0
+    """How many ranges the record names for this entry."""
 
 
 class ResultWithoutDetail(Contract):
@@ -121,8 +125,8 @@ class TimeRangeCoverage(Contract):
     recorded range may have processed any period), unless the ranges the other records name cover the whole
     time_range: covered. Covered periods may still hold parts the records name as missing."""
     uncovered_parts: list[dict[Literal["from", "to"], str]] | Unknown
-    """The stretches of the time_range no processed range covers, in time order (the first COVERAGE_LIST_LIMIT);
-    each runs from an end of the time_range or of a processed range to the next start."""
+    """The stretches of the time_range no processed range covers, in time order (the newest COVERAGE_LIST_LIMIT, as
+    processed_ranges); each runs from an end of the time_range or of a processed range to the next start."""
     uncovered_part_count: int | Unknown
 
 
@@ -154,15 +158,19 @@ class Coverage(Contract):
     processed_source_version_count: int | Unknown
     """How many source versions the detailed records list; 'unknown' unless every result is detailed."""
     processed_source_versions: list[dict[str, Any]] | Unknown
-    """The first COVERAGE_LIST_LIMIT of them, with their processed fragment ranges (see the count for the rest)."""
+    """Those of the newest reviews, with their processed fragment ranges: the last COVERAGE_LIST_LIMIT in review order
+    (review_generated_at, then result id; each record's own order within it). See the count for the rest. Each
+    entry's `fragments` holds its first COVERAGE_LIST_LIMIT ranges, `fragment_count` how many there are (every
+    response repeats this block: a record of thousands of ranges made every call of its scope response_too_large)."""
     missing_count: int | Unknown
     """How many unprocessed parts the records name; 'unknown' unless every result is detailed (a count-only or absent
     record cannot say what it left out, so a number would claim none)."""
     missing: list[CoverageMissing]
-    """The first COVERAGE_LIST_LIMIT unprocessed parts the detailed records name (only what they name)."""
+    """The unprocessed parts the detailed records name (only what they name): the newest reviews', the last
+    COVERAGE_LIST_LIMIT in the order of processed_source_versions."""
     results_without_detail: list[ResultWithoutDetail] = []
-    """The results (the first COVERAGE_LIST_LIMIT, by id) whose record is count-only or absent: the ones that make
-    the scope-wide ranges, versions and missing parts 'unknown'."""
+    """The results whose record is count-only or absent: the ones that make the scope-wide ranges, versions and
+    missing parts 'unknown'. The newest COVERAGE_LIST_LIMIT in review order (review_generated_at, then result id)."""
     results_without_detail_count: int = 0
     """How many results have a count-only or absent record (result_records counts each kind)."""
     time_range_coverage: TimeRangeCoverage | None = None

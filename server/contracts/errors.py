@@ -98,6 +98,20 @@ class StoryGraphError(ToolError):
         the last line, so a person (or model) reads the first line and a program parses the last."""
         return f"{self}\n{self.payload.model_dump_json(exclude_none=True)}"
 
+    def naming_where_stored(self, what: str, stored_in: list[dict[str, Any]]) -> StoryGraphError:
+        """The same refusal (scope_required, scope_unavailable), its next step first naming the scopes `what` (the
+        object or reference the call names) is stored in, so one call fixes it. `stored_in` must hold only scopes
+        the caller may read; none: the refusal unchanged."""
+        if not stored_in:
+            return self
+        if len(stored_in) == 1:
+            scope = _compact(stored_in[0])
+            fix = f'{what} is stored in scope {scope}: call again with "scope": {scope}.'
+        else:
+            scopes = " and ".join(_compact(scope) for scope in stored_in)
+            fix = f'{what} is stored in scopes {scopes}: call again with "scope" set to one of them.'
+        return StoryGraphError(self.payload.error, self.payload.message, field=self.payload.field, next_step=fix)
+
     def with_readable_scopes(self, scopes: list[dict[str, Any]], total: int) -> StoryGraphError:
         """The same refusal, its next step naming the scopes the caller can read (from its grant only)."""
         if total == 0:
@@ -105,7 +119,7 @@ class StoryGraphError(ToolError):
         else:
             listed = ", ".join(_compact(scope) for scope in scopes)
             more = f" (and {total - len(scopes)} more)" if total > len(scopes) else ""
-            hint = f"Scopes this client can read: {listed}{more}; a project set of readable projects works too."
+            hint = f"Scopes this client can read: {listed}{more}{_project_sets(scopes)}."
         error = StoryGraphError(
             self.payload.error,
             self.payload.message,
@@ -119,6 +133,16 @@ class StoryGraphError(ToolError):
 
 def _compact(scope: dict[str, Any]) -> str:
     return orjson.dumps(scope).decode()
+
+
+def _project_sets(readable: list[dict[str, Any]]) -> str:
+    """The project-set hint, only for a caller that can read two projects or more (one project makes no set; a
+    project set is its own scope, where work shared by its projects is stored), with an example it may pass."""
+    projects = [p for scope in readable if scope.get("kind") == "projects" for p in scope.get("projectIds", [])]
+    if len(projects) < 2:
+        return ""
+    example = _compact({"kind": "projects", "projectIds": sorted(projects[:2])})
+    return f"; a project set of readable projects is a scope too (work they share is stored there), e.g. {example}"
 
 
 AS_OF_NEXT_STEPS: dict[str, str] = {
@@ -138,6 +162,17 @@ def unsupported_mode(field: str = "as_of", tool: str = "story_graph_get_context"
         "as_of is not supported.",
         field=field,
         next_step=AS_OF_NEXT_STEPS.get(tool, AS_OF_NEXT_STEPS["story_graph_get_context"]),
+    )
+
+
+def scope_required(allow_global: bool) -> StoryGraphError:
+    return StoryGraphError(
+        "scope_required",
+        "there is no current project for this caller, and no scope was given.",
+        field="scope",
+        # Global is named only to a caller that may read it: an example it would be refused is no help.
+        next_step='Pass scope explicitly, e.g. {"kind":"projects","projectIds":["<id>"]}'
+        + (' or {"kind":"global"}.' if allow_global else "."),
     )
 
 

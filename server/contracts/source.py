@@ -95,9 +95,10 @@ class SourceCoverage(Contract):
     """The kind of coverage record that result has; only a detailed one names sources."""
     processed: list[dict[str, Any]] | Unknown
     """Entries for this source in the detailed record (version, fragments, status; the first 50); 'unknown'
-    without one."""
+    without one. Each entry's `fragments` holds its first 50 ranges, `fragment_count` how many there are."""
     missing: list[dict[str, Any]] | Unknown
-    """Unprocessed ranges of this source the record names (the first 50); 'unknown' without a detailed record."""
+    """Unprocessed ranges of this source the record names (the first 50 entries, each with its first 50 `ranges`
+    and `range_count`); 'unknown' without a detailed record."""
 
 
 class ReadSourceResponse(Frame):

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 import aiosqlite
 
@@ -126,6 +126,29 @@ async def _stored_scopes(conn: aiosqlite.Connection, object_type: str, object_id
         return [row[0] for row in await cur.fetchall()]
 
 
+async def _target_scopes(conn: aiosqlite.Connection, object_type: str, object_id: str) -> tuple[list[str], Ref]:
+    """The scope keys the object is stored in, and the object itself (a leaf id resolves to the one it describes)."""
+    scopes = await _stored_scopes(conn, object_type, object_id)
+    if not scopes:
+        for leaf_id, described in _leaf_splits(object_id):
+            params = {"leaf_id": leaf_id, "object_type": object_type, "object_id": described}
+            async with conn.execute(LOCATE_LEAF_FACT, params) as cur:
+                found = [row[0] for row in await cur.fetchall()]
+            if found:
+                return found, (object_type, described)
+    return scopes, (object_type, object_id)
+
+
+async def readable_scopes_holding(
+    conn: aiosqlite.Connection, grant: Grant, object_type: str, object_id: str
+) -> list[dict[str, Any]]:
+    """The scopes this caller may read that store the object, in scope-key order (scope_required's next step names
+    them); a scope outside the grant, or with an inactive project, is never among them."""
+    scopes, _ = await _target_scopes(conn, object_type, object_id)
+    readable = [key for key in sorted(set(scopes)) if await is_readable(conn, grant, scope_from_key(key))]
+    return [scope_from_key(key).model_dump(by_alias=True) for key in readable]
+
+
 async def locate_target(
     conn: aiosqlite.Connection, grant: Grant, scope_key: str, object_type: str, object_id: str
 ) -> Ref:
@@ -134,16 +157,7 @@ async def locate_target(
     An object stored only in scopes this caller may not read gets exactly the answer of a missing one.
     A leaf id resolves to the object the leaf describes.
     """
-    target: Ref = (object_type, object_id)
-    scopes = await _stored_scopes(conn, object_type, object_id)
-    if not scopes:
-        for leaf_id, described in _leaf_splits(object_id):
-            params = {"leaf_id": leaf_id, "object_type": object_type, "object_id": described}
-            async with conn.execute(LOCATE_LEAF_FACT, params) as cur:
-                found = [row[0] for row in await cur.fetchall()]
-            if found:
-                scopes, target = found, (object_type, described)
-                break
+    scopes, target = await _target_scopes(conn, object_type, object_id)
     if scope_key in scopes:
         return target
     for other in scopes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -14,8 +15,11 @@ from server.contracts.common import COVERAGE_LIST_LIMIT, Coverage, CoverageMissi
 from server.reader.memo import Memo, weight_of
 
 RESULT_COVERAGE: Final = (
-    "SELECT id, coverage_json, review_generated_at FROM results WHERE scope_key = :scope_key ORDER BY id"
+    "SELECT id, coverage_json, review_generated_at FROM results WHERE scope_key = :scope_key"
+    " ORDER BY review_generated_at, id"
 )
+"""In review order (stored times are UTC text: text order is time order), ties by id: the coverage lists keep the
+newest reviews' entries, as processed_ranges keeps the newest ranges."""
 MEETS: Final = timedelta(seconds=1)
 """A processed range covers the whole second its end falls in (records are mostly to the second: one ending 23:59:59
 covers that second), and no more: one ending 12:00:00.500 covers until 12:00:01, not 12:00:01.500."""
@@ -107,22 +111,25 @@ def time_range_coverage(processed: Spans | None, time_range: tuple[str, str]) ->
     status = "covered" if not gaps else "partly_covered" if touched else "not_covered"
     return TimeRangeCoverage(
         status=status,
-        uncovered_parts=[{"from": format_utc(a), "to": format_utc(b)} for a, b in gaps[:COVERAGE_LIST_LIMIT]],
+        # The newest, in time order, as processed_ranges: the latest gaps are where current work continues.
+        uncovered_parts=[{"from": format_utc(a), "to": format_utc(b)} for a, b in gaps[-COVERAGE_LIST_LIMIT:]],
         uncovered_part_count=len(gaps),
     )
 
 
 def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, str]) -> ScopeCoverage:
+    """`records` in review order (RESULT_COVERAGE): each list keeps its last COVERAGE_LIST_LIMIT entries, the newest
+    reviews', in that order; the counts are of all of them."""
     counts = {"detailed": 0, "legacy_count": 0, "absent": 0}
     detailed: dict[str, dict[str, Any]] = {}
-    without_detail: list[dict[str, Any]] = []
+    without_detail: deque[dict[str, Any]] = deque(maxlen=COVERAGE_LIST_LIMIT)
     for result_id, record in records.items():
         kind = "absent" if record is None else str(record.get("kind"))
         kind = kind if kind in counts else "absent"
         counts[kind] += 1
         if record is not None and kind == "detailed":
             detailed[result_id] = record
-        elif len(without_detail) < COVERAGE_LIST_LIMIT:
+        else:
             count = record.get("count") if record is not None and kind == "legacy_count" else None
             without_detail.append(
                 {
@@ -134,15 +141,18 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             )
     all_detailed = bool(records) and len(detailed) == len(records)
 
+    parts = [(result_id, part) for result_id, record in detailed.items() for part in record.get("missing", [])]
+    # Each entry's ranges are capped too: every response repeats this block, so a record naming thousands of ranges
+    # made every call of its scope response_too_large, which no smaller page could fix.
     missing = [
         CoverageMissing(
             result_id=result_id,
-            source_id=str(gap["source_id"]),
-            ranges=[(int(a), int(b)) for a, b in gap.get("ranges", [])],
-            reason=str(gap.get("reason", "")),
+            source_id=str(part["source_id"]),
+            ranges=[(int(a), int(b)) for a, b in part.get("ranges", [])[:COVERAGE_LIST_LIMIT]],
+            reason=str(part.get("reason", "")),
+            range_count=len(part.get("ranges", [])),
         )
-        for result_id, record in detailed.items()
-        for gap in record.get("missing", [])
+        for result_id, part in parts[-COVERAGE_LIST_LIMIT:]
     ]
     unprocessed_values = [record.get("unprocessed_sources") for record in detailed.values()]
     unprocessed: int | str = (
@@ -200,16 +210,28 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             ),
             "processed_range_count": len(merged) if merged is not None else "unknown",
             "processed_source_version_count": len(versions) if isinstance(versions, list) else "unknown",
-            "processed_source_versions": versions[:COVERAGE_LIST_LIMIT] if isinstance(versions, list) else versions,
-            "missing_count": len(missing) if all_detailed else "unknown",
-            "missing": missing[:COVERAGE_LIST_LIMIT],
-            "results_without_detail": without_detail,
+            "processed_source_versions": (
+                [_capped_fragments(v) for v in versions[-COVERAGE_LIST_LIMIT:]]
+                if isinstance(versions, list)
+                else versions
+            ),
+            "missing_count": len(parts) if all_detailed else "unknown",
+            "missing": missing,
+            "results_without_detail": list(without_detail),
             "results_without_detail_count": counts["legacy_count"] + counts["absent"],
             "source_types_not_included": not_included,
             "object_types_not_included": [],
         }
     )
     return ScopeCoverage(coverage, merged, recorded)
+
+
+def _capped_fragments(entry: dict[str, Any]) -> dict[str, Any]:
+    """A processed source version with its first COVERAGE_LIST_LIMIT fragment ranges and how many there are."""
+    fragments = entry.get("fragments")
+    if not isinstance(fragments, list):
+        return entry
+    return {**entry, "fragments": fragments[:COVERAGE_LIST_LIMIT], "fragment_count": len(fragments)}
 
 
 def _merged(ranges: list[dict[str, str]]) -> Spans | None:

@@ -9,7 +9,7 @@ import aiosqlite
 
 from server.contracts.base import GlobalScope, ProjectsScope, normalise_scope, scope_from_key, scope_key
 from server.contracts.common import Grant
-from server.contracts.errors import StoryGraphError, invalid_cursor, scope_unavailable, stale_cursor
+from server.contracts.errors import invalid_cursor, scope_required, scope_unavailable, stale_cursor
 from server.reader.cursor import DecodedCursor
 from server.reader.db import IDS, json_ids, scalar
 
@@ -65,14 +65,7 @@ async def resolve_scope(
     elif grant.default_project is not None:
         scope = ProjectsScope(kind="projects", projectIds=[grant.default_project])
     else:
-        raise StoryGraphError(
-            "scope_required",
-            "there is no current project for this caller, and no scope was given.",
-            field="scope",
-            # Global is named only to a caller that may read it: an example it would be refused is no help.
-            next_step='Pass scope explicitly, e.g. {"kind":"projects","projectIds":["<id>"]}'
-            + (' or {"kind":"global"}.' if grant.allow_global else "."),
-        )
+        raise scope_required(grant.allow_global)
     if not grant.allows(scope):
         raise scope_unavailable()
     key = scope_key(scope)

@@ -89,7 +89,14 @@ async def read(
     async with db.snapshot() as conn:
         # Not resolve_page_scope: the cursor is bound to the reference and source below, not to the scope's data
         # revision (a write elsewhere in the scope changes no page of this text).
-        scope = await resolve_scope(conn, grant, args.scope, cursor.scope_key if cursor else None)
+        try:
+            scope = await resolve_scope(conn, grant, args.scope, cursor.scope_key if cursor else None)
+        except StoryGraphError as exc:
+            if exc.code not in ("scope_required", "scope_unavailable"):
+                raise
+            # Where the reference is stored, if this caller may read it there: one call then fixes it.
+            holding = await _readable_scopes_holding(conn, grant, args.source_reference_id)
+            raise exc.naming_where_stored(f"source reference {args.source_reference_id!r}", holding) from None
         stored = await _stored_in_scope(conn, grant, scope, args)
         reference, source = stored.reference, stored.source
         in_scope = source is not None and _located_in(scope, source)
@@ -221,6 +228,17 @@ async def _stored_in_scope(
         raise stored_in_another_scope(f"source reference {args.source_reference_id!r}", other)
     assert stored is not None
     return stored
+
+
+async def _readable_scopes_holding(conn: aiosqlite.Connection, grant: Grant, reference_id: str) -> list[dict[str, Any]]:
+    """The scope the reference is stored in, when this caller may read it (never one outside the grant)."""
+    rows = await conn.execute_fetchall(REFERENCE_SCOPE, {"id": reference_id})
+    keys = [str(row[0]) for row in rows]
+    return [
+        scope_from_key(key).model_dump(by_alias=True)
+        for key in keys
+        if await is_readable(conn, grant, scope_from_key(key))
+    ]
 
 
 async def _trimmed_reference(

@@ -191,12 +191,23 @@ def source_coverage(reference: Reference) -> SourceCoverage:
             missing="unknown",
         )
     source_id, limit = reference.original_source_id, SOURCE_COVERAGE_LIST_LIMIT
+    processed = [s for s in record.get("sources", []) if s.get("source_id") == source_id][:limit]
+    missing = [m for m in record.get("missing", []) if m.get("source_id") == source_id][:limit]
     return SourceCoverage(
         result_id=reference.result_id,
         record="detailed",
-        processed=[s for s in record.get("sources", []) if s.get("source_id") == source_id][:limit],
-        missing=[m for m in record.get("missing", []) if m.get("source_id") == source_id][:limit],
+        # An entry's own ranges are capped alike (with their count): thousands of them made the read too large.
+        processed=[_capped(s, "fragments", "fragment_count") for s in processed],
+        missing=[_capped(m, "ranges", "range_count") for m in missing],
     )
+
+
+def _capped(entry: dict[str, Any], key: str, count_key: str) -> dict[str, Any]:
+    """The entry with its first SOURCE_COVERAGE_LIST_LIMIT ranges under `key`, and how many there are."""
+    ranges = entry.get(key)
+    if not isinstance(ranges, list):
+        return entry
+    return {**entry, key: ranges[:SOURCE_COVERAGE_LIST_LIMIT], count_key: len(ranges)}
 
 
 def unavailable(

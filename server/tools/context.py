@@ -23,7 +23,8 @@ from server.contracts.context import (
     RelationEnd,
     RelationEnds,
 )
-from server.reader.context import locate_target
+from server.contracts.errors import StoryGraphError
+from server.reader.context import locate_target, readable_scopes_holding
 from server.reader.context_arms import SortKey
 from server.reader.context_header import object_ref
 from server.reader.context_pages import Fragment, paginate, parse_position, position_payload
@@ -74,7 +75,15 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
     # Only `current` shows memory items (background): its pages are stale after a memory write, a timeline's not.
     with_memory = args.mode == "current"
     async with call.db.snapshot() as conn:
-        scope = await resolve_page_scope(conn, call.grant, args.scope, cursor, with_memory=with_memory)
+        try:
+            scope = await resolve_page_scope(conn, call.grant, args.scope, cursor, with_memory=with_memory)
+        except StoryGraphError as exc:
+            if exc.code not in ("scope_required", "scope_unavailable"):
+                raise
+            # Where the object is stored, if this caller may read it there: one call then fixes it.
+            ref = args.object_ref
+            holding = await readable_scopes_holding(conn, call.grant, ref.type, ref.id)
+            raise exc.naming_where_stored(f"object_ref {orjson.dumps(ref.model_dump()).decode()}", holding) from None
         position = parse_position(cursor.position if cursor else None)
         target = await locate_target(conn, call.grant, scope.key, args.object_ref.type, args.object_ref.id)
         coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, time_range, args.time_basis)
