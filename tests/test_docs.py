@@ -7,6 +7,9 @@ and must exit 0. Mark only blocks that finish on their own and need no network.
 
 A ```json block on the line right after `<!-- example-output: TOOL ARGUMENTS [PATH] -->` shows (trimmed) what
 that call returns on the demo graph, and is checked against a real call.
+
+Every `story-graph-mcp …` command line in a ```sh block, and every client configuration's `args` that launch it, is
+parsed by the real argument parser: a flag the docs name must exist.
 """
 
 from __future__ import annotations
@@ -182,3 +185,67 @@ async def test_the_example_outputs_in_tools_md_are_what_the_tools_return(tmp_pat
                 real = real[int(key)] if key.isdigit() else real[key]
             problems = elision_mismatches(orjson.loads(block), real)
             assert not problems, f"{tool} {arguments} {path}:\n" + "\n".join(problems)
+
+
+SHELL_BREAKS = {"&&", "||", "|", ";", ">", ">>", "<", "2>", "2>&1", "&"}
+
+
+def documented_commands() -> list[tuple[str, list[str]]]:
+    """Every `story-graph-mcp …` (or `python -m server …`) command line in a ```sh block of README.md and docs/*.md,
+    continuations joined and comments dropped, up to the first shell operator: what a reader copies."""
+    import shlex
+
+    import orjson
+
+    found = []
+    for path in MARKDOWN:
+        for block in re.findall(r"^```sh\n(.*?)^```", path.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL):
+            for line in block.replace("\\\n", " ").splitlines():
+                code = re.sub(r"(^|\s)#.*", "", line)
+                if "[" in code:  # a usage line with optional parts (`[--host H]`), not a command
+                    continue
+                words = shlex.split(code.replace("$(", "").replace("…", ""))
+                for start, word in enumerate(words):
+                    program = word.endswith("/story-graph-mcp") or word == "story-graph-mcp"
+                    if program or (word == "-m" and words[start + 1 : start + 2] == ["server"]):
+                        rest = words[start + (1 if program else 2) :]
+                        cut = next((i for i, w in enumerate(rest) if w in SHELL_BREAKS or w.startswith(">")), None)
+                        found.append((f"{path.relative_to(REPO)}: {line.strip()}", rest[:cut]))
+                        break
+        # Client configurations launch it with a command and its arguments.
+        for command, arguments in re.findall(
+            r'"command": "([^"]*story-graph-mcp)",\s*"args": (\[[^\]]*\])', path.read_text(encoding="utf-8")
+        ):
+            found.append((f"{path.relative_to(REPO)}: {command} {arguments}", orjson.loads(arguments)))
+    return found
+
+
+def test_every_documented_command_line_is_accepted_by_the_cli() -> None:
+    """A flag or command the docs name must exist, with a value of the right kind: each command line shown is
+    parsed by the real argument parser (nothing runs). Runnable blocks are also run; this covers the rest
+    (deployment examples, client launch commands, `--help` pointers)."""
+    import contextlib
+    import io
+
+    from server.cli import _parser
+
+    commands = documented_commands()
+    assert len(commands) >= 40, commands
+    bad = []
+    for where, argv in commands:
+        if argv in ([], ["--version"]) or "--help" in argv:
+            continue
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                _, unknown = _parser().parse_known_args(argv)
+        except SystemExit:
+            # A line that elides arguments (`serve --transport http … --cursor-secret-file F`) may leave out required
+            # ones; what it does show must still be right.
+            required = "arguments are required" in said.getvalue() or "is required" in said.getvalue()
+            if not ("…" in where and required):
+                bad.append(f"{where} ({said.getvalue().strip().splitlines()[-1]})")
+            continue
+        if unknown:
+            bad.append(f"{where} (unknown: {' '.join(unknown)})")
+    assert not bad, "\n".join(bad)
