@@ -249,3 +249,26 @@ def test_every_documented_command_line_is_accepted_by_the_cli() -> None:
         if unknown:
             bad.append(f"{where} (unknown: {' '.join(unknown)})")
     assert not bad, "\n".join(bad)
+
+
+def test_every_link_between_the_docs_reaches_its_file_and_heading() -> None:
+    """A relative link (`[performance.md](performance.md#http-throughput)`) must name a file that exists and, with a
+    fragment, a heading in it (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens)."""
+
+    def anchors(path: Path) -> set[str]:
+        text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+        headings = re.findall(r"^#+ (.*)$", text, re.MULTILINE)
+        return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+    broken = []
+    for path in MARKDOWN:
+        for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8")):
+            if re.match(r"\w+://", target):
+                continue
+            file, _, fragment = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            if not linked.exists():
+                broken.append(f"{path.relative_to(REPO)}: {target} (no such file)")
+            elif fragment and linked.suffix == ".md" and fragment not in anchors(linked):
+                broken.append(f"{path.relative_to(REPO)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
