@@ -8,8 +8,8 @@ and must exit 0. Mark only blocks that finish on their own and need no network.
 A ```json block on the line right after `<!-- example-output: TOOL ARGUMENTS [PATH] -->` shows (trimmed) what
 that call returns on the demo graph, and is checked against a real call.
 
-Every `story-graph-mcp …` command line in a ```sh block, and every client configuration's `args` that launch it, is
-parsed by the real argument parser: a flag the docs name must exist.
+Every `story-graph-mcp …` command line in a ```sh block, every client configuration's `args` that launch it, and
+every example a `--help` ends with are parsed by the real argument parser: a flag the docs name must exist.
 """
 
 from __future__ import annotations
@@ -220,6 +220,24 @@ def documented_commands() -> list[tuple[str, list[str]]]:
     return found
 
 
+def help_examples() -> list[tuple[str, list[str]]]:
+    """The example lines every `--help` ends with (server/cli.py EXAMPLES), parsed the same way."""
+    import shlex
+
+    from server.cli import EXAMPLES
+
+    found = []
+    for name, text in EXAMPLES.items():
+        for line in text.replace("\\\n", " ").splitlines():
+            code = re.sub(r"(^|\s)#.*", "", line)
+            for part in code.split("&&"):
+                words = shlex.split(part)
+                if words[:1] == ["story-graph-mcp"] and "COMMAND" not in words:
+                    cut = next((i for i, w in enumerate(words) if w in SHELL_BREAKS), None)
+                    found.append((f"{name} --help: {part.strip()}", words[1:cut]))
+    return found
+
+
 def test_every_documented_command_line_is_accepted_by_the_cli() -> None:
     """A flag or command the docs name must exist, with a value of the right kind: each command line shown is
     parsed by the real argument parser (nothing runs). Runnable blocks are also run; this covers the rest
@@ -231,6 +249,9 @@ def test_every_documented_command_line_is_accepted_by_the_cli() -> None:
 
     commands = documented_commands()
     assert len(commands) >= 40, commands
+    examples = help_examples()
+    assert len(examples) >= 15, examples
+    commands += examples
     bad = []
     for where, argv in commands:
         if argv in ([], ["--version"]) or "--help" in argv:
