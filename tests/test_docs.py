@@ -113,6 +113,9 @@ def test_the_inspector_commands_in_the_docs_are_pinned_and_their_arguments_valid
             assert f"`{arguments}`" in clients, arguments
 
 
+DECISION_B = {"type": "entity", "id": "ent-decision-b"}
+
+
 @pytest.mark.anyio
 async def test_the_demo_numbers_quoted_in_the_docs_are_the_demo_graphs(tmp_path: Path) -> None:
     demo = (DOCS / "demo.md").read_text(encoding="utf-8")
@@ -127,14 +130,27 @@ async def test_the_demo_numbers_quoted_in_the_docs_are_the_demo_graphs(tmp_path:
     async with client_for(demo_db(tmp_path)) as client:
         found = await ok(client, "story_graph_search", {"query": "会话缓存", "page_size": 50})
         line = await timeline(client, {"type": "story_line", "id": "sl-atlas-cache"})
-        decision_b = await timeline(client, {"type": "entity", "id": "ent-decision-b"})
+        decision_b = await timeline(client, DECISION_B)
         decision_a = await timeline(client, {"type": "entity", "id": "ent-decision-a"})
+        decision_b_now = await ok(client, "story_graph_get_context", {"object_ref": DECISION_B})
+        story_args = {"object_ref": {"type": "story", "id": "story-atlas-session-cache"}, "mode": "timeline"}
+        story = await ok(client, "story_graph_get_context", {**story_args, "page_size": 50})
     items = found["items"]
     distinct = {(i["object_ref"]["type"], i["object_ref"]["id"]) for i in items}
     assert f"returns {len(items)} items (`page.total_count` is {found['page']['total_count']})" in demo
     assert f"for {len(distinct)}\nobjects" in demo
     assert f"{line[0]} of the story line's {line[1]} objects; {decision_b[0]} of the {decision_b[1]} for" in demo
     assert f"`undated_count` {decision_a[0]} of its {decision_a[1]} objects" in tools
+    # The work status a reader sees on Decision B, quoted twice; and the feature story's timeline, told in words.
+    work_status = decision_b_now["header"]["work_status"]
+    assert f'`work_status: "{work_status}"`' in demo and f'`work_status`\n`"{work_status}"`' in demo
+    assert "work_status: null" not in demo
+    kinds = [(i["object_ref"]["type"], i["undated"]) for i in story["items"]]
+    words = {2: "two", 6: "six", 8: "eight"}
+    events, dated = kinds.count(("event", False)) + kinds.count(("event", True)), kinds.count(("event", False))
+    threads = kinds.count(("story", False)) - 1
+    assert f"its {words[threads]} threads and its {words[events]} events" in demo, kinds
+    assert f"{words[dated]}\ndated ones" in demo and f"(`undated_count` {story['undated_count']})" in demo, kinds
 
 
 EXAMPLE_OUTPUT = re.compile(
