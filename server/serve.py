@@ -60,6 +60,13 @@ def serve(args: argparse.Namespace) -> int:
             policy = PolicyFile(settings.policy).last_good()
             for warning in policy_warnings(policy, settings.db):
                 log.warning("policy: %s", warning)
+            if args.transport == "http" and args.project:
+                # Each HTTP client's current project is its grant's; --project was dropped without a word.
+                log.warning(
+                    "--project %r has no effect over HTTP with --policy: each client's current project is the"
+                    " default_project of its grant in the policy file; remove --project",
+                    args.project,
+                )
             if args.transport == "stdio":
                 _warn_if_outside_stdio_grant(policy.stdio, args.project, DEMO_DEFAULT_PROJECT if args.demo else None)
         if args.transport == "http":

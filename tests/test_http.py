@@ -359,6 +359,17 @@ async def test_a_refused_request_says_what_to_fix_in_a_json_rpc_error(tmp_path: 
         assert all(line.endswith(f' reason="{said}"') for line in lines), lines
 
 
+async def test_project_with_a_policy_over_http_is_said_to_have_no_effect(tmp_path: Path) -> None:
+    """`serve --transport http --policy P --project beacon` served every client its grant's default project and
+    dropped --project without a word: the log now says so at start."""
+    db, policy, secret = setup(tmp_path)
+    args = serve_args(db, policy, secret, "--project", "beacon")
+    async with http_server(args, tmp_path) as server, http_client(server.url, TOKENS["alpha"]) as alpha:
+        found = await ok(alpha, "story_graph_search", {"query": "session cache"})
+    assert found["resolved_scope"] == ATLAS  # alpha's grant, not --project
+    assert "--project 'beacon' has no effect over HTTP with --policy" in server.output()
+
+
 async def test_a_wrong_path_is_answered_with_the_endpoint_to_use(tmp_path: Path) -> None:
     """A client given the server's root or an old SSE URL got Starlette's plain-text `Not Found`, which MCP clients
     report as a bare failure: the 404 is a JSON-RPC error naming /mcp."""
