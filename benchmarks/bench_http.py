@@ -211,12 +211,12 @@ def medians(cells: list[Cell]) -> list[Cell]:
 # --- a whole graph: every repeat, worker count, server and client count -----------------------------------------
 
 
-def default_queries(db: Path) -> list[str]:
+def default_queries(db: Path, project: str) -> list[str]:
     """Rare words, and identifiers that exist in the big scope of a make_large_graph.py graph."""
     with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
 
         def first(sql: str) -> str:
-            row = conn.execute(sql, {"scope": f'projects:["{BIG_PROJECT}"]'}).fetchone()
+            row = conn.execute(sql, {"scope": f'projects:["{project}"]'}).fetchone()
             if row is None:
                 raise SystemExit(f"{db}: not a make_large_graph.py graph (nothing for {sql!r}); pass --queries")
             return str(row[0])
@@ -278,12 +278,11 @@ async def measure_graph(setup: Setup, queries: Sequence[str], args: argparse.Nam
     return cells
 
 
-def write_policy(folder: Path, token: str) -> Path:
+def write_policy(folder: Path, token: str, project: str) -> Path:
     digest = hashlib.sha256(token.encode()).hexdigest()
     path = folder / "policy.toml"
     path.write_text(
-        f'version = 1\n\n[clients.bench]\ntoken_sha256 = ["{digest}"]\nprojects = "*"\n'
-        f'default_project = "{BIG_PROJECT}"\n'
+        f'version = 1\n\n[clients.bench]\ntoken_sha256 = ["{digest}"]\nprojects = "*"\ndefault_project = "{project}"\n'
     )
     return path
 
@@ -316,6 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sample", type=float, default=1.0, help="seconds between RSS samples (default 1)")
     parser.add_argument("--repeat", type=int, default=1, help="run the whole matrix this many times; print medians")
     parser.add_argument("--queries", help="comma-separated queries (default: 3 rare words and 3 ids of the graph)")
+    parser.add_argument(
+        "--project",
+        default=BIG_PROJECT,
+        help=f"the project the searches read (default {BIG_PROJECT!r}, a make_large_graph.py graph's; with --db, one"
+        " of your graph's)",
+    )
     parser.add_argument(
         "--protocol",
         choices=("modern", "legacy"),
@@ -351,10 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             secret = folder / "cursor-secret"
             secret.write_text(secrets.token_hex(32) + "\n")
             token = "sgm_bench_" + secrets.token_hex(16)
-            policy = write_policy(folder, token)
+            policy = write_policy(folder, token, args.project)
             for title, db in graphs(args):
                 print(f"\n## {title}", flush=True)
-                queries = args.queries.split(",") if args.queries else default_queries(db)
+                queries = args.queries.split(",") if args.queries else default_queries(db, args.project)
                 setup = Setup(db, policy, secret, token, args.launcher, tuple(shlex.split(args.uvicorn_args)), folder)
                 before = machine_state()
                 started = time.perf_counter()

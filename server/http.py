@@ -189,7 +189,8 @@ REFUSAL_FIXES: Final = {
     421: "this Host is not a name this server answers for; the server's operator adds one with --allowed-host "
     "(or --public-url), and a proxy in front must pass the client's Host header",
 }
-"""The refusals the SDK answers a request to /mcp with in plain text (`Invalid Host header`) or an empty body (406),
+"""The refusals the SDK answers a request to /mcp with in plain text (`Invalid Host header`), an empty body or its own
+JSON-RPC error without a fix (406),
 and Starlette a path it does not route (a client given the server's root or an old `/sse` URL), by status, and what
 to change."""
 
@@ -207,7 +208,9 @@ def _json_refusals(scope: Scope, send: Send) -> Send:
         nonlocal held, text
         if message["type"] == "http.response.start" and message["status"] in REFUSAL_FIXES:
             headers = dict(message.get("headers", []))
-            if not headers.get(b"content-type", b"").startswith(b"application/json"):
+            # A 406 is held even as JSON: without MCP-Protocol-Version the SDK answers it with its own JSON-RPC
+            # error, which names no fix (and the access line would show no reason).
+            if message["status"] == 406 or not headers.get(b"content-type", b"").startswith(b"application/json"):
                 held = message
                 return
         if held is None or message["type"] != "http.response.body":
@@ -217,7 +220,8 @@ def _json_refusals(scope: Scope, send: Send) -> Send:
         if message.get("more_body", False):
             return
         status = int(held["status"])
-        said = text.decode("utf-8", "replace").strip() or HTTPStatus(status).phrase
+        plain = not dict(held.get("headers", [])).get(b"content-type", b"").startswith(b"application/json")
+        said = (text.decode("utf-8", "replace").strip() if plain else "") or HTTPStatus(status).phrase
         scope[REFUSAL] = said
         error = JSONRPCError(
             jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=f"{said}: {REFUSAL_FIXES[status]}")

@@ -21,7 +21,7 @@ import anyio
 from server.app import Access, StaticAccess, build_server
 from server.contracts.common import Grant
 from server.logs import configure_logging
-from server.policy import STDIO_CALLER, PolicyFile
+from server.policy import STDIO_CALLER, PolicyFile, StdioPolicy
 from server.reader.cursor import CursorCodec
 from server.settings import INSPECTOR, ServeSettings, check_startup, policy_warnings, settle_heap
 from server.stdio import serve_stdio
@@ -29,6 +29,23 @@ from server.store.errors import StoreError
 
 DEMO_DEFAULT_PROJECT = "atlas"
 log = logging.getLogger("story_graph_mcp.serve")
+
+
+def _warn_if_outside_stdio_grant(stdio: StdioPolicy, project: str | None, fallback: str | None) -> None:
+    """A current project (`--project`, or the demo's) outside `[stdio] projects` refuses every call that names no
+    scope with scope_unavailable; said once at start, as a typo in a grant is (the file may still be changed)."""
+    chosen, source = (project, "--project") if project else (fallback, "the demo's default project")
+    if stdio.default_project and not project:
+        return  # the policy itself checks that its default project is in its projects
+    if chosen is None or stdio.projects == "*" or chosen in stdio.projects:
+        return
+    log.warning(
+        "policy: the current project %r (%s) is not in [stdio] projects (%s): a call that names no scope is refused"
+        " with scope_unavailable; add it to [stdio] projects, or start with a --project from them",
+        chosen,
+        source,
+        ", ".join(stdio.projects),
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -40,8 +57,18 @@ def serve(args: argparse.Namespace) -> int:
         settings = ServeSettings.from_args(args, db_path, project)
         check_startup(settings)
         if settings.policy is not None:
-            for warning in policy_warnings(PolicyFile(settings.policy).last_good(), settings.db):
+            policy = PolicyFile(settings.policy).last_good()
+            for warning in policy_warnings(policy, settings.db):
                 log.warning("policy: %s", warning)
+            if args.transport == "http" and args.project:
+                # Each HTTP client's current project is its grant's; --project was dropped without a word.
+                log.warning(
+                    "--project %r has no effect over HTTP with --policy: each client's current project is the"
+                    " default_project of its grant in the policy file; remove --project",
+                    args.project,
+                )
+            if args.transport == "stdio":
+                _warn_if_outside_stdio_grant(policy.stdio, args.project, DEMO_DEFAULT_PROJECT if args.demo else None)
         if args.transport == "http":
             from server.http import serve_http
 

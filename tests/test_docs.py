@@ -7,6 +7,9 @@ and must exit 0. Mark only blocks that finish on their own and need no network.
 
 A ```json block on the line right after `<!-- example-output: TOOL ARGUMENTS [PATH] -->` shows (trimmed) what
 that call returns on the demo graph, and is checked against a real call.
+
+Every `story-graph-mcp …` command line in a ```sh block, every client configuration's `args` that launch it, and
+every example a `--help` ends with are parsed by the real argument parser: a flag the docs name must exist.
 """
 
 from __future__ import annotations
@@ -110,6 +113,9 @@ def test_the_inspector_commands_in_the_docs_are_pinned_and_their_arguments_valid
             assert f"`{arguments}`" in clients, arguments
 
 
+DECISION_B = {"type": "entity", "id": "ent-decision-b"}
+
+
 @pytest.mark.anyio
 async def test_the_demo_numbers_quoted_in_the_docs_are_the_demo_graphs(tmp_path: Path) -> None:
     demo = (DOCS / "demo.md").read_text(encoding="utf-8")
@@ -124,14 +130,27 @@ async def test_the_demo_numbers_quoted_in_the_docs_are_the_demo_graphs(tmp_path:
     async with client_for(demo_db(tmp_path)) as client:
         found = await ok(client, "story_graph_search", {"query": "会话缓存", "page_size": 50})
         line = await timeline(client, {"type": "story_line", "id": "sl-atlas-cache"})
-        decision_b = await timeline(client, {"type": "entity", "id": "ent-decision-b"})
+        decision_b = await timeline(client, DECISION_B)
         decision_a = await timeline(client, {"type": "entity", "id": "ent-decision-a"})
+        decision_b_now = await ok(client, "story_graph_get_context", {"object_ref": DECISION_B})
+        story_args = {"object_ref": {"type": "story", "id": "story-atlas-session-cache"}, "mode": "timeline"}
+        story = await ok(client, "story_graph_get_context", {**story_args, "page_size": 50})
     items = found["items"]
     distinct = {(i["object_ref"]["type"], i["object_ref"]["id"]) for i in items}
     assert f"returns {len(items)} items (`page.total_count` is {found['page']['total_count']})" in demo
     assert f"for {len(distinct)}\nobjects" in demo
     assert f"{line[0]} of the story line's {line[1]} objects; {decision_b[0]} of the {decision_b[1]} for" in demo
     assert f"`undated_count` {decision_a[0]} of its {decision_a[1]} objects" in tools
+    # The work status a reader sees on Decision B, quoted twice; and the feature story's timeline, told in words.
+    work_status = decision_b_now["header"]["work_status"]
+    assert f'`work_status: "{work_status}"`' in demo and f'`work_status`\n`"{work_status}"`' in demo
+    assert "work_status: null" not in demo
+    kinds = [(i["object_ref"]["type"], i["undated"]) for i in story["items"]]
+    words = {2: "two", 6: "six", 8: "eight"}
+    events, dated = kinds.count(("event", False)) + kinds.count(("event", True)), kinds.count(("event", False))
+    threads = kinds.count(("story", False)) - 1
+    assert f"its {words[threads]} threads and its {words[events]} events" in demo, kinds
+    assert f"{words[dated]}\ndated ones" in demo and f"(`undated_count` {story['undated_count']})" in demo, kinds
 
 
 EXAMPLE_OUTPUT = re.compile(
@@ -182,3 +201,111 @@ async def test_the_example_outputs_in_tools_md_are_what_the_tools_return(tmp_pat
                 real = real[int(key)] if key.isdigit() else real[key]
             problems = elision_mismatches(orjson.loads(block), real)
             assert not problems, f"{tool} {arguments} {path}:\n" + "\n".join(problems)
+
+
+SHELL_BREAKS = {"&&", "||", "|", ";", ">", ">>", "<", "2>", "2>&1", "&"}
+
+
+def documented_commands() -> list[tuple[str, list[str]]]:
+    """Every `story-graph-mcp …` (or `python -m server …`) command line in a ```sh block of README.md and docs/*.md,
+    continuations joined and comments dropped, up to the first shell operator: what a reader copies."""
+    import shlex
+
+    import orjson
+
+    found = []
+    for path in MARKDOWN:
+        for block in re.findall(r"^```sh\n(.*?)^```", path.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL):
+            for line in block.replace("\\\n", " ").splitlines():
+                code = re.sub(r"(^|\s)#.*", "", line)
+                if "[" in code:  # a usage line with optional parts (`[--host H]`), not a command
+                    continue
+                words = shlex.split(code.replace("$(", "").replace("…", ""))
+                for start, word in enumerate(words):
+                    program = word.endswith("/story-graph-mcp") or word == "story-graph-mcp"
+                    if program or (word == "-m" and words[start + 1 : start + 2] == ["server"]):
+                        rest = words[start + (1 if program else 2) :]
+                        cut = next((i for i, w in enumerate(rest) if w in SHELL_BREAKS or w.startswith(">")), None)
+                        found.append((f"{path.relative_to(REPO)}: {line.strip()}", rest[:cut]))
+                        break
+        # Client configurations launch it with a command and its arguments.
+        for command, arguments in re.findall(
+            r'"command": "([^"]*story-graph-mcp)",\s*"args": (\[[^\]]*\])', path.read_text(encoding="utf-8")
+        ):
+            found.append((f"{path.relative_to(REPO)}: {command} {arguments}", orjson.loads(arguments)))
+    return found
+
+
+def help_examples() -> list[tuple[str, list[str]]]:
+    """The example lines every `--help` ends with (server/cli.py EXAMPLES), parsed the same way."""
+    import shlex
+
+    from server.cli import EXAMPLES
+
+    found = []
+    for name, text in EXAMPLES.items():
+        for line in text.replace("\\\n", " ").splitlines():
+            code = re.sub(r"(^|\s)#.*", "", line)
+            for part in code.split("&&"):
+                words = shlex.split(part)
+                if words[:1] == ["story-graph-mcp"] and "COMMAND" not in words:
+                    cut = next((i for i, w in enumerate(words) if w in SHELL_BREAKS), None)
+                    found.append((f"{name} --help: {part.strip()}", words[1:cut]))
+    return found
+
+
+def test_every_documented_command_line_is_accepted_by_the_cli() -> None:
+    """A flag or command the docs name must exist, with a value of the right kind: each command line shown is
+    parsed by the real argument parser (nothing runs). Runnable blocks are also run; this covers the rest
+    (deployment examples, client launch commands, `--help` pointers)."""
+    import contextlib
+    import io
+
+    from server.cli import _parser
+
+    commands = documented_commands()
+    assert len(commands) >= 40, commands
+    examples = help_examples()
+    assert len(examples) >= 15, examples
+    commands += examples
+    bad = []
+    for where, argv in commands:
+        if argv in ([], ["--version"]) or "--help" in argv:
+            continue
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(said):
+                _, unknown = _parser().parse_known_args(argv)
+        except SystemExit:
+            # A line that elides arguments (`serve --transport http … --cursor-secret-file F`) may leave out required
+            # ones; what it does show must still be right.
+            required = "arguments are required" in said.getvalue() or "is required" in said.getvalue()
+            if not ("…" in where and required):
+                bad.append(f"{where} ({said.getvalue().strip().splitlines()[-1]})")
+            continue
+        if unknown:
+            bad.append(f"{where} (unknown: {' '.join(unknown)})")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_link_between_the_docs_reaches_its_file_and_heading() -> None:
+    """A relative link (`[performance.md](performance.md#http-throughput)`) must name a file that exists and, with a
+    fragment, a heading in it (GitHub's anchors: lower case, punctuation dropped, spaces as hyphens)."""
+
+    def anchors(path: Path) -> set[str]:
+        text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+        headings = re.findall(r"^#+ (.*)$", text, re.MULTILINE)
+        return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+    broken = []
+    for path in MARKDOWN:
+        for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8")):
+            if re.match(r"\w+://", target):
+                continue
+            file, _, fragment = target.partition("#")
+            linked = (path.parent / file).resolve() if file else path
+            if not linked.exists():
+                broken.append(f"{path.relative_to(REPO)}: {target} (no such file)")
+            elif fragment and linked.suffix == ".md" and fragment not in anchors(linked):
+                broken.append(f"{path.relative_to(REPO)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)

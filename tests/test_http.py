@@ -329,11 +329,15 @@ async def test_a_refused_request_says_what_to_fix_in_a_json_rpc_error(tmp_path: 
     db, policy, secret = setup(tmp_path)
     alpha = {**JSON_HEADERS, "Authorization": f"Bearer {TOKENS['alpha']}"}
     modern = {**alpha, "MCP-Protocol-Version": "2026-07-28", "Accept": "text/html"}
+    accept = "'Accept: application/json, text/event-stream'"
     refusals = [
         ({**alpha, "Host": "evil.example"}, LIST, 421, "Invalid Host header", "--allowed-host"),
         ({**alpha, "Origin": "https://evil.example"}, LIST, 403, "Invalid Origin header", "--allowed-origin"),
         ({**alpha, "Content-Type": "text/plain"}, LIST, 400, "Invalid Content-Type header", "application/json"),
-        (modern, LIST, 406, "Not Acceptable", "'Accept: application/json, text/event-stream'"),
+        (modern, LIST, 406, "Not Acceptable", accept),
+        # Without MCP-Protocol-Version (curl, older clients) the SDK answers 406 with its own JSON-RPC error,
+        # which named no fix and left the access line without a reason.
+        ({**alpha, "Accept": "text/html"}, LIST, 406, "Not Acceptable", accept),
         (alpha, {**LIST, "padding": "x" * (4 * 2**20)}, 413, "Request body too large", "at most 4 MiB"),
     ]
     async with http_server(serve_args(db, policy, secret), tmp_path) as server, httpx2.AsyncClient() as http:
@@ -350,7 +354,20 @@ async def test_a_refused_request_says_what_to_fix_in_a_json_rpc_error(tmp_path: 
     # The access line says why (the SDK itself logs only a refused Host or Origin).
     access = [line for line in server.output().splitlines() if "story_graph_mcp.access:" in line]
     for _, _, status, said, _ in refusals:
-        assert any(re.search(rf" alpha POST /mcp {status} \S+ms reason=\"{said}\"$", line) for line in access), access
+        lines = [line for line in access if re.search(rf" alpha POST /mcp {status} \S+ms", line)]
+        assert len(lines) >= [s for _, _, s, _, _ in refusals].count(status), access
+        assert all(line.endswith(f' reason="{said}"') for line in lines), lines
+
+
+async def test_project_with_a_policy_over_http_is_said_to_have_no_effect(tmp_path: Path) -> None:
+    """`serve --transport http --policy P --project beacon` served every client its grant's default project and
+    dropped --project without a word: the log now says so at start."""
+    db, policy, secret = setup(tmp_path)
+    args = serve_args(db, policy, secret, "--project", "beacon")
+    async with http_server(args, tmp_path) as server, http_client(server.url, TOKENS["alpha"]) as alpha:
+        found = await ok(alpha, "story_graph_search", {"query": "session cache"})
+    assert found["resolved_scope"] == ATLAS  # alpha's grant, not --project
+    assert "--project 'beacon' has no effect over HTTP with --policy" in server.output()
 
 
 async def test_a_wrong_path_is_answered_with_the_endpoint_to_use(tmp_path: Path) -> None:

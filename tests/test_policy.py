@@ -518,3 +518,28 @@ def test_a_policy_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path, caps
     path.write_bytes(b"\xef\xbb\xbf" + both_clients().encode())
     assert main(["policy", "check", str(path)]) == 0
     assert "valid policy; server on" in capsys.readouterr().out
+
+
+def test_a_stdio_current_project_outside_the_stdio_grant_is_named_at_start(tmp_path: Path) -> None:
+    """`serve --project atlas --policy P` with `[stdio] projects = ["beacon"]` started silently, and then refused
+    every call that named no scope with scope_unavailable: the contradiction is logged once at start."""
+    db = demo_db(tmp_path)
+    path = write(tmp_path / "policy.toml", 'version = 1\n[stdio]\nprojects = ["beacon"]\n')
+
+    def started(*args: str) -> str:
+        served = subprocess.run(
+            [sys.executable, "-m", "server", "serve", *args, "--policy", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        assert served.returncode == 0, served.stderr
+        return served.stderr
+
+    said = "is not in [stdio] projects (beacon): a call that names no scope is refused with scope_unavailable"
+    assert f"the current project 'atlas' (--project) {said}" in started("--db", str(db), "--project", "atlas")
+    assert f"the current project 'atlas' (the demo's default project) {said}" in started("--demo")
+    assert "[stdio] projects" not in started("--db", str(db), "--project", "beacon")
+    assert "[stdio] projects" not in started("--db", str(db))
