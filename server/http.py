@@ -28,11 +28,14 @@ from typing import Final
 from urllib.parse import urlsplit
 
 import anyio.to_thread
+import orjson
+import pydantic_core
 import uvicorn
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
-from mcp.types import INVALID_REQUEST, ErrorData, JSONRPCError
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, jsonrpc_message_adapter
+from pydantic import ValidationError
 from starlette.authentication import AuthCredentials
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -40,6 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.config import STARTUP_FAILURE
 
 from server.app import StoryGraphServer, build_server
+from server.jsonrpc_errors import invalid_message
 from server.logs import configure_logging
 from server.policy import (
     FixedPolicy,
@@ -176,7 +180,62 @@ class McpGate:
             if scope["path"] != MCP_PATH:
                 # The app routes `/mcp` only; the access line keeps the path the client sent.
                 scope = {**scope, "path": MCP_PATH, "raw_path": MCP_PATH.encode()}
+            receive, send = _invalid_message_answers(scope, receive, send)
         await self.app(scope, receive, send)
+
+
+def _invalid_message_answers(scope: Scope, receive: Receive, send: Send) -> tuple[Receive, Send]:
+    """A POST body that is JSON but not one JSON-RPC message (`[]`, `{}`, a batch, params that are not an object)
+    answered as stdio answers that line (server/jsonrpc_errors.py: `-32600`, the request's id when readable), in place
+    of the SDK's `-32602` carrying pydantic's whole validation report; status 400 as before. The body is kept as it
+    passes to the SDK (at most the SDK's 4 MiB limit) and read again only for that answer."""
+    body = bytearray()
+
+    async def receiving() -> Message:
+        message = await receive()
+        if message["type"] == "http.request":
+            body.extend(message.get("body", b""))
+        return message
+
+    held: Message | None = None
+    answer = b""
+
+    async def sending(message: Message) -> None:
+        nonlocal held, answer
+        if message["type"] == "http.response.start" and message["status"] == HTTPStatus.BAD_REQUEST:
+            held = message
+            return
+        if held is None or message["type"] != "http.response.body":
+            await send(message)
+            return
+        answer += message.get("body", b"")
+        if message.get("more_body", False):
+            return
+        replaced = _as_stdio_answers(bytes(body), answer)
+        if replaced is None:
+            await send(held)
+            await send({"type": "http.response.body", "body": answer})
+            return
+        scope[REFUSAL] = "Invalid Request"
+        kept = [(k, v) for k, v in held.get("headers", []) if k != b"content-length"]
+        await send({**held, "headers": [*kept, (b"content-length", str(len(replaced)).encode())]})
+        await send({"type": "http.response.body", "body": replaced})
+
+    return receiving, sending
+
+
+def _as_stdio_answers(body: bytes, answer: bytes) -> bytes | None:
+    """The invalid-message error for `body` when `answer` is the SDK's validation error for it; None otherwise."""
+    try:
+        said = orjson.loads(answer)
+        if said["error"]["code"] != INVALID_PARAMS or not said["error"]["message"].startswith("Validation error:"):
+            return None
+        jsonrpc_message_adapter.validate_python(pydantic_core.from_json(body), by_name=False)
+    except ValidationError as exc:
+        return invalid_message(exc).model_dump_json(by_alias=True, exclude_unset=True).encode()
+    except (ValueError, KeyError, TypeError):
+        return None
+    return None  # the body is a valid message after all: the SDK's answer stands
 
 
 REFUSAL_FIXES: Final = {

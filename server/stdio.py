@@ -24,8 +24,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp.types import PARSE_ERROR, JSONRPCError
 from pydantic import ValidationError
+
+from server.jsonrpc_errors import error, invalid_message
 
 log = logging.getLogger("story_graph_mcp.stdio")
 OUTPUT_CHECK_SECONDS: Final = 1.0
@@ -37,31 +39,12 @@ EXIT_GRACE_SECONDS: Final = 5.0
 def refusal(exc: Exception) -> JSONRPCError:
     """The JSON-RPC error for a line the transport could not turn into a message."""
     if isinstance(exc, ValidationError):
-        errors = exc.errors(include_url=False)
-        invalid = [err for err in errors if err["type"] == "json_invalid"]
+        invalid = [err for err in exc.errors(include_url=False) if err["type"] == "json_invalid"]
         if invalid:
             # e.g. "Invalid JSON: lone leading surrogate in hex escape at line 1 column 60"
-            return _error(None, PARSE_ERROR, f"Parse error: {invalid[0]['msg']} (send one JSON-RPC message per line)")
-        message = "Invalid Request: expected one JSON-RPC 2.0 request or notification object"
-        if any(isinstance(err.get("input"), list) for err in errors):
-            message += "; batches are not supported"
-        return _error(_request_id(errors), INVALID_REQUEST, message)
-    return _error(None, PARSE_ERROR, "Parse error: the line could not be read")
-
-
-def _request_id(errors: list[Any]) -> str | int | None:
-    """The id of an invalid request, when the line was a JSON object holding a usable one."""
-    for err in errors:
-        value = err.get("input")
-        if isinstance(value, dict):
-            request_id = value.get("id")
-            if isinstance(request_id, str | int) and not isinstance(request_id, bool):
-                return request_id
-    return None
-
-
-def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
-    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+            return error(None, PARSE_ERROR, f"Parse error: {invalid[0]['msg']} (send one JSON-RPC message per line)")
+        return invalid_message(exc)
+    return error(None, PARSE_ERROR, "Parse error: the line could not be read")
 
 
 class OutputClosed(BrokenPipeError):

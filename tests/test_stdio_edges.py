@@ -4,12 +4,14 @@ and the server keeps serving the next request."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
-from http_support import RawStdio, raw_stdio
+from http_support import RawStdio, http_server, raw_stdio
 from support import demo_db
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
@@ -71,3 +73,42 @@ def test_every_hostile_line_gets_a_json_rpc_error_and_the_server_keeps_serving(s
         }
     )
     assert found["result"]["isError"] is False and found["result"]["structuredContent"]["items"]
+
+
+@pytest.mark.anyio
+async def test_json_that_is_not_one_message_gets_the_same_answer_over_http(tmp_path: Path) -> None:
+    """Over HTTP the SDK answered these bodies `-32602` with pydantic's whole validation report (1-2 KB) where stdio
+    answers `-32600 Invalid Request` and the request's id: the same body now gets the same answer on both (status
+    400), and the access line says why."""
+    invalid = {name: line for name, (line, code, _) in HOSTILE.items() if code == INVALID_REQUEST}
+    db = demo_db(tmp_path)
+    with raw_stdio(["--db", str(db), "--project", "atlas"], tmp_path) as raw:
+        raw.initialize()
+        over_stdio = {}
+        for name, line in invalid.items():
+            raw.send(line)
+            over_stdio[name] = raw.receive()
+        raw.stdin.close()
+        assert raw.wait() == 0
+    async with http_server(["--db", str(db), "--project", "atlas"], tmp_path) as server:
+        (token,) = set(re.findall(r"sgm_[A-Za-z0-9_-]{20,}", server.output()))
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        async with httpx2.AsyncClient() as http:
+            for name, line in invalid.items():
+                answer = await http.post(server.url, content=line, headers=headers)
+                assert answer.status_code == 400, name
+                assert answer.json() == over_stdio[name], name
+            # A valid message is untouched, and so is the SDK's own answer to what is not JSON at all.
+            tools_list = b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+            listed = await http.post(server.url, content=tools_list, headers=headers)
+            assert listed.status_code == 200 and listed.json()["result"]["tools"]
+            broken = await http.post(server.url, content=b'{"jsonrpc":', headers=headers)
+            assert broken.status_code == 400 and broken.json()["error"]["code"] == PARSE_ERROR
+    access = [line for line in server.output().splitlines() if "story_graph_mcp.access:" in line]
+    refused = [line for line in access if re.search(r" operator POST /mcp 400 \S+ms", line)]
+    assert sum(line.endswith(' reason="Invalid Request"') for line in refused) == len(invalid), refused
