@@ -197,31 +197,43 @@ def _invalid_message_answers(scope: Scope, receive: Receive, send: Send) -> tupl
             body.extend(message.get("body", b""))
         return message
 
+    def answer(_start: Message, said: bytes) -> bytes | None:
+        replaced = _as_stdio_answers(bytes(body), said)
+        if replaced is not None:
+            scope[REFUSAL] = "Invalid Request"
+        return replaced
+
+    return receiving, _rewriting(send, lambda start: start["status"] == HTTPStatus.BAD_REQUEST, answer)
+
+
+def _rewriting(send: Send, holds: Callable[[Message], bool], rewrite: Callable[[Message, bytes], bytes | None]) -> Send:
+    """`send`, except that a response whose start `holds` accepts is held until its whole body is in, and then sent
+    with `rewrite(start, body)` as its JSON body (same status and other headers), or as it was when that is None."""
     held: Message | None = None
-    answer = b""
+    body = b""
 
     async def sending(message: Message) -> None:
-        nonlocal held, answer
-        if message["type"] == "http.response.start" and message["status"] == HTTPStatus.BAD_REQUEST:
+        nonlocal held, body
+        if message["type"] == "http.response.start" and holds(message):
             held = message
             return
         if held is None or message["type"] != "http.response.body":
             await send(message)
             return
-        answer += message.get("body", b"")
+        body += message.get("body", b"")
         if message.get("more_body", False):
             return
-        replaced = _as_stdio_answers(bytes(body), answer)
+        replaced = rewrite(held, body)
         if replaced is None:
             await send(held)
-            await send({"type": "http.response.body", "body": answer})
+            await send({"type": "http.response.body", "body": body})
             return
-        scope[REFUSAL] = "Invalid Request"
-        kept = [(k, v) for k, v in held.get("headers", []) if k != b"content-length"]
-        await send({**held, "headers": [*kept, (b"content-length", str(len(replaced)).encode())]})
+        kept = [(k, v) for k, v in held.get("headers", []) if k not in (b"content-type", b"content-length")]
+        kept += [(b"content-type", b"application/json"), (b"content-length", str(len(replaced)).encode())]
+        await send({**held, "headers": kept})
         await send({"type": "http.response.body", "body": replaced})
 
-    return receiving, sending
+    return sending
 
 
 def _as_stdio_answers(body: bytes, answer: bytes) -> bytes | None:
@@ -260,38 +272,27 @@ def _json_refusals(scope: Scope, send: Send) -> Send:
     non-2xx answer carries only when it is JSON-RPC (the Python SDK otherwise shows `Server returned an error
     response`, whatever the cause). The text goes into `scope` for the access line (the SDK logs only a refused
     Host or Origin)."""
-    held: Message | None = None
-    text = b""
 
-    async def sending(message: Message) -> None:
-        nonlocal held, text
-        if message["type"] == "http.response.start" and message["status"] in REFUSAL_FIXES:
-            headers = dict(message.get("headers", []))
-            # A 406 is held even as JSON: without MCP-Protocol-Version the SDK answers it with its own JSON-RPC
-            # error, which names no fix (and the access line would show no reason).
-            if message["status"] == 406 or not headers.get(b"content-type", b"").startswith(b"application/json"):
-                held = message
-                return
-        if held is None or message["type"] != "http.response.body":
-            await send(message)
-            return
-        text += message.get("body", b"")
-        if message.get("more_body", False):
-            return
-        status = int(held["status"])
-        plain = not dict(held.get("headers", [])).get(b"content-type", b"").startswith(b"application/json")
-        said = (text.decode("utf-8", "replace").strip() if plain else "") or HTTPStatus(status).phrase
+    def holds(start: Message) -> bool:
+        # A 406 is held even as JSON: without MCP-Protocol-Version the SDK answers it with its own JSON-RPC error,
+        # which names no fix (and the access line would show no reason).
+        return start["status"] in REFUSAL_FIXES and (start["status"] == 406 or not _is_json(start))
+
+    def refusal(start: Message, text: bytes) -> bytes:
+        status = int(start["status"])
+        said = (text.decode("utf-8", "replace").strip() if not _is_json(start) else "") or HTTPStatus(status).phrase
         scope[REFUSAL] = said
         error = JSONRPCError(
             jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=f"{said}: {REFUSAL_FIXES[status]}")
         )
-        body = error.model_dump_json(by_alias=True, exclude_unset=True).encode()
-        kept = [(k, v) for k, v in held.get("headers", []) if k not in (b"content-type", b"content-length")]
-        kept += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({**held, "headers": kept})
-        await send({"type": "http.response.body", "body": body})
+        return error.model_dump_json(by_alias=True, exclude_unset=True).encode()
 
-    return sending
+    return _rewriting(send, holds, refusal)
+
+
+def _is_json(start: Message) -> bool:
+    content_type: bytes = dict(start.get("headers", [])).get(b"content-type", b"")
+    return content_type.startswith(b"application/json")
 
 
 def _unauthorized(description: str) -> Response:
