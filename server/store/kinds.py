@@ -309,6 +309,11 @@ STORED_FRAGMENT_NOTES: Final = (
 )
 """Sync mode with repair: each rule a stored reference may break, and its note. Such a reference is kept as it is
 (the tools read its contradicted part as unknown, saved_range.py) and counted."""
+STORED_FRAGMENT_COUNTS: Final = (
+    f"SELECT {', '.join(f'coalesce(sum({wrong}), 0)' for wrong, _ in STORED_FRAGMENT_NOTES)}"
+    f" {STORED_AGAINST_NEW_VERSIONS}"
+)
+"""SQL: how many stored references break each rule of STORED_FRAGMENT_NOTES, in its order."""
 
 
 def stored_fragment_problem(row: Sequence[Any], *, sync: bool) -> str:

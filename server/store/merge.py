@@ -39,8 +39,8 @@ from server.store.errors import ImportRejected, StoreError
 from server.store.kind_model import TARGETS, Invalid, Kind, Staged, differing_fields
 from server.store.kinds import (
     KINDS,
-    STORED_AGAINST_NEW_VERSIONS,
     STORED_FRAGMENT,
+    STORED_FRAGMENT_COUNTS,
     STORED_FRAGMENT_NOTES,
     stored_fragment_problem,
 )
@@ -132,8 +132,7 @@ def _stored_fragments(conn: sqlite3.Connection, policy: SyncPolicy | None, repai
     (kinds.STORED_FRAGMENT). Refused at the version's line; a sync that repairs keeps it as it is, counted per rule
     (the tools already read its contradicted part as unknown)."""
     if policy is not None and policy.repair:
-        sums = ", ".join(f"coalesce(sum({wrong}), 0)" for wrong, _ in STORED_FRAGMENT_NOTES)
-        counts = conn.execute(f"SELECT {sums} {STORED_AGAINST_NEW_VERSIONS}").fetchone()
+        counts = conn.execute(STORED_FRAGMENT_COUNTS).fetchone()
         for (_, note), count in zip(STORED_FRAGMENT_NOTES, counts, strict=True):
             if count > 0:
                 repaired[note] = repaired.get(note, 0) + count
