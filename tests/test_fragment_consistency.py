@@ -151,6 +151,19 @@ def test_a_fragment_a_version_stored_earlier_contradicts_is_refused(
     assert problem in rejected.problem
 
 
+def test_a_fragment_in_a_part_of_a_stored_version_its_chunks_leave_out_is_refused(tmp_path: Path) -> None:
+    """v1 is recorded 16 code points long, but another writer's chunks hold only 'short first' ([0, 11)): a new
+    reference saying 'first text' is at [6, 16) of v1 cannot be checked there, and was taken as exact."""
+    db = imported_graph(tmp_path, small_graph())
+    spoiled(db, "UPDATE source_chunks SET text = 'short first' WHERE source_id = 'src-1' AND version = 'v1'")
+    line = next(line for line in small_graph() if line.get("id") == "ref-1") | {"id": "ref-new"}
+
+    rejected = refused(db, tmp_path, [line])
+
+    assert (rejected.location, rejected.field) == ("line 1", "fragment.text")
+    assert "fragment.text is not the text of source 'src-1' version 'v1' at [6, 16)" in rejected.problem
+
+
 async def test_a_fragment_whose_version_is_not_stored_keeps_its_range(tmp_path: Path) -> None:
     """Nothing stored to compare with: the saved range stands (the text of a version gone is not known here)."""
     db = imported_graph(tmp_path, with_ref1(source_version="v-gone", fragment={"text": "xyz", "start": 0, "end": 3}))
@@ -188,7 +201,7 @@ async def test_unknown_positions_and_lengths_stay_allowed(tmp_path: Path, change
 def spoiled(db: Path, sql: str) -> None:
     """A database imported before these checks, holding a contradictory reference (real SQLite, written directly)."""
     with sqlite3.connect(db) as conn:
-        conn.execute(sql)
+        conn.executescript(sql)
 
 
 @pytest.mark.parametrize(
@@ -216,6 +229,21 @@ def spoiled(db: Path, sql: str) -> None:
             "UPDATE source_references SET fragment_start = 10, fragment_end = NULL WHERE id = 'ref-1'",
             16,
             "the range [10, unknown) stored with it ends past the 16 code points of version 'v1' stored here",
+        ),
+        # Chunks another writer left short of v1's recorded 16 code points: [6, 16) holds no stored text at all. The
+        # comparison found no chunk differing and showed the range as exact (reading v1 there fails: a gap).
+        (
+            "UPDATE source_chunks SET text = 'short' WHERE source_id = 'src-1' AND version = 'v1'",
+            16,
+            "the range [6, 16) stored with it does not hold its text in version 'v1' stored here",
+        ),
+        # A gap inside the range: v1 holds 'short ' at [0, 6) and 'text' at [12, 16), nothing at [6, 12). The part
+        # stored agrees with the fragment's 'text'; the rest is not there.
+        (
+            "UPDATE source_chunks SET text = 'short ' WHERE source_id = 'src-1' AND version = 'v1';"
+            " INSERT INTO source_chunks VALUES ('src-1', 'v1', 12, 'text')",
+            16,
+            "the range [6, 16) stored with it does not hold its text in version 'v1' stored here",
         ),
     ],
 )
