@@ -84,6 +84,7 @@ class Merged:
 def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, policy: SyncPolicy | None) -> Merged:
     """Check and write every staged line (after removing what a sync source retired)."""
     merged = Merged()
+    (references_before,) = conn.execute("SELECT coalesce(max(rowid), 0) FROM source_references").fetchone()
     if policy is not None:
         merged.retired = _retire(conn) + _drop_owned_links(conn)
     progress.phase("writing", "lines", sum(counts.values()))
@@ -104,7 +105,7 @@ def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, 
             merged.unchanged += counts[kind.name] - new - changed
             done += counts[kind.name]
     if counts["source_version"]:
-        _raise_first(_stored_fragments(conn, policy, merged.repaired))
+        _raise_first(_stored_fragments(conn, policy, merged.repaired, references_before))
     for kind in KINDS.values():
         # In a sync an unchanged line may have lost links (_drop_owned_links): its kind's checks run too.
         if merged.written.get(kind.name) or merged.updated.get(kind.name) or (policy is not None and counts[kind.name]):
@@ -127,17 +128,20 @@ def _repair(conn: sqlite3.Connection, kind: Kind, repaired: dict[str, int]) -> N
                 repaired[check.note] = repaired.get(check.note, 0) + count
 
 
-def _stored_fragments(conn: sqlite3.Connection, policy: SyncPolicy | None, repaired: dict[str, int]) -> list[Found]:
-    """Step 5: a reference stored before this import, naming a version this import wrote, must agree with its text
-    (kinds.STORED_FRAGMENT). Refused at the version's line; a sync that repairs keeps it as it is, counted per rule
-    (the tools already read its contradicted part as unknown)."""
+def _stored_fragments(
+    conn: sqlite3.Connection, policy: SyncPolicy | None, repaired: dict[str, int], before: int
+) -> list[Found]:
+    """Step 5: a reference stored before this import (rowid up to `before`), naming a version this import wrote, must
+    agree with its text (kinds.STORED_FRAGMENT). Refused at the version's line; a sync that repairs keeps it as it is,
+    counted per rule (the tools already read its contradicted part as unknown)."""
+    params = {"before": before}
     if policy is not None and policy.repair:
-        counts = conn.execute(STORED_FRAGMENT_COUNTS).fetchone()
+        counts = conn.execute(STORED_FRAGMENT_COUNTS, params).fetchone()
         for (_, note), count in zip(STORED_FRAGMENT_NOTES, counts, strict=True):
             if count > 0:
                 repaired[note] = repaired.get(note, 0) + count
         return []
-    row = conn.execute(STORED_FRAGMENT).fetchone()
+    row = conn.execute(STORED_FRAGMENT, params).fetchone()
     if row is None:
         return []
     return [Found(row[0], 0, ImportRejected(row[1], "text", stored_fragment_problem(row, sync=policy is not None)))]
