@@ -16,7 +16,9 @@ from support import client_for, ok
 
 from server.store.errors import ImportRejected
 from server.store.exporter import export_file
-from server.store.importer import import_file
+from server.store.importer import import_file, import_source
+from server.store.jsonl import JsonlSource
+from server.store.sync import SyncPolicy
 
 pytestmark = pytest.mark.anyio
 
@@ -149,6 +151,19 @@ def test_a_fragment_a_version_stored_earlier_contradicts_is_refused(
     assert problem in rejected.problem
 
 
+def test_a_fragment_in_a_part_of_a_stored_version_its_chunks_leave_out_is_refused(tmp_path: Path) -> None:
+    """v1 is recorded 16 code points long, but another writer's chunks hold only 'short first' ([0, 11)): a new
+    reference saying 'first text' is at [6, 16) of v1 cannot be checked there, and was taken as exact."""
+    db = imported_graph(tmp_path, small_graph())
+    spoiled(db, "UPDATE source_chunks SET text = 'short first' WHERE source_id = 'src-1' AND version = 'v1'")
+    line = next(line for line in small_graph() if line.get("id") == "ref-1") | {"id": "ref-new"}
+
+    rejected = refused(db, tmp_path, [line])
+
+    assert (rejected.location, rejected.field) == ("line 1", "fragment.text")
+    assert "fragment.text is not the text of source 'src-1' version 'v1' at [6, 16)" in rejected.problem
+
+
 async def test_a_fragment_whose_version_is_not_stored_keeps_its_range(tmp_path: Path) -> None:
     """Nothing stored to compare with: the saved range stands (the text of a version gone is not known here)."""
     db = imported_graph(tmp_path, with_ref1(source_version="v-gone", fragment={"text": "xyz", "start": 0, "end": 3}))
@@ -186,7 +201,7 @@ async def test_unknown_positions_and_lengths_stay_allowed(tmp_path: Path, change
 def spoiled(db: Path, sql: str) -> None:
     """A database imported before these checks, holding a contradictory reference (real SQLite, written directly)."""
     with sqlite3.connect(db) as conn:
-        conn.execute(sql)
+        conn.executescript(sql)
 
 
 @pytest.mark.parametrize(
@@ -214,6 +229,21 @@ def spoiled(db: Path, sql: str) -> None:
             "UPDATE source_references SET fragment_start = 10, fragment_end = NULL WHERE id = 'ref-1'",
             16,
             "the range [10, unknown) stored with it ends past the 16 code points of version 'v1' stored here",
+        ),
+        # Chunks another writer left short of v1's recorded 16 code points: [6, 16) holds no stored text at all. The
+        # comparison found no chunk differing and showed the range as exact (reading v1 there fails: a gap).
+        (
+            "UPDATE source_chunks SET text = 'short' WHERE source_id = 'src-1' AND version = 'v1'",
+            16,
+            "the range [6, 16) stored with it does not hold its text in version 'v1' stored here",
+        ),
+        # A gap inside the range: v1 holds 'short ' at [0, 6) and 'text' at [12, 16), nothing at [6, 12). The part
+        # stored agrees with the fragment's 'text'; the rest is not there.
+        (
+            "UPDATE source_chunks SET text = 'short ' WHERE source_id = 'src-1' AND version = 'v1';"
+            " INSERT INTO source_chunks VALUES ('src-1', 'v1', 12, 'text')",
+            16,
+            "the range [6, 16) stored with it does not hold its text in version 'v1' stored here",
         ),
     ],
 )
@@ -310,7 +340,7 @@ V3_LONGER: Final = {"kind": "source_version", "source_id": "src-1", "version": "
 @pytest.mark.parametrize(
     ("later", "sql"),
     [
-        # ref-1 says it was saved from v3, not stored then; a later import stores v3: 'other text' at [6, 16).
+        # ref-1 says it was saved from v3, not stored then; a later sync stores v3: 'other text' at [6, 16).
         (V3_DIFFERS, ""),
         # v3 does hold 'first text' at [6, 16), but it is 24 code points long, not the 16 saved with ref-1.
         (V3_LONGER, ""),
@@ -323,11 +353,12 @@ async def test_a_range_its_stored_version_contradicts_exports_as_shown_and_impor
 ) -> None:
     """An export writes a saved range and source length as the tools show them: what the stored text of the
     reference's own version contradicts is null. It wrote the stored numbers, which the import then refused at
-    fragment.text or source_length, so the backup of a graph built by two ordinary imports could not be restored."""
+    fragment.text or source_length, so the backup of a graph built by an import and a sync could not be restored."""
     version = "v3" if later is not None else "v1"
     db = imported_graph(tmp_path, with_ref1(source_version=version))
-    if later is not None:
-        import_file(db, write_jsonl(tmp_path / "later.jsonl", [later | {"recorded_at": T0}]))
+    if later is not None:  # a sync that repairs keeps the stored reference (a plain import refuses v3)
+        later_file = write_jsonl(tmp_path / "later.jsonl", [later | {"recorded_at": T0}])
+        import_source(db, JsonlSource(later_file), policy=SyncPolicy(repair=True))
     if sql:
         spoiled(db, sql)
     out = tmp_path / "export.jsonl"
@@ -371,3 +402,131 @@ async def test_a_stored_fragment_holding_u0000_is_never_shown_at_its_start(tmp_p
     assert (line["fragment"]["start"], line["fragment"]["end"]) == (None, None) and why in line["fragment"][
         "position_note"
     ]
+
+
+V3_SHORTER: Final = {"kind": "source_version", "source_id": "src-1", "version": "v3", "text": "short first"}
+LATER_VERSIONS: Final = [
+    (
+        V3_DIFFERS,
+        "source_reference 'ref-1', stored before this import, saved 'first text' at [6, 16) of source 'src-1' version"
+        " 'v3', but this text reads 'other text' there: correct this text, or add a source_reference line for 'ref-1'"
+        " with null start and end to this file (an import does not change a stored reference: it keeps what it"
+        " saved, read as unknown)",
+    ),
+    (
+        V3_SHORTER,
+        "source_reference 'ref-1', stored before this import, saved 'first text' at [6, 16) of source 'src-1' version"
+        " 'v3', but this text is 11 code points long: correct this text, or add a source_reference line for 'ref-1'"
+        " with null start, end and source_length to this file",
+    ),
+    (
+        V3_LONGER,
+        "source_reference 'ref-1', stored before this import, saved source_length 16 for source 'src-1' version 'v3',"
+        " but this text is 24 code points long: correct this text, or add a source_reference line for 'ref-1' with"
+        " null source_length to this file",
+    ),
+]
+
+
+@pytest.mark.parametrize("repeated", [False, True])
+@pytest.mark.parametrize(("later", "problem"), LATER_VERSIONS)
+def test_a_version_a_reference_stored_earlier_contradicts_is_refused_at_its_text(
+    tmp_path: Path, later: dict[str, Any], problem: str, repeated: bool
+) -> None:
+    """ref-1 was imported naming v3, not stored then (nothing to compare with); a later file stores v3, whose text
+    contradicts what ref-1 saved. It was accepted silently, and the tools then showed ref-1's range unknown. The same
+    with ref-1's line repeated unchanged in the later file (a line equal to a stored one writes nothing)."""
+    lines = with_ref1(source_version="v3")
+    db = imported_graph(tmp_path, lines)
+    ref1 = [line for line in lines if line.get("id") == "ref-1"] if repeated else []
+
+    rejected = refused(db, tmp_path, [*ref1, later | {"recorded_at": T0}])
+
+    assert (rejected.location, rejected.field) == (f"line {1 + len(ref1)}", "text")
+    assert problem in rejected.problem
+
+
+@pytest.mark.parametrize(("later", "problem"), LATER_VERSIONS)
+async def test_the_fix_a_refusal_gives_imports_the_version_and_the_tools_read_what_it_nulls_as_unknown(
+    tmp_path: Path, later: dict[str, Any], problem: str
+) -> None:
+    lines = with_ref1(source_version="v3")
+    db = imported_graph(tmp_path, lines)
+    ref1 = next(line for line in lines if line.get("id") == "ref-1")
+    nulled = problem.split("with null ")[1].split(" to this file")[0]
+    fragment = {"text": "first text", "start": None, "end": None} if "start" in nulled else ref1["fragment"]
+    fixed = ref1 | {"fragment": fragment, "source_length": None if "source_length" in nulled else 16}
+
+    report = import_file(db, write_jsonl(tmp_path / "fixed.jsonl", [later | {"recorded_at": T0}, fixed]))
+
+    assert report.written == {"source_version": 1} and report.unchanged == 1
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+    assert snapshot["saved_fragment"]["start"] == ("unknown" if "start" in nulled else 6)
+    assert snapshot["reviewed_source_length"] == ("unknown" if "source_length" in nulled else 16)
+
+
+def test_a_later_version_that_agrees_with_a_stored_reference_is_imported(tmp_path: Path) -> None:
+    db = imported_graph(tmp_path, with_ref1(source_version="v3"))
+    agrees = V3_DIFFERS | {"text": "short first text", "recorded_at": T0}
+
+    report = import_file(db, write_jsonl(tmp_path / "later.jsonl", [agrees]))
+
+    assert report.written == {"source_version": 1}
+
+
+@pytest.mark.parametrize(
+    ("later", "note"),
+    [
+        (
+            V3_DIFFERS,
+            "saved fragments stored before whose [start, end) does not hold their text in the version this import"
+            " stored (kept; read as unknown)",
+        ),
+        (
+            V3_LONGER,
+            "saved fragments stored before whose source length is not the length of the version this import stored"
+            " (kept; read as unknown)",
+        ),
+    ],
+)
+async def test_a_sync_that_repairs_keeps_a_stored_reference_a_new_version_contradicts_and_counts_it(
+    tmp_path: Path, later: dict[str, Any], note: str
+) -> None:
+    """A source synced as GoodBuddy is (SyncPolicy repair) keeps the stored reference as it is, counted in the
+    report; the tools read its contradicted part as unknown."""
+    db = imported_graph(tmp_path, with_ref1(source_version="v3"))
+    source = JsonlSource(write_jsonl(tmp_path / "later.jsonl", [later | {"recorded_at": T0}]))
+
+    report = import_source(db, source, policy=SyncPolicy(repair=True))
+
+    assert report.written == {"source_version": 1}
+    assert report.repaired == {note: 1}
+    with sqlite3.connect(db) as conn:
+        stored = conn.execute(
+            "SELECT fragment_start, fragment_end, source_length FROM source_references WHERE id = 'ref-1'"
+        ).fetchone()
+    assert stored == (6, 16, 16)
+    async with client_for(db) as client:
+        snapshot = await ok(client, READ, {"source_reference_id": "ref-1", "scope": ALPHA})
+    if later is V3_LONGER:
+        assert (snapshot["saved_fragment"]["start"], snapshot["reviewed_source_length"]) == (6, "unknown")
+    else:
+        assert (snapshot["saved_fragment"]["start"], snapshot["reviewed_source_length"]) == ("unknown", 16)
+
+
+def test_a_sync_that_does_not_repair_takes_a_corrected_reference_line_with_the_version(tmp_path: Path) -> None:
+    """The fix a sync's message gives: the corrected reference in the same import replaces the stored one."""
+    lines = with_ref1(source_version="v3")
+    db = imported_graph(tmp_path, lines)
+    ref1 = next(line for line in lines if line.get("id") == "ref-1")
+    later = [V3_DIFFERS | {"recorded_at": T0}]
+    policy = SyncPolicy()
+
+    with pytest.raises(ImportRejected) as caught:
+        import_source(db, JsonlSource(write_jsonl(tmp_path / "later.jsonl", later)), policy=policy)
+    assert "correct this text, or add a corrected source_reference line for 'ref-1'" in caught.value.problem
+    corrected = ref1 | {"fragment": {"text": "other text", "start": 6, "end": 16}}
+    report = import_source(db, JsonlSource(write_jsonl(tmp_path / "fixed.jsonl", [*later, corrected])), policy=policy)
+
+    assert report.written == {"source_version": 1} and report.updated == {"source_reference": 1}

@@ -431,6 +431,52 @@ async def test_a_saved_fragment_its_stored_message_contradicts_is_kept_with_that
     ] == (shown)
 
 
+async def test_a_message_revision_stored_after_a_fragment_it_contradicts_keeps_it_and_counts_it(
+    tmp_path: Path, app: Path
+) -> None:
+    """The app saved S1 as [0, 36) of a revision of M_A that a first sync does not see (the message is at another
+    one); later the message is at that revision, with other text there, and S1 is gone from the app. The second sync
+    stores that revision: S1 stays as stored (the tools read its range unknown) and the sync counts it. It was not
+    counted: the sync said nothing of it."""
+    with sqlite3.connect(app) as conn:
+        (context,) = conn.execute(
+            "SELECT json_array('later', c.project_id, c.title, m.role, m.created_at) FROM messages AS m"
+            " JOIN conversations AS c ON c.id = m.conversation_id WHERE m.id = ?",
+            (M_A,),
+        ).fetchone()
+    later = hashlib.sha256(context.encode()).hexdigest()
+    write(
+        app,
+        "UPDATE supervision_sources SET locator_json = json_set(locator_json, '$.revision', ?), source_revision = ?"
+        " WHERE id = ?",
+        later,
+        later,
+        S1,
+    )
+    db = tmp_path / "fresh.db"
+    migrate(db)
+    import_goodbuddy(db, app)
+    write(app, "UPDATE messages SET content = ? WHERE id = ?", TEXT[M_A].replace("SQLite", "DuckDB"), M_A)
+    write(app, "UPDATE messages SET review_revision = 'later' WHERE id = ?", M_A)
+    write(app, "DELETE FROM supervision_sources WHERE id = ?", S1)
+
+    report, notes = import_goodbuddy(db, app)
+
+    assert report.written.get("source_version") == 1
+    assert (
+        "saved fragments stored before whose [start, end) does not hold their text in the version this import stored"
+        " (kept; read as unknown): 1"
+    ) in notes
+    with sqlite3.connect(db) as conn:
+        stored = conn.execute(
+            "SELECT source_version, fragment_start, fragment_end FROM source_references WHERE id = ?", (S1,)
+        ).fetchone()
+    assert stored == (later, 0, 36)
+    async with client(db) as session:
+        snapshot = await ok(session, READ, {"source_reference_id": S1})
+    assert (snapshot["saved_fragment"]["start"], snapshot["saved_fragment"]["end"]) == ("unknown", "unknown")
+
+
 async def test_a_fragment_of_a_message_holding_nul_keeps_its_range(tmp_path: Path, app: Path) -> None:
     """The app saved [0, 36) of a message holding U+0000, as the message still reads: the message text is stored with
     U+FFFD in its place, and so is the fragment's, so the stored text still holds the fragment at its range."""

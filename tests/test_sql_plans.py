@@ -110,3 +110,17 @@ def test_the_search_index_writes_read_the_dirty_items_never_the_whole_index(migr
             plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql)]
             scans = [s for s in plan if re.match(r"SCAN (i|search_items)\b", s) and "_without_grams" not in s]
             assert scans == [], (sql, plan)
+
+
+def test_an_import_compares_only_the_stored_references_naming_a_version_it_writes(migrated_db: Path) -> None:
+    """Step 5 of a merge (a reference stored before against a version this import writes) starts from the staged
+    versions and reaches the references by index: never a scan of every stored reference."""
+    from server.store.kinds import STORED_FRAGMENT, STORED_FRAGMENT_COUNTS
+    from server.store.staging import create_tables
+
+    with sqlite3.connect(migrated_db) as conn:
+        create_tables(conn)
+        conn.execute("CREATE INDEX temp.stage_source_reference_key ON stage_source_reference (id)")  # as merge.py does
+        for sql in (STORED_FRAGMENT, STORED_FRAGMENT_COUNTS):
+            plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, {"before": 0})]
+            assert [step for step in plan if step.startswith("SCAN")] == ["SCAN v"], plan

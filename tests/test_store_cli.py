@@ -773,3 +773,29 @@ def test_progress_every_takes_a_number_of_seconds(tmp_path: Path) -> None:
         assert "argument --progress-every: expected a number of seconds" in run.stderr and repr(value) in run.stderr
     assert not db.exists()
     assert _cli("db", "export", "--db", db, "--progress-every", "-5").returncode == 2
+
+
+def test_a_version_a_reference_imported_earlier_contradicts_is_refused_on_the_command_line(tmp_path: Path) -> None:
+    """ref-1 names version v3 of src-1, not in its file; a later file stores v3 without the text ref-1 saved from it:
+    the import used to take it (status 0) and the tools then showed ref-1's range unknown, unexplained."""
+    db = tmp_path / "graph.db"
+    _cli("db", "migrate", "--db", db)
+    lines = small_graph()
+    for line in lines:
+        if line.get("id") == "ref-1":
+            line["source_version"] = "v3"
+    assert _cli("db", "import", "--db", db, write_jsonl(tmp_path / "graph.jsonl", lines)).returncode == 0
+    before = dump(db)
+    v3 = {"kind": "source_version", "source_id": "src-1", "version": "v3", "text": "short other text"}
+    later = write_jsonl(tmp_path / "later.jsonl", [v3 | {"recorded_at": "2026-03-03T00:00:00Z"}])
+
+    for dry_run in ((), ("--dry-run",)):
+        error = _one_line_error(_cli("db", "import", "--db", db, later, *dry_run))
+        assert error == (
+            "story-graph-mcp: import aborted, nothing was written: line 1, field 'text': source_reference 'ref-1',"
+            " stored before this import, saved 'first text' at [6, 16) of source 'src-1' version 'v3', but this text"
+            " reads 'other text' there: correct this text, or add a source_reference line for 'ref-1' with null start"
+            " and end to this file (an import does not change a stored reference: it keeps what it saved, read as"
+            " unknown)\n"
+        )
+    assert dump(db) == before

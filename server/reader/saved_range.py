@@ -3,9 +3,10 @@
 A reference saves its fragment's text, its `[start, end)` in the version it was saved from (`source_version`) and
 that source's length. A range is shown as exact only when nothing stored contradicts it: the text and the saved
 length (contracts.fragment_range.consistent_range) and, when that version's text is stored here, its length and its
-text at the range. The last two come from SQL (own_length_sql, text_differs_sql) read in the same statement as
-the reference itself, so a page pays no extra hop: one index seek for the version's length and one index range over
-the chunks the range overlaps (a fragment's own length of text, which the statement reads anyway). The importer
+text at the range (all of it: a range its stored chunks do not cover is not that text). The last two come from SQL
+(own_length_sql, text_differs_sql) read in the same statement as the reference itself, so a page pays no extra hop:
+one index seek for the version's length and one index range over the chunks the range overlaps (a fragment's own
+length of text, which the statement reads anyway). The importer
 runs the same SQL over its staged lines (store/kinds.py), so a new line is refused, or repaired in sync mode,
 by exactly the rule the tools apply to a row stored before it existed.
 """
@@ -33,13 +34,17 @@ def own_length_sql(r: str) -> str:
 
 def text_differs_sql(r: str) -> str:
     """SQL: 1 when the stored text of reference row `r`'s own version differs from its fragment somewhere in
-    `[start, reach)`, 0 when it does not (or that version, or part of its text, is not stored), NULL without a start.
+    `[start, reach)` or holds no text there, 0 when it holds the fragment there (or that version is not stored),
+    NULL without a start.
 
     Each chunk overlapping the range is compared with the matching piece of the fragment (substr counts code points,
-    the positions' unit), so no text is concatenated. The chunks are an index range: from the last chunk starting
-    at or before `start` to the last starting before the reach; chunk sizes are not assumed. A fragment holding
-    U+0000 differs from any stored version's text, which never holds it (interchange ChildText; GoodBuddy stores
-    U+FFFD): SQLite's length() and substr() end a text at U+0000, so the chunks would be compared with its head only."""
+    the positions' unit), so no text is concatenated; the code points they cover must add up to the range's length.
+    A stored version whose chunks leave part of the range out (another writer's rows: an import writes every chunk)
+    does not hold the fragment there: read_source's reading of that version fails there too (source_rows.read_slice).
+    The chunks are an index range: from the last chunk starting at or before `start` to the last starting before the
+    reach; chunk sizes are not assumed. A fragment holding U+0000 differs from any stored version's text, which never
+    holds it (interchange ChildText; GoodBuddy stores U+FFFD): SQLite's length() and substr() end a text at U+0000,
+    so the chunks would be compared with its head only."""
     start, reach = f"{r}.fragment_start", reach_sql(r)
     version = f"c.source_id = {r}.original_source_id AND c.version = {r}.source_version"
     first = (
@@ -47,13 +52,17 @@ def text_differs_sql(r: str) -> str:
         f" AND p.version = {r}.source_version AND p.start <= {start} ORDER BY p.start DESC LIMIT 1)"
     )
     lo, hi = f"max({start}, c.start)", f"min({reach}, c.start + length(c.text))"
+    differs = (
+        f"coalesce(max(substr(c.text, {lo} - c.start + 1, {hi} - {lo}) IS NOT substr({r}.fragment, {lo} - {start} + 1,"
+        f" {hi} - {lo})), 0)"
+    )
+    covered = f"coalesce(sum({hi} - {lo}), 0)"
     return (
         f"CASE WHEN {start} IS NULL THEN NULL"
         f" WHEN instr({r}.fragment, char(0)) > 0 THEN {own_length_sql(r)} IS NOT NULL"
-        f" ELSE EXISTS (SELECT 1 FROM source_chunks AS c"
-        f" WHERE {version} AND c.start >= coalesce({first}, 0) AND c.start < {reach} AND {hi} > {lo}"
-        f" AND substr(c.text, {lo} - c.start + 1, {hi} - {lo}) IS NOT substr({r}.fragment, {lo} - {start} + 1,"
-        f" {hi} - {lo})) END"
+        f" ELSE {own_length_sql(r)} IS NOT NULL AND (SELECT {differs} OR {covered} <> {reach} - {start}"
+        f" FROM source_chunks AS c WHERE {version} AND c.start >= coalesce({first}, 0) AND c.start < {reach}"
+        f" AND {hi} > {lo}) END"
     )
 
 

@@ -221,15 +221,18 @@ def _fix_reach(row: Sequence[Any]) -> str:
     )
 
 
+def _quoted(text: object) -> str:
+    text = str(text or "")
+    return repr(text if len(text) <= 40 else f"{text[:40]}…")
+
+
 def _fix_text(row: Sequence[Any]) -> str:
     _, _, start, _, there, source, version, end, text = row
     reach = end if end is not None else start + len(text)  # len: SQL's length() ends a text at U+0000
-    there = str(there or "")
-    quoted = there if len(there) <= 40 else f"{there[:40]}…"
     return (
         f"fragment.text is not the text of source {source!r} version {version!r} at [{start}, {reach}), which reads"
-        f" {quoted!r}: give the start and end where the text is in that version, the version it was saved from,"
-        " or null start and end if unknown"
+        f" {_quoted(there)}: give the start and end where the text is in that version, the version it was saved"
+        " from, or null start and end if unknown"
     )
 
 
@@ -261,6 +264,93 @@ FRAGMENT_CHECKS: Final = (
         note=FRAGMENT_NOT_THERE,
     ),
 )
+
+
+# The same rule from the other side: a reference stored by an earlier import, naming a version not stored then, against
+# that version's text when this import stores it (a version never changes, so only a new one can contradict it). Only
+# the references naming a version this import wrote are read (by source, then version). A reference line of this
+# import for the same id settles it when it is written (new or, in a sync, changed: the checks above took it) or
+# when it agrees with the version: a line with null start and end matches the stored row, which the tools (and so
+# the importer's comparison, lines.py) read with that range unknown. A line equal to the stored row does not.
+def _contradicted(r: str) -> str:
+    """SQL: reference row `r` (stored or staged) breaks a rule above against its version's stored text; 0 or 1."""
+    return (
+        f"coalesce({reach_sql(r)} > {own_length_sql(r)} OR {text_differs_sql(r)}"
+        f" OR {r}.source_length <> {own_length_sql(r)}, 0)"
+    )
+
+
+STORED_AGAINST_NEW_VERSIONS: Final = (
+    "FROM stage_source_version AS v JOIN source_references AS r"
+    " ON r.original_source_id = v.source_id AND r.source_version = v.version WHERE v.skip = 0"
+)
+"""SQL: the stored references (`r`) naming a version (`v`) this import writes."""
+_SETTLED: Final = (
+    f"EXISTS (SELECT 1 FROM {REFERENCES} AS s WHERE s.id = r.id"
+    f" AND CASE WHEN s.skip <> 1 THEN 1 ELSE NOT {_contradicted('s')} END)"
+)
+
+
+def _unsettled(condition: str) -> str:
+    """SQL: `condition` of stored reference `r`, 0 when a reference line of this import settles it.
+
+    `:before` is the largest rowid of source_references before this import: a row above it is one this import
+    inserted, settled without a look at the staged lines (a first import inserts every reference it names: looking
+    each one up in the staging file read 600 MiB at 100k objects). CASE, not AND or OR, keeps that order (SQLite may
+    evaluate the terms of an AND in any order), and compares no text for a settled reference."""
+    return f"CASE WHEN r.rowid > :before THEN 0 WHEN {_SETTLED} THEN 0 ELSE {condition} END"
+
+
+STORED_RANGE_WRONG: Final = f"coalesce({reach_sql('r')} > {own_length_sql('r')} OR {text_differs_sql('r')}, 0)"
+STORED_LENGTH_WRONG: Final = f"coalesce(r.source_length <> {own_length_sql('r')}, 0)"
+STORED_FRAGMENT: Final = (
+    f"SELECT v.seq, v.location, r.id, r.original_source_id, r.source_version, r.fragment, r.fragment_start,"
+    f" {reach_sql('r')}, r.source_length, {own_length_sql('r')}, {text_differs_sql('r')}, {stored_there_sql('r')}"
+    f" {STORED_AGAINST_NEW_VERSIONS} AND {_unsettled(_contradicted('r'))} ORDER BY v.seq, r.id LIMIT 1"
+)
+"""SQL: the first stored reference a version this import writes contradicts (`v.seq, v.location, ...`), or nothing;
+`:before` as in `_unsettled`."""
+STORED_FRAGMENT_NOTES: Final = (
+    (
+        STORED_RANGE_WRONG,
+        "saved fragments stored before whose [start, end) does not hold their text in the version this import stored"
+        " (kept; read as unknown)",
+    ),
+    (
+        STORED_LENGTH_WRONG,
+        "saved fragments stored before whose source length is not the length of the version this import stored"
+        " (kept; read as unknown)",
+    ),
+)
+"""Sync mode with repair: each rule a stored reference may break, and its note. Such a reference is kept as it is
+(the tools read its contradicted part as unknown, saved_range.py) and counted."""
+STORED_FRAGMENT_COUNTS: Final = (
+    f"SELECT {', '.join(f'coalesce(sum({_unsettled(wrong)}), 0)' for wrong, _ in STORED_FRAGMENT_NOTES)}"
+    f" {STORED_AGAINST_NEW_VERSIONS}"
+)
+"""SQL: how many stored references break each rule of STORED_FRAGMENT_NOTES, in its order."""
+
+
+def stored_fragment_problem(row: Sequence[Any], *, sync: bool) -> str:
+    """What a version line contradicts in a stored reference (a row of STORED_FRAGMENT), and the fix; `sync`: a
+    reference line of the same import can replace the stored reference."""
+    _, _, ref, source, version, text, start, reach, length, own, differs, there = row
+    if start is not None and (reach > own or differs):
+        saved = f"saved {_quoted(text)} at [{start}, {reach}) of source {source!r} version {version!r}"
+        holds = f"this text reads {_quoted(there)} there" if reach <= own else f"this text is {own} code points long"
+        what = "start, end and source_length" if length not in (None, own) else "start and end"
+    else:
+        saved = f"saved source_length {length} for source {source!r} version {version!r}"
+        holds = f"this text is {own} code points long"
+        what = "source_length"
+    fix = (
+        f"correct this text, or add a corrected source_reference line for {ref!r} to this import (null {what} if"
+        " unknown)"
+        if sync
+        else f"correct this text, or add a source_reference line for {ref!r} with null {what} to this file (an import"
+        " does not change a stored reference: it keeps what it saved, read as unknown)"
+    )
+    return f"source_reference {ref!r}, stored before this import, {saved}, but {holds}: {fix}"
 
 
 _KINDS: Final = (

@@ -13,7 +13,9 @@ the source lists but that it no longer lists for them. Then, for each kind:
 4. the remaining lines are inserted (or, in sync mode, update the stored object), with their child
    rows, in source order and in chunks.
 
-Steps 1-3 refuse the first offending line of the kind in source order. Object refs, a source's
+Steps 1-3 refuse the first offending line of the kind in source order. Once every kind is written, a reference
+stored by an earlier import must agree with the text of the version it names when this import stores that version
+(step 5; a sync that repairs keeps and counts it). Object refs, a source's
 current version and an experience's formed events may point at any later kind: they are checked once
 every kind is written. Content is compared in SQL; a pair SQL finds different is compared again in
 Python from the interchange lines (another writer may have stored the same JSON with other spacing)
@@ -35,7 +37,13 @@ import orjson
 from server.store import bulk_indexes, link_checks, sync
 from server.store.errors import ImportRejected, StoreError
 from server.store.kind_model import TARGETS, Invalid, Kind, Staged, differing_fields
-from server.store.kinds import KINDS
+from server.store.kinds import (
+    KINDS,
+    STORED_FRAGMENT,
+    STORED_FRAGMENT_COUNTS,
+    STORED_FRAGMENT_NOTES,
+    stored_fragment_problem,
+)
 from server.store.kinds_stories import ORPHANED_THREAD, orphaned_thread
 from server.store.lines import load_line
 from server.store.link_checks import TO_WRITE, Found, scope_of
@@ -76,6 +84,7 @@ class Merged:
 def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, policy: SyncPolicy | None) -> Merged:
     """Check and write every staged line (after removing what a sync source retired)."""
     merged = Merged()
+    (references_before,) = conn.execute("SELECT coalesce(max(rowid), 0) FROM source_references").fetchone()
     if policy is not None:
         merged.retired = _retire(conn) + _drop_owned_links(conn)
     progress.phase("writing", "lines", sum(counts.values()))
@@ -95,6 +104,8 @@ def merge(conn: sqlite3.Connection, counts: dict[str, int], progress: Progress, 
             merged.written[kind.name], merged.updated[kind.name] = new, changed
             merged.unchanged += counts[kind.name] - new - changed
             done += counts[kind.name]
+    if counts["source_version"]:
+        _raise_first(_stored_fragments(conn, policy, merged.repaired, references_before))
     for kind in KINDS.values():
         # In a sync an unchanged line may have lost links (_drop_owned_links): its kind's checks run too.
         if merged.written.get(kind.name) or merged.updated.get(kind.name) or (policy is not None and counts[kind.name]):
@@ -115,6 +126,25 @@ def _repair(conn: sqlite3.Connection, kind: Kind, repaired: dict[str, int]) -> N
             count = conn.execute(check.repair).rowcount
             if count > 0:
                 repaired[check.note] = repaired.get(check.note, 0) + count
+
+
+def _stored_fragments(
+    conn: sqlite3.Connection, policy: SyncPolicy | None, repaired: dict[str, int], before: int
+) -> list[Found]:
+    """Step 5: a reference stored before this import (rowid up to `before`), naming a version this import wrote, must
+    agree with its text (kinds.STORED_FRAGMENT). Refused at the version's line; a sync that repairs keeps it as it is,
+    counted per rule (the tools already read its contradicted part as unknown)."""
+    params = {"before": before}
+    if policy is not None and policy.repair:
+        counts = conn.execute(STORED_FRAGMENT_COUNTS, params).fetchone()
+        for (_, note), count in zip(STORED_FRAGMENT_NOTES, counts, strict=True):
+            if count > 0:
+                repaired[note] = repaired.get(note, 0) + count
+        return []
+    row = conn.execute(STORED_FRAGMENT, params).fetchone()
+    if row is None:
+        return []
+    return [Found(row[0], 0, ImportRejected(row[1], "text", stored_fragment_problem(row, sync=policy is not None)))]
 
 
 def _retire(conn: sqlite3.Connection) -> int:
