@@ -1,0 +1,57 @@
+"""Security review over real HTTP on loopback: what a client with a narrow grant can learn about what lies outside
+it. Each test starts its own server on a free loopback port (tests/http_support.py) and reads with a real MCP
+client holding a bearer token."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from http_support import TOKENS, http_client, http_server, policy_text, write_secret
+from support import demo_db, ok
+
+pytestmark = pytest.mark.anyio
+
+READ = "story_graph_read_source"
+
+
+def serve_args(db: Path, policy: Path, secret: Path) -> list[str]:
+    return ["--db", str(db), "--policy", str(policy), "--cursor-secret-file", str(secret)]
+
+
+async def test_a_source_outside_the_scope_changes_nothing_a_snapshot_read_shows(tmp_path: Path) -> None:
+    """ref-moved-msg is saved in atlas; its source now lives in beacon, which this client may not read. Edits to
+    that source over there (a new version, another status, a move to another project it cannot read) must not
+    show in anything its snapshot read answers: object_revision was a digest of the source's project, status,
+    current version and update time, so an atlas-only client could watch beacon's source change."""
+    db = demo_db(tmp_path)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(policy_text(clients={"alpha": {"projects": ["atlas"], "default_project": "atlas"}}))
+    secret = write_secret(tmp_path)
+    args = {"source_reference_id": "ref-moved-msg"}
+
+    def change_source(sql: str) -> None:
+        with sqlite3.connect(db) as conn:
+            conn.execute(sql)
+
+    async with http_server(serve_args(db, policy, secret), tmp_path) as server:
+        async with http_client(server.url, TOKENS["alpha"]) as alpha:
+            before = await ok(alpha, READ, args)
+            assert before["original_source_availability"] == "outside_scope"
+            answers = []
+            for sql in (
+                "UPDATE sources SET current_version = 'v-elsewhere', updated_at = '2031-01-01T00:00:00Z'"
+                " WHERE id = 'src-moved-msg'",
+                "UPDATE sources SET status = 'deleted' WHERE id = 'src-moved-msg'",
+                "UPDATE sources SET project_id = 'legacy' WHERE id = 'src-moved-msg'",
+            ):
+                change_source(sql)
+                answers.append(await ok(alpha, READ, args))
+            # Moved into the client's own project, it is its business again: the revision says so.
+            change_source("UPDATE sources SET project_id = 'atlas', status = 'available' WHERE id = 'src-moved-msg'")
+            back = await ok(alpha, READ, args)
+    for after in answers:
+        assert {k: v for k, v in after.items() if k != "read_at"} == {k: v for k, v in before.items() if k != "read_at"}
+    assert back["original_source_availability"] == "available"
+    assert back["object_revision"] != before["object_revision"]
