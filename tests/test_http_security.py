@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import httpx2
 import pytest
 from http_support import TOKENS, http_client, http_server, policy_text, write_secret
 from support import demo_db, ok
@@ -35,23 +36,48 @@ async def test_a_source_outside_the_scope_changes_nothing_a_snapshot_read_shows(
         with sqlite3.connect(db) as conn:
             conn.execute(sql)
 
-    async with http_server(serve_args(db, policy, secret), tmp_path) as server:
-        async with http_client(server.url, TOKENS["alpha"]) as alpha:
-            before = await ok(alpha, READ, args)
-            assert before["original_source_availability"] == "outside_scope"
-            answers = []
-            for sql in (
-                "UPDATE sources SET current_version = 'v-elsewhere', updated_at = '2031-01-01T00:00:00Z'"
-                " WHERE id = 'src-moved-msg'",
-                "UPDATE sources SET status = 'deleted' WHERE id = 'src-moved-msg'",
-                "UPDATE sources SET project_id = 'legacy' WHERE id = 'src-moved-msg'",
-            ):
-                change_source(sql)
-                answers.append(await ok(alpha, READ, args))
-            # Moved into the client's own project, it is its business again: the revision says so.
-            change_source("UPDATE sources SET project_id = 'atlas', status = 'available' WHERE id = 'src-moved-msg'")
-            back = await ok(alpha, READ, args)
+    async with (
+        http_server(serve_args(db, policy, secret), tmp_path) as server,
+        http_client(server.url, TOKENS["alpha"]) as alpha,
+    ):
+        before = await ok(alpha, READ, args)
+        assert before["original_source_availability"] == "outside_scope"
+        answers = []
+        for sql in (
+            "UPDATE sources SET current_version = 'v-elsewhere', updated_at = '2031-01-01T00:00:00Z'"
+            " WHERE id = 'src-moved-msg'",
+            "UPDATE sources SET status = 'deleted' WHERE id = 'src-moved-msg'",
+            "UPDATE sources SET project_id = 'legacy' WHERE id = 'src-moved-msg'",
+        ):
+            change_source(sql)
+            answers.append(await ok(alpha, READ, args))
+        # Moved into the client's own project, it is its business again: the revision says so.
+        change_source("UPDATE sources SET project_id = 'atlas', status = 'available' WHERE id = 'src-moved-msg'")
+        back = await ok(alpha, READ, args)
     for after in answers:
         assert {k: v for k, v in after.items() if k != "read_at"} == {k: v for k, v in before.items() if k != "read_at"}
     assert back["original_source_availability"] == "available"
     assert back["object_revision"] != before["object_revision"]
+
+
+async def test_a_path_cannot_write_a_line_of_its_own_into_the_access_log(tmp_path: Path) -> None:
+    """The access line showed the percent-decoded path as it came, from anyone (no token needed): `%0A` started a
+    forged access line (here one claiming client 'admin' read /mcp) and `%1B` sent terminal escapes."""
+    db = demo_db(tmp_path)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(policy_text(clients={"alpha": {"projects": ["atlas"]}}))
+    forged = "2026-01-01 00:00:00,000 INFO [1] story_graph_mcp.access: 10.0.0.1 admin POST /mcp 200 1.0ms"
+    async with (
+        http_server(serve_args(db, policy, write_secret(tmp_path)), tmp_path) as server,
+        httpx2.AsyncClient() as http,
+    ):
+        for path in (f"/x%0A{forged}%1B[31m", f"/mcp%0D%0A{forged}"):
+            refused = await http.post(server.base + path.replace(" ", "%20"))
+            assert refused.status_code in (401, 404)
+    lines = server.output().splitlines()
+    assert not any(line.startswith(forged[:19]) for line in lines)
+    assert "\x1b" not in server.output()
+    access = [line for line in lines if " story_graph_mcp.access: " in line and "/healthz" not in line]
+    assert len(access) == 2
+    assert " POST /x\\x0a2026-01-01\\x20" in access[0] and " 404 " in access[0]
+    assert " POST /mcp\\x0d\\x0a2026-01-01\\x20" in access[1]
