@@ -81,3 +81,28 @@ async def test_a_path_cannot_write_a_line_of_its_own_into_the_access_log(tmp_pat
     assert len(access) == 2
     assert " POST /x\\x0a2026-01-01\\x20" in access[0] and " 404 " in access[0]
     assert " POST /mcp\\x0d\\x0a2026-01-01\\x20" in access[1]
+
+
+async def test_an_unknown_prompt_is_refused_without_a_traceback_or_its_name_in_the_log(tmp_path: Path) -> None:
+    """The server has no prompts; the SDK answered prompts/get with an exception its dispatcher logged as an ERROR
+    with a traceback ending in the name as sent: a token holder filled the log with tracebacks at will, and a
+    name with a newline in it wrote a line of its own."""
+    db = demo_db(tmp_path)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(policy_text(clients={"beta": {"projects": ["beacon"]}}))
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+        "Authorization": f"Bearer {TOKENS['beta']}",
+    }
+    request = {"jsonrpc": "2.0", "id": 7, "method": "prompts/get", "params": {"name": "x\nFORGED LINE"}}
+    async with (
+        http_server(serve_args(db, policy, write_secret(tmp_path)), tmp_path) as server,
+        httpx2.AsyncClient() as http,
+    ):
+        answer = (await http.post(server.url, json=request, headers=headers)).json()
+    assert answer["id"] == 7 and answer["error"]["code"] == -32602
+    assert "FORGED" not in answer["error"]["message"]
+    output = server.output()
+    assert "FORGED" not in output and "Traceback" not in output and " ERROR " not in output
