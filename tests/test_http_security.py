@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx2
 import pytest
 from http_support import TOKENS, http_client, http_server, policy_text, write_secret
-from support import demo_db, ok
+from support import demo_db, error, ok
 
 pytestmark = pytest.mark.anyio
 
@@ -106,3 +106,41 @@ async def test_an_unknown_prompt_is_refused_without_a_traceback_or_its_name_in_t
     assert "FORGED" not in answer["error"]["message"]
     output = server.output()
     assert "FORGED" not in output and "Traceback" not in output and " ERROR " not in output
+
+
+async def test_a_cursor_reads_only_what_the_grant_of_whoever_sends_it_allows(tmp_path: Path) -> None:
+    """Cursors bind tool, request, scope, revision and position, not the client: one that reaches another client
+    (pasted into another agent's context, say) is checked against that client's own grant on every page, and the
+    refusal is the one any scope outside the grant gets, naming only what the sender may read."""
+    db = demo_db(tmp_path)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        policy_text(
+            clients={
+                "alpha": {"projects": ["atlas", "beacon"], "default_project": "atlas"},
+                "beta": {"projects": ["beacon"]},
+            }
+        )
+    )
+    beacon = {"kind": "projects", "projectIds": ["beacon"]}
+    async with http_server(serve_args(db, policy, write_secret(tmp_path)), tmp_path) as server:
+        async with http_client(server.url, TOKENS["alpha"]) as alpha:
+            atlas_page = await ok(alpha, "story_graph_search", {"query": "session", "page_size": 1})
+            beacon_page = await ok(alpha, "story_graph_search", {"query": "session", "page_size": 1, "scope": beacon})
+        async with http_client(server.url, TOKENS["beta"]) as beta:
+            replayed = await error(
+                beta, "story_graph_search", {"query": "session", "cursor": atlas_page["page"]["next_cursor"]}
+            )
+            unknown = await error(
+                beta,
+                "story_graph_search",
+                {"query": "session", "scope": {"kind": "projects", "projectIds": ["no-such-project"]}},
+            )
+            # A cursor of a scope beta may read pages on for beta too: it reads nothing beta could not ask for.
+            own = await ok(
+                beta, "story_graph_search", {"query": "session", "cursor": beacon_page["page"]["next_cursor"]}
+            )
+    assert atlas_page["page"]["next_cursor"] and replayed["error"] == "scope_unavailable"
+    assert {k: v for k, v in replayed.items() if k != "field"} == {k: v for k, v in unknown.items() if k != "field"}
+    assert "atlas" not in str(replayed)
+    assert own["resolved_scope"] == beacon
