@@ -24,7 +24,15 @@ from typing import Any, Final, Protocol
 
 import orjson
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    INVALID_PARAMS,
+    CallToolResult,
+    GetPromptResult,
+    InputRequiredResult,
+    TextContent,
+    ToolAnnotations,
+)
 from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
@@ -151,6 +159,14 @@ class StoryGraphServer(MCPServer[Any]):
         except StoryGraphError:
             return False
         return True
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        """This server has no prompts. The SDK answered `prompts/get` with a ValueError, which its dispatcher logged
+        as an ERROR with a whole traceback ending in the name as sent: any token holder could fill the log with
+        tracebacks, and a name holding a newline wrote a line of its choosing into it. The answer names no name."""
+        raise MCPError(INVALID_PARAMS, "Unknown prompt: this server has no prompts")
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()

@@ -415,13 +415,25 @@ class AccessLog:
                 "%s %s %s %s %s %.1fms%s%s",
                 peer[0] if peer else "-",
                 client or "-",
-                scope["method"],
-                scope["path"],
+                _printable(scope["method"]),
+                _printable(scope["path"]),
                 499 if scope.get(CLIENT_GONE) else status or "-",
                 (time.perf_counter() - started) * 1000,
                 f" token={refused}" if refused else "",
                 f' reason="{reason}"' if reason else "",
             )
+
+
+def _printable(text: str) -> str:
+    """`text` with every character but printable ASCII escaped (`\\x0a`): the path is percent-decoded and comes
+    from anyone, token or not, so `GET /x%0A<a forged access line>` wrote a second line of its choosing into the
+    log, and `%1B` terminal escapes into the operator's terminal. A backslash is escaped too, so an escape in the
+    log was always written by this function."""
+    return "".join(ch if "!" <= ch <= "~" and ch != "\\" else _escaped(ord(ch)) for ch in text)
+
+
+def _escaped(code: int) -> str:
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def build_http_app(settings: ServeSettings, policy: PolicySource) -> ASGIApp:

@@ -29,6 +29,7 @@ from server.reader.db import Database
 from server.reader.memo import Memo
 from server.reader.scope import ResolvedScope, is_readable, resolve_scope
 from server.reader.source_fields import (
+    OUTSIDE_SCOPE_STATE,
     READABLE_STATUS,
     Text,
     common_fields,
@@ -104,7 +105,9 @@ async def read(
 
         wanted = _wanted_version(args, source)
         version_row = stored.version if wanted else None
-        state = state_digest(source, wanted, version_row)
+        # A source living outside the scope counts only as that: its project, status and versions there are not
+        # this caller's to see, and a digest of them in object_revision changed with every edit made over there.
+        state = state_digest(source, wanted, version_row) if source is None or in_scope else OUTSIDE_SCOPE_STATE
         revision_of_object = object_revision(reference, state)
         revision = cursor_revision(reference, revision_of_object)
         if cursor is not None and cursor.revision != revision:

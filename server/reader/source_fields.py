@@ -27,6 +27,9 @@ from server.reader.scope import ResolvedScope
 from server.reader.source_rows import Reference, Source, Version
 
 READABLE_STATUS: Final = "available"
+OUTSIDE_SCOPE_STATE: Final = "outside_scope"
+"""state_digest's stand-in for a source that lives outside the read's scope: nothing of its state is read, so edits
+to it there stale no cursor and change no object_revision of a reader who may not see them."""
 
 
 @dataclass(frozen=True)
