@@ -144,3 +144,24 @@ async def test_a_cursor_reads_only_what_the_grant_of_whoever_sends_it_allows(tmp
     assert {k: v for k, v in replayed.items() if k != "field"} == {k: v for k, v in unknown.items() if k != "field"}
     assert "atlas" not in str(replayed)
     assert own["resolved_scope"] == beacon
+
+
+async def test_a_grant_kept_out_of_global_does_not_see_its_memory_items(tmp_path: Path) -> None:
+    """`allow_global = false` (the default for HTTP clients) kept a client out of the Global scope, yet get_context
+    showed it the Global memory items (the user's confirmed preferences) as background in every scope. Now only a
+    grant that reads Global sees them, also when another client's call of the same object was remembered first."""
+    db = demo_db(tmp_path)
+    policy = tmp_path / "policy.toml"
+    atlas = {"projects": ["atlas"], "default_project": "atlas"}
+    policy.write_text(
+        policy_text(clients={"alpha": {**atlas, "allow_global": True}, "beta": {**atlas, "allow_global": False}})
+    )
+    decision = {"object_ref": {"type": "entity", "id": "ent-decision-b"}, "page_size": 50}
+    async with http_server(serve_args(db, policy, write_secret(tmp_path)), tmp_path) as server:
+        seen = {}
+        for client_id in ("alpha", "beta", "alpha"):
+            async with http_client(server.url, TOKENS[client_id]) as client:
+                page = await ok(client, "story_graph_get_context", decision)
+            seen[client_id] = ({m["memory_id"] for m in page["background"]}, page["header"]["background_count"])
+    assert seen["alpha"] == ({"mem-global-answer-style", "mem-atlas-boring-tech"}, 2)
+    assert seen["beta"] == ({"mem-atlas-boring-tech"}, 1)

@@ -259,6 +259,7 @@ async def select(
     *,
     time_range: tuple[str, str] | None,
     time_basis: str,
+    global_memory: bool,
 ) -> Selection:
     # The neighbourhood is read without its content (context_rows: rows, evidence ids and the few fields the header,
     # the gaps and the selection itself read): the selection reads its target's (for the header and its items);
@@ -375,7 +376,7 @@ async def select(
         for u in chosen.units.values():
             if u.row.time_on(time_basis) is None:
                 excluded_types[u.row.object_type] = excluded_types.get(u.row.object_type, 0) + 1
-    background = await memories(conn, project_ids)
+    background = await memories(conn, project_ids, with_global=global_memory)
     usable = [] if time_range is not None else chosen.usable_arms()
     usable_set = set(usable)
     served = {key for key, numbers in chosen.served.items() if not numbers.isdisjoint(usable_set)}

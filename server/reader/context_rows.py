@@ -435,8 +435,9 @@ class RowLoader:
         return units
 
 
-async def memories(conn: aiosqlite.Connection, project_ids: list[str]) -> list[Memory]:
-    async with conn.execute(MEMORY_ITEMS_FOR, {"ids": json_ids(project_ids)}) as cur:
+async def memories(conn: aiosqlite.Connection, project_ids: list[str], *, with_global: bool) -> list[Memory]:
+    """The memory items a scope of `project_ids` shows: its projects' and, `with_global`, the Global ones."""
+    async with conn.execute(MEMORY_ITEMS_FOR, {"ids": json_ids(project_ids), "with_global": with_global}) as cur:
         rows = await cur.fetchall()
     found = []
     for r in rows:

@@ -85,8 +85,8 @@ SELECT r.id, r.result_id, r.source_type, r.original_source_id, r.source_version,
        {own_length_sql("r")} AS own_length, {text_differs_sql("r")} AS own_text_differs
   FROM source_references AS r WHERE r.id IN {db.IDS} AND r.scope_key = :scope_key
 """
-# Background: Global memory items and those of the scope's own projects.
+# Background: Global memory items (for a caller whose grant reads Global) and those of the scope's own projects.
 MEMORY_ITEMS_FOR: Final = f"""
 SELECT id, project_id, memory_type, body, confirmation_state, updated_at FROM memory_items
- WHERE project_id IS NULL OR project_id IN {db.IDS} ORDER BY id
+ WHERE (project_id IS NULL AND :with_global) OR project_id IN {db.IDS} ORDER BY id
 """

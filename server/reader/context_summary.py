@@ -120,15 +120,25 @@ async def summarise(
     time_range: tuple[str, str] | None,
     time_basis: str,
     coverage: Coverage,
+    global_memory: bool,
 ) -> Summary:
     """The summary of a query, remembered per `revisions`: the scope's data and memory revisions
-    (ResolvedScope.cursor_revision(with_memory=True)), since it holds the memory items."""
+    (ResolvedScope.cursor_revision(with_memory=True)), since it holds the memory items; and per `global_memory`,
+    whether the caller's grant reads Global and so sees Global memory items."""
     remembered = memo.at(with_memory(scope_key), revisions)
-    key = ("context", target, time_range, time_basis)
+    key = ("context", target, time_range, time_basis, global_memory)
     found: Summary | None = remembered.get(key)
     if found is not None:
         return found
-    sel = await select(conn, scope_key, project_ids, target, time_range=time_range, time_basis=time_basis)
+    sel = await select(
+        conn,
+        scope_key,
+        project_ids,
+        target,
+        time_range=time_range,
+        time_basis=time_basis,
+        global_memory=global_memory,
+    )
     summary = _summary(sel, scope_key, time_range is not None, coverage)
     return remembered.put(key, summary, weight=weight_of(len(summary.gathered)))
 

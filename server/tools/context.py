@@ -97,6 +97,8 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
             time_range=time_range,
             time_basis=args.time_basis,
             coverage=coverage,
+            # A grant kept out of the Global scope does not see its memory items either (docs/deployment.md).
+            global_memory=call.grant.allow_global,
         )
         # One object more than the page can hold, to know whether another page follows.
         entries = await read_stream(conn, summary, args.mode, position[0] if position else None, args.page_size + 1)
