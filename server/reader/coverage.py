@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -14,12 +15,10 @@ from server.contracts.base import format_utc
 from server.contracts.common import COVERAGE_LIST_LIMIT, Coverage, CoverageMissing, TimeRangeCoverage
 from server.reader.memo import Memo, weight_of
 
-RESULT_COVERAGE: Final = (
-    "SELECT id, coverage_json, review_generated_at FROM results WHERE scope_key = :scope_key"
-    " ORDER BY review_generated_at, id"
-)
-"""In review order (stored times are UTC text: text order is time order), ties by id: the coverage lists keep the
-newest reviews' entries, as processed_ranges keeps the newest ranges."""
+RESULT_COVERAGE: Final = "SELECT id, coverage_json, review_generated_at FROM results WHERE scope_key = :scope_key"
+"""Read in the index's order (results_by_scope: scope_key, id) and put in review order in Python (`_in_review_order`):
+an ORDER BY review_generated_at made SQLite sort every row, coverage JSON included, in a temporary B-tree, which
+doubled the VM steps of a scope's cold coverage read (12,632 to 25,255 for 1,803 results)."""
 MEETS: Final = timedelta(seconds=1)
 """A processed range covers the whole second its end falls in (records are mostly to the second: one ending 23:59:59
 covers that second), and no more: one ending 12:00:00.500 covers until 12:00:01, not 12:00:01.500."""
@@ -52,7 +51,7 @@ async def read_coverage(
     remembered = memo.at(scope_key, scope_revision)
     summary: ScopeCoverage | None = remembered.get("coverage")
     if summary is None:
-        rows = await conn.execute_fetchall(RESULT_COVERAGE, {"scope_key": scope_key})
+        rows = _in_review_order(await conn.execute_fetchall(RESULT_COVERAGE, {"scope_key": scope_key}))
         records: dict[str, dict[str, Any] | None] = {
             row[0]: (orjson.loads(row[1]) if row[1] is not None else None) for row in rows
         }
@@ -69,6 +68,12 @@ async def read_coverage(
         known = time_range_coverage(summary.recorded, time_range)
         within = known if known.status == "covered" else within
     return summary.coverage.model_copy(update={"time_range_coverage": within})
+
+
+def _in_review_order(rows: Iterable[Any]) -> list[Any]:
+    """By review time (stored times are UTC text: text order is time order), ties by id: the coverage lists keep the
+    newest reviews' entries, as processed_ranges keeps the newest ranges."""
+    return sorted(rows, key=lambda row: (row[2], row[0]))
 
 
 def _covered_until(last: datetime) -> datetime:
