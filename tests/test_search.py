@@ -831,7 +831,7 @@ async def test_a_record_with_a_huge_reason_or_version_leaves_the_scope_readable(
             {"source_id": "src-1", "ranges": ranges, "reason": huge},
             {"source_id": "src-1", "ranges": ranges, "reason": "skipped"},
         ],
-        "source_types_not_included": ["task", long_type],
+        "source_types_not_included": ["task", long_type, *(f"u{i:02}" for i in range(11))],
     }
     lines: list[dict[str, Any]] = [
         {"kind": "project", "id": "atlas", "name": "Atlas"},
@@ -871,7 +871,10 @@ async def test_a_record_with_a_huge_reason_or_version_leaves_the_scope_readable(
     assert (long["fragments"], long["fragment_count"]) == (ranges, 2)
     assert exact == {"result_id": "r-1", "source_id": "src-1", "source_version": "v1", "fragments": ranges,
                      "status": "partial", "fragment_count": 2}  # fmt: skip
-    assert coverage["source_types_not_included"] == ["task", "t" * 255 + "…"]
+    # Counted whole, then the first 10 by name, each name capped (a list of names has no room for a flag: '…').
+    others = [f"u{i:02}" for i in range(11)]
+    assert coverage["source_types_not_included"] == ["task", "t" * 255 + "…", *others[:8]]
+    assert coverage["source_types_not_included_count"] == 13
     processed = read["source_coverage"]["processed"]
     assert [(p["source_version"], p.get("source_version_is_excerpt")) for p in processed] == [
         (long_version[:256], True),

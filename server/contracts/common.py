@@ -207,7 +207,10 @@ class Coverage(Contract):
     shows only the newest ranges). Null otherwise: processed ranges are periods of source material, not of
     recording or review."""
     source_types_not_included: list[str] | Unknown
-    """The union of the records' lists; a name over COVERAGE_TEXT_LIMIT code points is cut to end in '…'."""
+    """The union of the records' lists ('unknown' unless every result is detailed and records one): the first
+    COVERAGE_LIST_LIMIT in name order; a name over COVERAGE_TEXT_LIMIT code points is cut to end in '…'."""
+    source_types_not_included_count: int | Unknown = "unknown"
+    """How many names that union holds."""
     object_types_not_included: list[str]
     """Requested object types this server does not read: none (every type of the input enum is read, stories and
     experiences included). Kept so a client that checks it finds the answer."""

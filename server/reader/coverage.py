@@ -179,7 +179,7 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
     )
     not_included_lists = [record.get("source_types_not_included") for record in detailed.values()]
     not_included: list[str] | str = (
-        sorted({_capped_type(t) for types in not_included_lists if types for t in types})
+        sorted({str(t) for types in not_included_lists if types for t in types})
         if all_detailed and all(types is not None for types in not_included_lists)
         else "unknown"
     )
@@ -219,7 +219,13 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             "missing": missing,
             "results_without_detail": list(without_detail),
             "results_without_detail_count": counts["legacy_count"] + counts["absent"],
-            "source_types_not_included": not_included,
+            # A list of names like the others: the first in name order (counted whole, then capped), each name capped.
+            "source_types_not_included": (
+                [_capped_type(t) for t in not_included[:COVERAGE_LIST_LIMIT]]
+                if isinstance(not_included, list)
+                else not_included
+            ),
+            "source_types_not_included_count": len(not_included) if isinstance(not_included, list) else "unknown",
             "object_types_not_included": [],
         }
     )
@@ -241,11 +247,12 @@ def _missing(result_id: str, part: dict[str, Any]) -> CoverageMissing:
     )
 
 
-def _capped_type(source_type: Any) -> str:
+def _capped_type(source_type: str) -> str:
     """A source type not included, at most COVERAGE_TEXT_LIMIT code points: a list of names has no room for a flag,
     so a cut one ends in '…' (as a summary's title does)."""
-    text = str(source_type)
-    return text if len(text) <= COVERAGE_TEXT_LIMIT else text[: COVERAGE_TEXT_LIMIT - 1] + "…"
+    if len(source_type) <= COVERAGE_TEXT_LIMIT:
+        return source_type
+    return source_type[: COVERAGE_TEXT_LIMIT - 1] + "…"
 
 
 def _capped_fragments(entry: dict[str, Any]) -> dict[str, Any]:
