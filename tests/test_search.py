@@ -811,6 +811,80 @@ async def test_a_record_of_thousands_of_ranges_leaves_the_scope_readable(tmp_pat
     assert (unprocessed["ranges"], unprocessed["range_count"]) == (ranges[:50], 8000)
 
 
+async def test_a_record_with_a_huge_reason_or_version_leaves_the_scope_readable(tmp_path: Path) -> None:
+    """Every response repeats the scope's coverage, and its texts were passed through whole: one review whose record
+    gave a missing part a 300,000-character reason (or a processed source a 300,000-character version) made every
+    search, get_context and read_source of its scope response_too_large, which no smaller page_size could fix. Each
+    text now keeps its first 256 code points and says it was cut; short ones, counts and shapes stay as stored."""
+    huge = "timeout while reading; " * 13_044  # 300,012 code points
+    long_version = "v" + "é" * 299_999
+    long_type = "t" * 300_000
+    ranges = [[0, 5], [10, 15]]
+    record = {
+        "kind": "detailed",
+        "unprocessed_sources": 0,
+        "sources": [
+            {"source_id": "src-1", "source_version": long_version, "fragments": ranges},
+            {"source_id": "src-1", "source_version": "v1", "fragments": ranges, "status": "partial"},
+        ],
+        "missing": [
+            {"source_id": "src-1", "ranges": ranges, "reason": huge},
+            {"source_id": "src-1", "ranges": ranges, "reason": "skipped"},
+        ],
+        "source_types_not_included": ["task", long_type, *(f"u{i:02}" for i in range(11))],
+    }
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "result", "id": "r-1", "scope": ATLAS, "review_generated_at": T, "recorded_at": T, "coverage": record},
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
+        {"kind": "source", "id": "src-1", "source_type": "note", "current_version": "v1", "updated_at": T},
+        {"kind": "source_version", "source_id": "src-1", "version": "v1", "text": "cache notes", "recorded_at": T},
+        {
+            "kind": "source_reference",
+            "id": "ref-1",
+            "result_id": "r-1",
+            "source_type": "note",
+            "original_source_id": "src-1",
+            "fragment": {"text": "cache", "start": 0, "end": 5},
+            "recorded_at": T,
+        },
+    ]
+    async with client_for(imported_graph(tmp_path, lines)) as client:
+        found = await ok(client, SEARCH, {"query": "cache"})
+        context = await ok(client, "story_graph_get_context", {"object_ref": {"type": "story_line", "id": "sl"}})
+        read = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-1"})
+    assert context["coverage"] == found["coverage"] == read["coverage"]
+    coverage = found["coverage"]
+    assert (coverage["missing_count"], coverage["processed_source_version_count"]) == (2, 2)
+    cut, short = coverage["missing"]
+    assert (cut["reason"], cut["reason_is_excerpt"]) == (huge[:256], True)
+    assert (cut["ranges"], cut["range_count"], cut["source_id"], cut["source_id_is_excerpt"]) == (
+        ranges,
+        2,
+        "src-1",
+        False,
+    )
+    assert (short["reason"], short["reason_is_excerpt"]) == ("skipped", False)
+    long, exact = coverage["processed_source_versions"]
+    assert (long["source_version"], long["source_version_is_excerpt"]) == (long_version[:256], True)
+    assert (long["fragments"], long["fragment_count"]) == (ranges, 2)
+    assert exact == {"result_id": "r-1", "source_id": "src-1", "source_version": "v1", "fragments": ranges,
+                     "status": "partial", "fragment_count": 2}  # fmt: skip
+    # Counted whole, then the first 10 by name, each name capped (a list of names has no room for a flag: '…').
+    others = [f"u{i:02}" for i in range(11)]
+    assert coverage["source_types_not_included"] == ["task", "t" * 255 + "…", *others[:8]]
+    assert coverage["source_types_not_included_count"] == 13
+    processed = read["source_coverage"]["processed"]
+    assert [(p["source_version"], p.get("source_version_is_excerpt")) for p in processed] == [
+        (long_version[:256], True),
+        ("v1", None),
+    ]
+    missing = read["source_coverage"]["missing"]
+    assert [(m["reason"], m.get("reason_is_excerpt")) for m in missing] == [(huge[:256], True), ("skipped", None)]
+    assert [m["range_count"] for m in missing] == [2, 2]
+
+
 async def test_coverage_says_which_parts_of_the_time_range_no_review_processed(tmp_path: Path) -> None:
     """'Was February reviewed?': reviews processed January and March. The coverage lists processed ranges (the
     first 10 only) and their hull, January to March, spans February; a call with a time_range now gets the

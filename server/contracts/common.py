@@ -29,12 +29,35 @@ COVERAGE_LIST_LIMIT = 10
 """How many entries each list of the scope's coverage holds. Every response repeats that block, so its lists are
 examples beside exact counts: at 50 a scope with many count-only records sent ~6 KB of result ids on every page
 (a third of a 10-item search page, and of the client's time spent checking it against the output schema)."""
+COVERAGE_TEXT_LIMIT = 256
+"""How many code points each text of a coverage entry keeps (a missing part's `reason`, a `source_id`, a
+`source_version`, a `status`): every response repeats the coverage block, so one review record with a
+300,000-character reason made every call of its scope response_too_large, which no smaller page could fix. An
+importable id or version is never longer (interchange `Id`: 256); a longer text is cut to its first
+COVERAGE_TEXT_LIMIT code points and marked `<field>_is_excerpt` (as get_context's header marks its excerpts)."""
 COVERAGE_NOTE = (
     "Exact stored scope only. Coverage reports what the stored review records say; reading every page proves all "
     f"matches were read, not that every source was processed or every fact recognised. Lists are capped at "
     f"{COVERAGE_LIST_LIMIT}, the newest (the latest reviews' entries, the latest ranges and gaps), oldest first; an "
-    f"entry's own fragments or ranges are its first {COVERAGE_LIST_LIMIT}. The *_count fields give the totals."
+    f"entry's own fragments or ranges are its first {COVERAGE_LIST_LIMIT}, its texts their first {COVERAGE_TEXT_LIMIT} "
+    "code points (<field>_is_excerpt: true when cut). The *_count fields give the totals."
 )
+
+
+def excerpt(text: str, limit: int) -> tuple[str, bool]:
+    """The first `limit` code points of `text`, and whether that cut anything (the `*_is_excerpt` flag)."""
+    return text[:limit], len(text) > limit
+
+
+def capped_texts(entry: dict[str, Any], limit: int = COVERAGE_TEXT_LIMIT) -> dict[str, Any]:
+    """A stored coverage entry with each of its texts at most `limit` code points: a cut one is its first `limit`
+    and `<field>_is_excerpt: true` is added beside it (absent when nothing was cut, so short entries stay as stored).
+    The entry is an open dict as stored: every text is capped, not only the fields the interchange names."""
+    capped = dict(entry)
+    for key, value in entry.items():
+        if isinstance(value, str) and len(value) > limit:
+            capped[key], capped[f"{key}_is_excerpt"] = excerpt(value, limit)
+    return capped
 
 
 class TimeRange(Contract):
@@ -102,8 +125,12 @@ class CoverageMissing(Contract):
     ranges: list[tuple[int, int]]
     """The first COVERAGE_LIST_LIMIT ranges the record names, in its order (range_count: all of them)."""
     reason: str
+    """As recorded, at most COVERAGE_TEXT_LIMIT code points (`reason_is_excerpt` says whether it was cut)."""
     range_count: int = 0
     """How many ranges the record names for this entry."""
+    reason_is_excerpt: bool = False
+    source_id_is_excerpt: bool = False
+    """source_id is at most COVERAGE_TEXT_LIMIT code points too (an imported one is never longer)."""
 
 
 class ResultWithoutDetail(Contract):
@@ -161,7 +188,9 @@ class Coverage(Contract):
     """Those of the newest reviews, with their processed fragment ranges: the last COVERAGE_LIST_LIMIT in review order
     (review_generated_at, then result id; each record's own order within it). See the count for the rest. Each
     entry's `fragments` holds its first COVERAGE_LIST_LIMIT ranges, `fragment_count` how many there are (every
-    response repeats this block: a record of thousands of ranges made every call of its scope response_too_large)."""
+    response repeats this block: a record of thousands of ranges made every call of its scope response_too_large).
+    Each text (source_id, source_version, status) holds its first COVERAGE_TEXT_LIMIT code points, and
+    `<field>_is_excerpt: true` is added when that cut it (absent otherwise)."""
     missing_count: int | Unknown
     """How many unprocessed parts the records name; 'unknown' unless every result is detailed (a count-only or absent
     record cannot say what it left out, so a number would claim none)."""
@@ -178,6 +207,10 @@ class Coverage(Contract):
     shows only the newest ranges). Null otherwise: processed ranges are periods of source material, not of
     recording or review."""
     source_types_not_included: list[str] | Unknown
+    """The union of the records' lists ('unknown' unless every result is detailed and records one): the first
+    COVERAGE_LIST_LIMIT in name order; a name over COVERAGE_TEXT_LIMIT code points is cut to end in '…'."""
+    source_types_not_included_count: int | Unknown = "unknown"
+    """How many names that union holds."""
     object_types_not_included: list[str]
     """Requested object types this server does not read: none (every type of the input enum is read, stories and
     experiences included). Kept so a client that checks it finds the answer."""

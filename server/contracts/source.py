@@ -95,10 +95,12 @@ class SourceCoverage(Contract):
     """The kind of coverage record that result has; only a detailed one names sources."""
     processed: list[dict[str, Any]] | Unknown
     """Entries for this source in the detailed record (version, fragments, status; the first 50); 'unknown'
-    without one. Each entry's `fragments` holds its first 50 ranges, `fragment_count` how many there are."""
+    without one. Each entry's `fragments` holds its first 50 ranges, `fragment_count` how many there are; each text
+    (version, status) its first COVERAGE_TEXT_LIMIT (256) code points, with `<field>_is_excerpt: true` when cut."""
     missing: list[dict[str, Any]] | Unknown
     """Unprocessed ranges of this source the record names (the first 50 entries, each with its first 50 `ranges`
-    and `range_count`); 'unknown' without a detailed record."""
+    and `range_count`, its `reason` the first 256 code points, `reason_is_excerpt: true` when cut); 'unknown'
+    without a detailed record."""
 
 
 class ReadSourceResponse(Frame):

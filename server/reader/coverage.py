@@ -12,7 +12,15 @@ import aiosqlite
 import orjson
 
 from server.contracts.base import format_utc
-from server.contracts.common import COVERAGE_LIST_LIMIT, Coverage, CoverageMissing, TimeRangeCoverage
+from server.contracts.common import (
+    COVERAGE_LIST_LIMIT,
+    COVERAGE_TEXT_LIMIT,
+    Coverage,
+    CoverageMissing,
+    TimeRangeCoverage,
+    capped_texts,
+    excerpt,
+)
 from server.reader.memo import Memo, weight_of
 
 RESULT_COVERAGE: Final = "SELECT id, coverage_json, review_generated_at FROM results WHERE scope_key = :scope_key"
@@ -149,16 +157,8 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
     parts = [(result_id, part) for result_id, record in detailed.items() for part in record.get("missing", [])]
     # Each entry's ranges are capped too: every response repeats this block, so a record naming thousands of ranges
     # made every call of its scope response_too_large, which no smaller page could fix.
-    missing = [
-        CoverageMissing(
-            result_id=result_id,
-            source_id=str(part["source_id"]),
-            ranges=[(int(a), int(b)) for a, b in part.get("ranges", [])[:COVERAGE_LIST_LIMIT]],
-            reason=str(part.get("reason", "")),
-            range_count=len(part.get("ranges", [])),
-        )
-        for result_id, part in parts[-COVERAGE_LIST_LIMIT:]
-    ]
+    # And so are its texts (COVERAGE_TEXT_LIMIT): a 300,000-character reason did the same.
+    missing = [_missing(result_id, part) for result_id, part in parts[-COVERAGE_LIST_LIMIT:]]
     unprocessed_values = [record.get("unprocessed_sources") for record in detailed.values()]
     unprocessed: int | str = (
         sum(int(v) for v in unprocessed_values if v is not None)
@@ -184,7 +184,7 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
     )
     not_included_lists = [record.get("source_types_not_included") for record in detailed.values()]
     not_included: list[str] | str = (
-        sorted({t for types in not_included_lists if types for t in types})
+        sorted({str(t) for types in not_included_lists if types for t in types})
         if all_detailed and all(types is not None for types in not_included_lists)
         else "unknown"
     )
@@ -216,7 +216,7 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             "processed_range_count": len(merged) if merged is not None else "unknown",
             "processed_source_version_count": len(versions) if isinstance(versions, list) else "unknown",
             "processed_source_versions": (
-                [_capped_fragments(v) for v in versions[-COVERAGE_LIST_LIMIT:]]
+                [capped_texts(_capped_fragments(v)) for v in versions[-COVERAGE_LIST_LIMIT:]]
                 if isinstance(versions, list)
                 else versions
             ),
@@ -224,11 +224,40 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             "missing": missing,
             "results_without_detail": list(without_detail),
             "results_without_detail_count": counts["legacy_count"] + counts["absent"],
-            "source_types_not_included": not_included,
+            # A list of names like the others: the first in name order (counted whole, then capped), each name capped.
+            "source_types_not_included": (
+                [_capped_type(t) for t in not_included[:COVERAGE_LIST_LIMIT]]
+                if isinstance(not_included, list)
+                else not_included
+            ),
+            "source_types_not_included_count": len(not_included) if isinstance(not_included, list) else "unknown",
             "object_types_not_included": [],
         }
     )
     return ScopeCoverage(coverage, merged, recorded)
+
+
+def _missing(result_id: str, part: dict[str, Any]) -> CoverageMissing:
+    """A named unprocessed part with its first COVERAGE_LIST_LIMIT ranges and its texts capped (COVERAGE_TEXT_LIMIT)."""
+    source_id, source_id_cut = excerpt(str(part["source_id"]), COVERAGE_TEXT_LIMIT)
+    reason, reason_cut = excerpt(str(part.get("reason", "")), COVERAGE_TEXT_LIMIT)
+    return CoverageMissing(
+        result_id=result_id,
+        source_id=source_id,
+        ranges=[(int(a), int(b)) for a, b in part.get("ranges", [])[:COVERAGE_LIST_LIMIT]],
+        reason=reason,
+        range_count=len(part.get("ranges", [])),
+        reason_is_excerpt=reason_cut,
+        source_id_is_excerpt=source_id_cut,
+    )
+
+
+def _capped_type(source_type: str) -> str:
+    """A source type not included, at most COVERAGE_TEXT_LIMIT code points: a list of names has no room for a flag,
+    so a cut one ends in '…' (as a summary's title does)."""
+    if len(source_type) <= COVERAGE_TEXT_LIMIT:
+        return source_type
+    return source_type[: COVERAGE_TEXT_LIMIT - 1] + "…"
 
 
 def _capped_fragments(entry: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import orjson
 
-from server.contracts.common import Page
+from server.contracts.common import Page, capped_texts
 from server.contracts.source import (
     SOURCE_COVERAGE_LIST_LIMIT,
     ContentKind,
@@ -200,8 +200,9 @@ def source_coverage(reference: Reference) -> SourceCoverage:
         result_id=reference.result_id,
         record="detailed",
         # An entry's own ranges are capped alike (with their count): thousands of them made the read too large.
-        processed=[_capped(s, "fragments", "fragment_count") for s in processed],
-        missing=[_capped(m, "ranges", "range_count") for m in missing],
+        # So are its texts (a reason, a version: COVERAGE_TEXT_LIMIT code points, `<field>_is_excerpt` when cut).
+        processed=[capped_texts(_capped(s, "fragments", "fragment_count")) for s in processed],
+        missing=[capped_texts(_capped(m, "ranges", "range_count")) for m in missing],
     )
 
 
