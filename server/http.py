@@ -74,6 +74,8 @@ MCP_PATHS: Final = (MCP_PATH, MCP_PATH + "/")
 `/mcp` before any check, which told a client without a token that the endpoint exists; a client that does not
 follow a redirected POST failed, and one that does paid a second round trip per request."""
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+BACKLOG: Final = 2048
+"""Pending connections per listening socket (uvicorn's default)."""
 KEEP_ALIVE_SECONDS: Final = 75
 """How long an idle keep-alive connection stays open. Longer than the clients' and proxies' own idle limits
 (httpx, which the MCP Python SDK uses, 5 s; Node 4 s; aiohttp 15 s; nginx and cloud load balancers 60 s), so
@@ -520,7 +522,11 @@ def serve_http(settings: ServeSettings) -> int:
         access_log=False,
         server_header=False,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        backlog=BACKLOG,
     )
+    # Listening before the line is logged: a client that connects as soon as it reads it waits the few
+    # milliseconds uvicorn takes to start accepting, in the backlog, rather than being refused.
+    sock.listen(BACKLOG)
     # uvicorn logs the address only when it binds the socket itself; say it, as `--workers` does.
     log.info("serving on http://%s:%d%s", f"[{http.host}]" if ":" in http.host else http.host, http.port, MCP_PATH)
     with sock:
