@@ -27,6 +27,7 @@ import socket
 import sys
 
 import uvicorn
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
 from server.http import BACKLOG, KEEP_ALIVE_SECONDS, listening_socket
@@ -58,8 +59,10 @@ def serve_workers(settings: ServeSettings) -> int:
     host = f"[{http.host}]" if ":" in http.host else http.host
     address = f"http://{host}:{http.port}/mcp"
     log.info("starting %d worker processes for %s", http.workers, address)
-    supervisor(config, http.host, http.port, address).run()
-    return 0
+    supervisor_run = supervisor(config, http.host, http.port, address)
+    supervisor_run.run()
+    # uvicorn's supervisor returns normally when a worker failed to start, as on SIGTERM: say which it was.
+    return STARTUP_FAILURE if supervisor_run.start_failed else 0
 
 
 def check_port_free(host: str, port: int) -> None:
@@ -74,10 +77,18 @@ class AnnouncesReady(Multiprocess):
     def __init__(self, config: uvicorn.Config, sockets: list[socket.socket], address: str) -> None:
         self._address_shown = address
         self._announced = False
+        self.start_failed = False
+        """A worker exited with uvicorn's start-up failure status, and the supervisor stopped for it."""
         super().__init__(config, sockets=sockets)
 
     def keep_subprocess_alive(self) -> None:
+        stopping = self.should_exit.is_set()
         super().keep_subprocess_alive()
+        if self.should_exit.is_set() and not stopping:
+            # Only a worker that failed to start makes uvicorn's health round stop the supervisor (a signal sets
+            # should_exit in handle_signals instead): `serve` exited 0 for it, a clean stop to a service manager.
+            self.start_failed = True
+            return
         if self._announced or self.should_exit.is_set() or len(self.processes) < self.processes_num:
             return
         timeout = self.config.timeout_worker_healthcheck

@@ -111,3 +111,29 @@ def test_serving_on_is_said_once_every_worker_answers(tmp_path: Path, workers: i
         assert output.count("serving on ") == 1 and "starting 2 worker processes for " in output
     else:
         assert output.count("serving on ") == 1 and "Application startup complete" in output.split(line)[1]
+
+
+def test_serve_with_workers_that_cannot_start_exits_non_zero(tmp_path: Path) -> None:
+    """Workers that fail at start (here the database vanished after `serve` checked it) stop the supervisor, as
+    uvicorn does; `serve` then exited with status 0, so a service manager saw a clean stop and did not restart it,
+    and a script saw success. It exits with uvicorn's start-up failure status, 3, and never says `serving on`."""
+    args = serve_args(tmp_path, 2)
+    db = Path(args[args.index("--db") + 1])
+    log = tmp_path / "server.stderr"
+    argv = [PYTHON, "-m", "server", "serve", "--transport", "http", "--port", str(free_port()), *args]
+    with log.open("wb") as err:
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, env=server_env())
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while "starting 2 worker processes" not in log.read_text(errors="replace"):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.005)
+        db.unlink()  # before the workers, which import the app first (a second or more), check it
+        status = process.wait(timeout=START_TIMEOUT * 2)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    output = log.read_text(errors="replace")
+    assert "failed to start, stopping the parent process" in output, output
+    assert status == 3 and "serving on" not in output, output
