@@ -5,6 +5,7 @@ client that connects as soon as the server says `serving on` is served (by every
 from __future__ import annotations
 
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -137,3 +138,35 @@ def test_serve_with_workers_that_cannot_start_exits_non_zero(tmp_path: Path) -> 
     output = log.read_text(errors="replace")
     assert "failed to start, stopping the parent process" in output, output
     assert status == 3 and "serving on" not in output, output
+
+
+def test_sighup_replaces_the_workers_one_at_a_time_without_refusing_a_request(tmp_path: Path) -> None:
+    """What deployment.md tells an operator to use after an upgrade (`systemctl reload`): each new worker serves
+    before the one it replaces stops, so requests sent all along are served."""
+    port = free_port()
+    log = tmp_path / "server.stderr"
+    argv = [PYTHON, "-m", "server", "serve", "--transport", "http", "--port", str(port), *serve_args(tmp_path, 2)]
+    with log.open("wb") as err:
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, env=server_env())
+    try:
+        deadline = time.monotonic() + START_TIMEOUT * 2
+        while "serving on " not in log.read_text(errors="replace"):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.01)
+        process.send_signal(signal.SIGHUP)
+        answers = []
+        while log.read_text(errors="replace").count("Finished server process") < 2:
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                    sock.sendall(request("/healthz"))
+                    answers.append(read_response(sock)[:15])
+            except OSError as exc:
+                answers.append(repr(exc).encode())
+            time.sleep(0.01)
+        assert answers and set(answers) == {b"HTTP/1.1 200 OK"}, answers
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    output = log.read_text(errors="replace")
+    assert output.count("Started server process") == 4 and process.returncode == 0, output
