@@ -59,10 +59,10 @@ def serve_workers(settings: ServeSettings) -> int:
     host = f"[{http.host}]" if ":" in http.host else http.host
     address = f"http://{host}:{http.port}/mcp"
     log.info("starting %d worker processes for %s", http.workers, address)
-    supervisor_run = supervisor(config, http.host, http.port, address)
-    supervisor_run.run()
+    running = supervisor(config, http.host, http.port, address)
+    running.run()
     # uvicorn's supervisor returns normally when a worker failed to start, as on SIGTERM: say which it was.
-    return STARTUP_FAILURE if supervisor_run.start_failed else 0
+    return STARTUP_FAILURE if running.start_failed else 0
 
 
 def check_port_free(host: str, port: int) -> None:
