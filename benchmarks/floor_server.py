@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         access_log=False,
     )
     supervisor = SocketPerWorker if sys.platform.startswith("linux") else SharedSocket
-    supervisor(config, HOST, args.port).run()
+    supervisor(config, HOST, args.port, f"http://{HOST}:{args.port}/mcp").run()
     return 0
 
 

@@ -74,6 +74,8 @@ MCP_PATHS: Final = (MCP_PATH, MCP_PATH + "/")
 `/mcp` before any check, which told a client without a token that the endpoint exists; a client that does not
 follow a redirected POST failed, and one that does paid a second round trip per request."""
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+BACKLOG: Final = 2048
+"""Pending connections per listening socket (uvicorn's default)."""
 KEEP_ALIVE_SECONDS: Final = 75
 """How long an idle keep-alive connection stays open. Longer than the clients' and proxies' own idle limits
 (httpx, which the MCP Python SDK uses, 5 s; Node 4 s; aiohttp 15 s; nginx and cloud load balancers 60 s), so
@@ -169,6 +171,7 @@ class McpGate:
                         "there is no event stream or session",
                     ),
                 )
+                scope[REFUSAL] = "Method Not Allowed"
                 response = Response(
                     error.model_dump_json(by_alias=True, exclude_unset=True),
                     status_code=405,
@@ -197,13 +200,34 @@ def _invalid_message_answers(scope: Scope, receive: Receive, send: Send) -> tupl
             body.extend(message.get("body", b""))
         return message
 
-    def answer(_start: Message, said: bytes) -> bytes | None:
-        replaced = _as_stdio_answers(bytes(body), said)
-        if replaced is not None:
-            scope[REFUSAL] = "Invalid Request"
+    def answer(start: Message, said: bytes) -> bytes | None:
+        status = int(start["status"])
+        replaced = _as_stdio_answers(bytes(body), said) if status == HTTPStatus.BAD_REQUEST else None
+        # Every refusal's access line says why, as the 401's and the SDK's plain-text ones do (_json_refusals, which
+        # sees the answer after this, names those): a body that is not JSON (deeply nested, not UTF-8, empty) is
+        # `Parse error`, the SDK's JSON-RPC errors are named by their message's head.
+        scope[REFUSAL] = "Invalid Request" if replaced is not None else _error_head(said) or HTTPStatus(status).phrase
         return replaced
 
-    return receiving, _rewriting(send, lambda start: start["status"] == HTTPStatus.BAD_REQUEST, answer)
+    return receiving, _rewriting(send, lambda start: 400 <= start["status"] < 500, answer)
+
+
+REASON_SHOWN: Final = 80
+"""Characters of a JSON-RPC error message's head an access line shows (`Parse error`, `Unsupported protocol
+version`): the cause, not the detail."""
+
+
+def _error_head(answer: bytes) -> str | None:
+    """The message of the JSON-RPC error in `answer` up to its first colon (`Parse error: recursion limit exceeded at
+    line 1 column 202` is `Parse error`), or None when `answer` is no JSON-RPC error."""
+    try:
+        message = orjson.loads(answer)["error"]["message"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(message, str):
+        return None
+    head = message.split(":", 1)[0].strip()
+    return (head if len(head) <= REASON_SHOWN else head[: REASON_SHOWN - 3] + "...") or None
 
 
 def _rewriting(send: Send, holds: Callable[[Message], bool], rewrite: Callable[[Message, bytes], bytes | None]) -> Send:
@@ -420,7 +444,7 @@ class AccessLog:
                 499 if scope.get(CLIENT_GONE) else status or "-",
                 (time.perf_counter() - started) * 1000,
                 f" token={refused}" if refused else "",
-                f' reason="{reason}"' if reason else "",
+                f' reason="{_quotable(reason)}"' if reason else "",
             )
 
 
@@ -430,6 +454,12 @@ def _printable(text: str) -> str:
     log, and `%1B` terminal escapes into the operator's terminal. A backslash is escaped too, so an escape in the
     log was always written by this function."""
     return "".join(ch if "!" <= ch <= "~" and ch != "\\" else _escaped(ord(ch)) for ch in text)
+
+
+def _quotable(text: str) -> str:
+    """A reason as it goes between the access line's quotes: as `_printable`, but spaces kept and a quote escaped (a
+    JSON-RPC error's message may quote what the client sent)."""
+    return "".join(ch if " " <= ch <= "~" and ch not in '\\"' else _escaped(ord(ch)) for ch in text)
 
 
 def _escaped(code: int) -> str:
@@ -520,7 +550,11 @@ def serve_http(settings: ServeSettings) -> int:
         access_log=False,
         server_header=False,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        backlog=BACKLOG,
     )
+    # Listening before the line is logged: a client that connects as soon as it reads it waits the few
+    # milliseconds uvicorn takes to start accepting, in the backlog, rather than being refused.
+    sock.listen(BACKLOG)
     # uvicorn logs the address only when it binds the socket itself; say it, as `--workers` does.
     log.info("serving on http://%s:%d%s", f"[{http.host}]" if ":" in http.host else http.host, http.port, MCP_PATH)
     with sock:

@@ -13,6 +13,10 @@ own, bound with SO_REUSEPORT, so the kernel spreads new connections over the wor
 its connections get TCP_NODELAY. Outside Linux, where SO_REUSEPORT does not balance, all workers share one
 socket, with TCP_NODELAY set. Each worker builds the app with `server.http:create_app` from the settings, handed over as
 its environment.
+
+The supervisor says `serving on …` only once every worker answers: each worker starts in a process of its own and
+imports and builds the app first (seconds on a busy machine), and a script that waits for that line and then sends
+requests got connection errors until then. uvicorn's own health pipe tells whether a worker's server has started.
 """
 
 from __future__ import annotations
@@ -21,18 +25,15 @@ import logging
 import os
 import socket
 import sys
-from typing import Final
 
 import uvicorn
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
-from server.http import KEEP_ALIVE_SECONDS, listening_socket
+from server.http import BACKLOG, KEEP_ALIVE_SECONDS, listening_socket
 from server.settings import ServeSettings
 
 log = logging.getLogger("story_graph_mcp.http")
-
-BACKLOG: Final = 2048
-"""Pending connections per listening socket (uvicorn's default)."""
 
 
 def serve_workers(settings: ServeSettings) -> int:
@@ -54,24 +55,54 @@ def serve_workers(settings: ServeSettings) -> int:
     # Linux balances new connections over the sockets of a SO_REUSEPORT group; other systems accept the option
     # without balancing (one socket would get every connection), so they share one socket instead.
     supervisor = SocketPerWorker if sys.platform.startswith("linux") else SharedSocket
-    # uvicorn logs the address only when it binds the socket itself; say it, as one process does.
+    # uvicorn logs the address only when it binds the socket itself; say it, as one process does, once it is true.
     host = f"[{http.host}]" if ":" in http.host else http.host
-    log.info("serving on http://%s:%d/mcp with %d worker processes", host, http.port, http.workers)
-    supervisor(config, http.host, http.port).run()
-    return 0
+    address = f"http://{host}:{http.port}/mcp"
+    log.info("starting %d worker processes for %s", http.workers, address)
+    running = supervisor(config, http.host, http.port, address)
+    running.run()
+    # uvicorn's supervisor returns normally when a worker failed to start, as on SIGTERM: say which it was.
+    return STARTUP_FAILURE if running.start_failed else 0
 
 
 def check_port_free(host: str, port: int) -> None:
     listening_socket(host, port, reuse_port=False).close()
 
 
-class SocketPerWorker(Multiprocess):
-    """uvicorn's supervisor (start, health checks, restarts, signals), handing each worker it starts a socket of
-    its own: uvicorn reads `self.sockets` once per worker it starts."""
+class AnnouncesReady(Multiprocess):
+    """uvicorn's supervisor (start, health checks, restarts, signals), logging `serving on ADDRESS with N worker
+    processes` once, when every worker's server has started (listens and answers). It asks on each of uvicorn's
+    half-second health rounds, through the pipe those use, so it adds no wait of its own."""
 
-    def __init__(self, config: uvicorn.Config, host: str, port: int) -> None:
+    def __init__(self, config: uvicorn.Config, sockets: list[socket.socket], address: str) -> None:
+        self._address_shown = address
+        self._announced = False
+        self.start_failed = False
+        """A worker exited with uvicorn's start-up failure status, and the supervisor stopped for it."""
+        super().__init__(config, sockets=sockets)
+
+    def keep_subprocess_alive(self) -> None:
+        stopping = self.should_exit.is_set()
+        super().keep_subprocess_alive()
+        if self.should_exit.is_set() and not stopping:
+            # Only a worker that failed to start makes uvicorn's health round stop the supervisor (a signal sets
+            # should_exit in handle_signals instead): `serve` exited 0 for it, a clean stop to a service manager.
+            self.start_failed = True
+            return
+        if self._announced or self.should_exit.is_set() or len(self.processes) < self.processes_num:
+            return
+        timeout = self.config.timeout_worker_healthcheck
+        if all(process.is_ready(timeout=timeout) for process in self.processes):
+            self._announced = True
+            log.info("serving on %s with %d worker processes", self._address_shown, len(self.processes))
+
+
+class SocketPerWorker(AnnouncesReady):
+    """Each worker it starts gets a socket of its own: uvicorn reads `self.sockets` once per worker it starts."""
+
+    def __init__(self, config: uvicorn.Config, host: str, port: int, address: str) -> None:
         self._address = (host, port)
-        super().__init__(config, sockets=[])
+        super().__init__(config, [], address)
 
     @property
     def sockets(self) -> list[socket.socket]:
@@ -82,6 +113,6 @@ class SocketPerWorker(Multiprocess):
         """uvicorn's __init__ assigns the shared list; each worker gets a new socket instead."""
 
 
-class SharedSocket(Multiprocess):
-    def __init__(self, config: uvicorn.Config, host: str, port: int) -> None:
-        super().__init__(config, sockets=[listening_socket(host, port, reuse_port=False)])
+class SharedSocket(AnnouncesReady):
+    def __init__(self, config: uvicorn.Config, host: str, port: int, address: str) -> None:
+        super().__init__(config, [listening_socket(host, port, reuse_port=False)], address)

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import orjson
 import pytest
 import uvicorn
 from http_support import (
@@ -33,7 +34,7 @@ from mcp import Client, MCPError
 from support import demo_db, error, error_payload, ok
 
 from server.cli import _parser
-from server.http import build_http_app
+from server.http import REASON_SHOWN, _error_head, _quotable, build_http_app
 from server.policy import Policy, PolicyFile, hash_token
 from server.settings import STORY_GRAPH_PORT_IGNORED, ServeSettings
 from server.tools import TOOLS
@@ -357,6 +358,41 @@ async def test_a_refused_request_says_what_to_fix_in_a_json_rpc_error(tmp_path: 
         lines = [line for line in access if re.search(rf" alpha POST /mcp {status} \S+ms", line)]
         assert len(lines) >= [s for _, _, s, _, _ in refusals].count(status), access
         assert all(line.endswith(f' reason="{said}"') for line in lines), lines
+
+
+async def test_every_refusal_of_a_valid_token_says_why_in_its_access_line(tmp_path: Path) -> None:
+    """A body that is not JSON (200,000 levels of `[`, bytes that are not UTF-8, an empty body) was refused with 400 and
+    an access line without a reason, unlike every other refusal; so were the SDK's other JSON-RPC refusals and the
+    405. Each now ends with why, the error's name as the client got it."""
+    db, policy, secret = setup(tmp_path)
+    alpha = {**JSON_HEADERS, "Authorization": f"Bearer {TOKENS['alpha']}"}
+    modern = {**alpha, "MCP-Protocol-Version": "2026-07-28"}
+    parse_errors = [b"[" * 200_000, b'{"jsonrpc":"2.0","id":1,"method":"tools/list","x":"\xff"}', b"", b'{"jsonrpc":']
+    async with http_server(serve_args(db, policy, secret), tmp_path) as server, httpx2.AsyncClient(timeout=60) as http:
+        for body in parse_errors:
+            refused = await http.post(server.url, content=body, headers=alpha)
+            assert (refused.status_code, refused.json()["error"]["code"]) == (400, -32700), body[:20]
+        for headers in (alpha, modern):  # the SDK's two transports: the handshake era's and 2026-07-28's
+            assert (await http.post(server.url, content=b"[" * 200_000, headers=headers)).status_code == 400
+        batch = await http.post(server.url, json=[LIST], headers=modern)
+        assert (batch.status_code, batch.json()["error"]["code"]) == (400, -32600)
+        assert (await http.get(server.url, headers=alpha)).status_code == 405
+    access = [line for line in server.output().splitlines() if " alpha " in line and "story_graph_mcp.access:" in line]
+    parse = [line for line in access if line.endswith(' reason="Parse error"')]
+    assert len(parse) == len(parse_errors) + 2 and all(" POST /mcp 400 " in line for line in parse), access
+    assert access[-2].endswith(' reason="Body must be a single JSON-RPC request or notification object"'), access
+    assert access[-1].endswith(' reason="Method Not Allowed"') and " GET /mcp 405 " in access[-1], access
+    assert len(access) == len(parse_errors) + 4 and all(" reason=" in line for line in access), access
+
+
+def test_a_reason_from_an_error_message_cannot_break_the_access_line() -> None:
+    """A JSON-RPC error's message may quote what the client sent: its head is shown with quotes, backslashes and
+    control characters escaped, and cut short."""
+    message = 'a "b"\\c\nd' + "x" * 200 + ": detail"
+    head = _error_head(orjson.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}))
+    assert head is not None and len(head) == REASON_SHOWN and head.endswith("...")
+    assert _quotable(head).startswith("a \\x22b\\x22\\x5cc\\x0ad") and "\n" not in _quotable(head)
+    assert _error_head(b"not json") is None and _error_head(b'{"error": {"message": 3}}') is None
 
 
 async def test_project_with_a_policy_over_http_is_said_to_have_no_effect(tmp_path: Path) -> None:

@@ -1,14 +1,19 @@
 """HTTP connections as clients' pools use them, against real `serve --transport http` processes (one process, and
-several workers): a keep-alive connection left idle for as long as a client pool keeps one is still served."""
+several workers): a keep-alive connection left idle for as long as a client pool keeps one is still served, and a
+client that connects as soon as the server says `serving on` is served (by every worker)."""
 
 from __future__ import annotations
 
+import re
+import signal
 import socket
+import subprocess
+import time
 from pathlib import Path
 
 import anyio
 import pytest
-from http_support import http_server, policy_text, write_secret
+from http_support import PYTHON, REPO, START_TIMEOUT, free_port, http_server, policy_text, server_env, write_secret
 from support import demo_db
 
 pytestmark = pytest.mark.anyio
@@ -17,6 +22,18 @@ CLIENT_POOL_IDLE = 6.0
 """Seconds a connection idles before its next request: past the pool expiry of httpx (5 s, the MCP Python SDK's
 HTTP client) and of Node (4 s). A server that closes idle connections at about the same moment races the
 client, which then sends its request into a closing connection and gets a connection error."""
+
+
+FRESH_CONNECTIONS = 32
+"""New connections made right after `serving on`: all on one of 2 workers has a chance of 2 in 2**32."""
+
+
+def serve_args(tmp_path: Path, workers: int) -> list[str]:
+    db = demo_db(tmp_path)
+    policy = tmp_path / "policy.toml"
+    policy.write_text(policy_text(clients={"alpha": {"projects": ["atlas"], "default_project": "atlas"}}))
+    args = ["--db", str(db), "--policy", str(policy), "--cursor-secret-file", str(write_secret(tmp_path))]
+    return args + (["--workers", str(workers)] if workers > 1 else [])
 
 
 def request(path: str) -> bytes:
@@ -45,13 +62,7 @@ def read_response(sock: socket.socket) -> bytes:
 
 @pytest.mark.parametrize("workers", [1, 2])
 async def test_an_idle_keep_alive_connection_outlives_the_client_pool_expiry(tmp_path: Path, workers: int) -> None:
-    db = demo_db(tmp_path)
-    policy = tmp_path / "policy.toml"
-    policy.write_text(policy_text(clients={"alpha": {"projects": ["atlas"], "default_project": "atlas"}}))
-    args = ["--db", str(db), "--policy", str(policy), "--cursor-secret-file", str(write_secret(tmp_path))]
-    if workers > 1:
-        args += ["--workers", str(workers)]
-    async with http_server(args, tmp_path) as server:
+    async with http_server(serve_args(tmp_path, workers), tmp_path) as server:
         with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
             sock.sendall(request("/healthz"))
             assert read_response(sock).startswith(b"HTTP/1.1 200"), server.output()
@@ -62,3 +73,100 @@ async def test_an_idle_keep_alive_connection_outlives_the_client_pool_expiry(tmp
             except ConnectionError as exc:
                 second = repr(exc).encode()
             assert second.startswith(b"HTTP/1.1 200"), f"the server closed the idle connection: {second!r}"
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_serving_on_is_said_once_every_worker_answers(tmp_path: Path, workers: int) -> None:
+    """A script that waits for `serving on` and then sends requests is served at once, by every worker. With
+    `--workers` the line used to come before the workers had even imported the app (seconds on a busy machine):
+    the first requests were refused. One process says it as before, with its socket already listening."""
+    port = free_port()
+    log = tmp_path / "server.stderr"
+    argv = [PYTHON, "-m", "server", "serve", "--transport", "http", "--port", str(port), *serve_args(tmp_path, workers)]
+    suffix = f" with {workers} worker processes" if workers > 1 else ""
+    line = f"serving on http://127.0.0.1:{port}/mcp{suffix}\n"
+    with log.open("wb") as err:
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, env=server_env())
+    try:
+        deadline = time.monotonic() + START_TIMEOUT * 2
+        while line not in log.read_text(errors="replace"):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.005)
+        answers = []
+        for _ in range(FRESH_CONNECTIONS):  # a new connection each: the kernel picks a worker for each
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                    sock.sendall(request("/healthz"))
+                    answers.append(read_response(sock)[:15])
+            except OSError as exc:
+                answers.append(repr(exc).encode())
+        assert answers == [b"HTTP/1.1 200 OK"] * FRESH_CONNECTIONS, log.read_text(errors="replace")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    output = log.read_text(errors="replace")
+    if workers > 1:
+        started = {int(pid) for pid in re.findall(r"Started server process \[(\d+)\]", output)}
+        served = {int(pid) for pid in re.findall(r"INFO \[(\d+)\] story_graph_mcp\.access: ", output)}
+        assert len(started) == workers and served == started, output
+        assert output.count("serving on ") == 1 and "starting 2 worker processes for " in output
+    else:
+        assert output.count("serving on ") == 1 and "Application startup complete" in output.split(line)[1]
+
+
+def test_serve_with_workers_that_cannot_start_exits_non_zero(tmp_path: Path) -> None:
+    """Workers that fail at start (here the database vanished after `serve` checked it) stop the supervisor, as
+    uvicorn does; `serve` then exited with status 0, so a service manager saw a clean stop and did not restart it,
+    and a script saw success. It exits with uvicorn's start-up failure status, 3, and never says `serving on`."""
+    args = serve_args(tmp_path, 2)
+    db = Path(args[args.index("--db") + 1])
+    log = tmp_path / "server.stderr"
+    argv = [PYTHON, "-m", "server", "serve", "--transport", "http", "--port", str(free_port()), *args]
+    with log.open("wb") as err:
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, env=server_env())
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while "starting 2 worker processes" not in log.read_text(errors="replace"):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.005)
+        db.unlink()  # before the workers, which import the app first (a second or more), check it
+        status = process.wait(timeout=START_TIMEOUT * 2)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    output = log.read_text(errors="replace")
+    assert "failed to start, stopping the parent process" in output, output
+    assert status == 3 and "serving on" not in output, output
+
+
+def test_sighup_replaces_the_workers_one_at_a_time_without_refusing_a_request(tmp_path: Path) -> None:
+    """What deployment.md tells an operator to use after an upgrade (`systemctl reload`): each new worker serves
+    before the one it replaces stops, so requests sent all along are served."""
+    port = free_port()
+    log = tmp_path / "server.stderr"
+    argv = [PYTHON, "-m", "server", "serve", "--transport", "http", "--port", str(port), *serve_args(tmp_path, 2)]
+    with log.open("wb") as err:
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO, env=server_env())
+    try:
+        deadline = time.monotonic() + START_TIMEOUT * 2
+        while "serving on " not in log.read_text(errors="replace"):
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.01)
+        process.send_signal(signal.SIGHUP)
+        answers = []
+        while log.read_text(errors="replace").count("Finished server process") < 2:
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                    sock.sendall(request("/healthz"))
+                    answers.append(read_response(sock)[:15])
+            except OSError as exc:
+                answers.append(repr(exc).encode())
+            time.sleep(0.01)
+        assert answers and set(answers) == {b"HTTP/1.1 200 OK"}, answers
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    output = log.read_text(errors="replace")
+    assert output.count("Started server process") == 4 and process.returncode == 0, output
