@@ -768,19 +768,10 @@ async def test_every_coverage_list_holds_the_newest_reviews_entries_in_review_or
     assert gaps["uncovered_parts"][-1]["to"] == "2026-03-31T00:00:00.000Z"
 
 
-async def test_a_record_of_thousands_of_ranges_leaves_the_scope_readable(tmp_path: Path) -> None:
-    """Every response repeats the scope's coverage, and its lists were capped by entry, not by what an entry holds:
-    one review whose record named 8,000 processed fragments and missing ranges of a source made every search and
-    get_context in its scope response_too_large (221 KB), and the error's advice, a smaller page_size, could not fix
-    it; read_source of its references too. Each entry now holds its first ranges and their count."""
-    ranges = [[i * 10, i * 10 + 5] for i in range(8000)]
-    record = {
-        "kind": "detailed",
-        "unprocessed_sources": 0,
-        "sources": [{"source_id": "src-1", "source_version": "v1", "fragments": ranges}],
-        "missing": [{"source_id": "src-1", "ranges": ranges, "reason": "timeout"}],
-    }
-    lines: list[dict[str, Any]] = [
+def graph_with_coverage(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One result recording `record` as its coverage, with a story line, and a reference into a stored source: each
+    tool's response then carries that coverage."""
+    return [
         {"kind": "project", "id": "atlas", "name": "Atlas"},
         {"kind": "scope", "scope": ATLAS},
         {"kind": "result", "id": "r-1", "scope": ATLAS, "review_generated_at": T, "recorded_at": T, "coverage": record},
@@ -797,7 +788,21 @@ async def test_a_record_of_thousands_of_ranges_leaves_the_scope_readable(tmp_pat
             "recorded_at": T,
         },
     ]
-    async with client_for(imported_graph(tmp_path, lines)) as client:
+
+
+async def test_a_record_of_thousands_of_ranges_leaves_the_scope_readable(tmp_path: Path) -> None:
+    """Every response repeats the scope's coverage, and its lists were capped by entry, not by what an entry holds:
+    one review whose record named 8,000 processed fragments and missing ranges of a source made every search and
+    get_context in its scope response_too_large (221 KB), and the error's advice, a smaller page_size, could not fix
+    it; read_source of its references too. Each entry now holds its first ranges and their count."""
+    ranges = [[i * 10, i * 10 + 5] for i in range(8000)]
+    record = {
+        "kind": "detailed",
+        "unprocessed_sources": 0,
+        "sources": [{"source_id": "src-1", "source_version": "v1", "fragments": ranges}],
+        "missing": [{"source_id": "src-1", "ranges": ranges, "reason": "timeout"}],
+    }
+    async with client_for(imported_graph(tmp_path, graph_with_coverage(record))) as client:
         found = await ok(client, SEARCH, {"query": "cache"})
         await ok(client, "story_graph_get_context", {"object_ref": {"type": "story_line", "id": "sl"}})
         read = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-1"})
@@ -833,24 +838,7 @@ async def test_a_record_with_a_huge_reason_or_version_leaves_the_scope_readable(
         ],
         "source_types_not_included": ["task", long_type, *(f"u{i:02}" for i in range(11))],
     }
-    lines: list[dict[str, Any]] = [
-        {"kind": "project", "id": "atlas", "name": "Atlas"},
-        {"kind": "scope", "scope": ATLAS},
-        {"kind": "result", "id": "r-1", "scope": ATLAS, "review_generated_at": T, "recorded_at": T, "coverage": record},
-        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": "cache", "recorded_at": T},
-        {"kind": "source", "id": "src-1", "source_type": "note", "current_version": "v1", "updated_at": T},
-        {"kind": "source_version", "source_id": "src-1", "version": "v1", "text": "cache notes", "recorded_at": T},
-        {
-            "kind": "source_reference",
-            "id": "ref-1",
-            "result_id": "r-1",
-            "source_type": "note",
-            "original_source_id": "src-1",
-            "fragment": {"text": "cache", "start": 0, "end": 5},
-            "recorded_at": T,
-        },
-    ]
-    async with client_for(imported_graph(tmp_path, lines)) as client:
+    async with client_for(imported_graph(tmp_path, graph_with_coverage(record))) as client:
         found = await ok(client, SEARCH, {"query": "cache"})
         context = await ok(client, "story_graph_get_context", {"object_ref": {"type": "story_line", "id": "sl"}})
         read = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-1"})

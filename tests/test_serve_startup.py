@@ -341,17 +341,22 @@ def test_a_non_loopback_bind_says_to_put_tls_in_front_and_name_the_hosts(capsys:
     assert capsys.readouterr().err == ""
 
 
+def loaded_by(imports: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of `modules` a fresh interpreter has loaded after `import {imports}`."""
+    found = subprocess.run(
+        [sys.executable, "-c", f"import sys, {imports}; print(' '.join(m for m in {modules!r} if m in sys.modules))"],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return found.stdout.split()
+
+
 def test_stdio_serving_and_http_serving_do_not_import_each_other() -> None:
     """Shared start-up settings live in server/settings.py; `serve` loads the HTTP stack only to serve HTTP."""
     for module, other in (("server.serve", "server.http"), ("server.http", "server.serve")):
-        loaded = subprocess.run(
-            [sys.executable, "-c", f"import sys, {module}; print({other!r} in sys.modules)"],
-            cwd=Path(__file__).resolve().parent.parent,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert loaded.stdout.strip() == "False", (module, other)
+        assert loaded_by(module, (other,)) == [], (module, other)
 
 
 @pytest.mark.parametrize(
@@ -394,15 +399,7 @@ def test_serving_does_not_load_the_importers() -> None:
     """The interchange models and the importers are built only by `db` commands: serving never uses them, and
     building their pydantic models cost about a tenth of a second of every server's start-up."""
     serving = "server.cli, server.serve, server.stdio, server.app"
-    importers = ("server.contracts.interchange", "server.store.jsonl", "server.store.goodbuddy")
-    loaded = subprocess.run(
-        [sys.executable, "-c", f"import sys, {serving}; print([m for m in {importers!r} if m in sys.modules])"],
-        cwd=Path(__file__).resolve().parent.parent,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert loaded.stdout.strip() == "[]"
+    assert loaded_by(serving, ("server.contracts.interchange", "server.store.jsonl", "server.store.goodbuddy")) == []
 
 
 COLLECTIONS_HOOK = """
