@@ -49,7 +49,7 @@ def test_object_row_lookups_never_scan_a_graph_table(migrated_db: Path, sql: str
 def test_get_context_selection_lookups_never_scan_a_graph_table(migrated_db: Path, sql: str) -> None:
     """The selection of a large neighbourhood is read by index lookups from the target outwards."""
     values = {"id": "x", "entity_id": "x", "key": "k", "leaf_id": "l", "object_id": "x", "source_reference_id": "r",
-              "anywhere": 0, "projects": '["p"]'}  # fmt: skip
+              "anywhere": 0, "projects": '["p"]', "with_global": 1}  # fmt: skip
     params = {name: (PARAMS | values)[name] for name in re.findall(r":(\w+)", sql)}
     with sqlite3.connect(migrated_db) as conn:
         plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
