@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +15,7 @@ from mcp.types import CallToolResult, TextContent
 from server.app import StaticAccess, StoryGraphServer, build_server
 from server.contracts.common import Grant
 from server.reader.cursor import CursorCodec
+from server.store.migrate import migration_files
 
 _DEMO_CACHE: dict[str, Path] = {}
 
@@ -107,3 +109,10 @@ def error_payload(result: CallToolResult) -> dict[str, Any]:
     assert first.startswith(payload["error"] + ": "), text.text
     assert payload["message"] in first and payload["next_step"] in first
     return payload
+
+
+def migrate_to(conn: sqlite3.Connection, version: int) -> None:
+    """Apply the migration files up to `version`: a database as an earlier build left it, to upgrade in place."""
+    for number, file in migration_files():
+        if number <= version:
+            conn.executescript(file.read_text(encoding="utf-8"))

@@ -60,6 +60,16 @@ def read_response(sock: socket.socket) -> bytes:
     return head + b"\r\n\r\n" + body
 
 
+def health_on_a_new_connection(port: int) -> bytes:
+    """The status line of GET /healthz on a connection of its own, or the error that refused it."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(request("/healthz"))
+            return read_response(sock)[:15]
+    except OSError as exc:
+        return repr(exc).encode()
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 async def test_an_idle_keep_alive_connection_outlives_the_client_pool_expiry(tmp_path: Path, workers: int) -> None:
     async with http_server(serve_args(tmp_path, workers), tmp_path) as server:
@@ -92,14 +102,8 @@ def test_serving_on_is_said_once_every_worker_answers(tmp_path: Path, workers: i
         while line not in log.read_text(errors="replace"):
             assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
             time.sleep(0.005)
-        answers = []
-        for _ in range(FRESH_CONNECTIONS):  # a new connection each: the kernel picks a worker for each
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-                    sock.sendall(request("/healthz"))
-                    answers.append(read_response(sock)[:15])
-            except OSError as exc:
-                answers.append(repr(exc).encode())
+        # A new connection each: the kernel picks a worker for each.
+        answers = [health_on_a_new_connection(port) for _ in range(FRESH_CONNECTIONS)]
         assert answers == [b"HTTP/1.1 200 OK"] * FRESH_CONNECTIONS, log.read_text(errors="replace")
     finally:
         process.terminate()
@@ -157,12 +161,7 @@ def test_sighup_replaces_the_workers_one_at_a_time_without_refusing_a_request(tm
         answers = []
         while log.read_text(errors="replace").count("Finished server process") < 2:
             assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-                    sock.sendall(request("/healthz"))
-                    answers.append(read_response(sock)[:15])
-            except OSError as exc:
-                answers.append(repr(exc).encode())
+            answers.append(health_on_a_new_connection(port))
             time.sleep(0.01)
         assert answers and set(answers) == {b"HTTP/1.1 200 OK"}, answers
     finally:

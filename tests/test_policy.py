@@ -411,16 +411,8 @@ def test_a_granted_project_the_database_does_not_hold_is_named_by_check_and_at_s
     capsys.readouterr()
 
     # serve says the same at start (and serves: an import may add the project later)
-    served = subprocess.run(
-        [sys.executable, "-m", "server", "serve", "--db", str(db), "--policy", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert served.returncode == 0, served.stderr
-    assert "client 'alpha' is granted project 'atlsa', which is not in" in served.stderr
+    said = served_stdio("--db", str(db), "--policy", str(path))
+    assert "client 'alpha' is granted project 'atlsa', which is not in" in said
 
     write(path, both_clients())
     assert main(["policy", "check", str(path), "--db", str(db)]) == 0
@@ -520,6 +512,20 @@ def test_a_policy_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path, caps
     assert "valid policy; server on" in capsys.readouterr().out
 
 
+def served_stdio(*args: str) -> str:
+    """What `serve ARGS` on stdio says on stderr, started with empty input (it serves, then ends)."""
+    served = subprocess.run(
+        [sys.executable, "-m", "server", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert served.returncode == 0, served.stderr
+    return served.stderr
+
+
 def test_a_stdio_current_project_outside_the_stdio_grant_is_named_at_start(tmp_path: Path) -> None:
     """`serve --project atlas --policy P` with `[stdio] projects = ["beacon"]` started silently, and then refused
     every call that named no scope with scope_unavailable: the contradiction is logged once at start."""
@@ -527,16 +533,7 @@ def test_a_stdio_current_project_outside_the_stdio_grant_is_named_at_start(tmp_p
     path = write(tmp_path / "policy.toml", 'version = 1\n[stdio]\nprojects = ["beacon"]\n')
 
     def started(*args: str) -> str:
-        served = subprocess.run(
-            [sys.executable, "-m", "server", "serve", *args, "--policy", str(path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-        assert served.returncode == 0, served.stderr
-        return served.stderr
+        return served_stdio(*args, "--policy", str(path))
 
     said = "is not in [stdio] projects (beacon): a call that names no scope is refused with scope_unavailable"
     assert f"the current project 'atlas' (--project) {said}" in started("--db", str(db), "--project", "atlas")

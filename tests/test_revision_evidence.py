@@ -16,14 +16,14 @@ import pytest
 from goodbuddy_fixture import ATLAS, ENT_A, RES0, RES1, RES2, S0, S1, build_goodbuddy
 from jsonl_graph import ALPHA_KEY, T0, dump, small_graph, write_jsonl
 from mcp import Client
-from support import all_pages, client_for, demo_db, ok
+from support import all_pages, client_for, demo_db, migrate_to, ok
 
 from server.contracts.common import Grant
 from server.store.errors import ImportRejected
 from server.store.exporter import export_file
 from server.store.goodbuddy import import_goodbuddy
 from server.store.importer import import_file
-from server.store.migrate import SCHEMA_VERSION, migrate, migration_files
+from server.store.migrate import SCHEMA_VERSION, migrate
 
 pytestmark = pytest.mark.anyio
 
@@ -275,9 +275,7 @@ async def test_upgrading_a_version_13_database_keeps_its_revisions_as_not_stored
     marked `object`, and exported as null (not [])."""
     path = tmp_path / "v13.db"
     with sqlite3.connect(path) as conn:
-        for number, file in migration_files():
-            if number <= 13:
-                conn.executescript(file.read_text(encoding="utf-8"))
+        migrate_to(conn, 13)
         conn.executescript(
             f"""
             INSERT INTO projects (id, name) VALUES ('alpha', 'Alpha');

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 from jsonl_graph import imported_graph, write_jsonl
-from support import all_items, client_for
+from support import all_items, client_for, migrate_to
 from test_search_rank import random_graph
 
 from server.reader.search import _above_prefix
 from server.reader.search_query import MARKERS, needs_trigram_list
 from server.reader.search_sql import TRIGRAMS_BEGINNING, TRIGRAMS_FROM
 from server.store.importer import import_file
-from server.store.migrate import SCHEMA_VERSION, migrate, migration_files
+from server.store.migrate import SCHEMA_VERSION, migrate
 
 pytestmark = pytest.mark.anyio
 
@@ -139,9 +139,7 @@ async def test_upgrading_a_version_12_database_lists_the_trigrams_it_holds(tmp_p
     imported = imported_graph(tmp_path, random_graph(13, size=40))
     old = tmp_path / "v12.db"
     with sqlite3.connect(old) as conn:
-        for number, file in migration_files():
-            if number <= 12:
-                conn.executescript(file.read_text(encoding="utf-8"))
+        migrate_to(conn, 12)
     copy_rows(imported, old)
 
     assert migrate(old) == (12, SCHEMA_VERSION)

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from jsonl_graph import imported_graph, write_jsonl
-from support import all_items, client_for, ok
+from support import all_items, client_for, migrate_to, ok
 
 from server.reader.fold import WIDE, Folder, narrow
 from server.store.importer import import_file
-from server.store.migrate import SCHEMA_VERSION, migrate, migration_files
+from server.store.migrate import SCHEMA_VERSION, migrate
 
 pytestmark = pytest.mark.anyio
 
@@ -165,9 +165,7 @@ async def test_upgrading_a_version_10_database_folds_the_rows_it_already_holds(
     """Items with wide text are re-indexed (one of two), or the index is rebuilt (when most items have some)."""
     path = tmp_path / "v10.db"
     with sqlite3.connect(path) as conn:
-        for number, file in migration_files():
-            if number <= 10:
-                conn.executescript(file.read_text(encoding="utf-8"))
+        migrate_to(conn, 10)
         conn.executescript(
             """
             INSERT INTO projects (id, name) VALUES ('atlas', 'Atlas');
@@ -231,9 +229,7 @@ async def test_an_import_indexes_the_texts_it_folds_itself_exactly_as_the_view_f
     if from_version is not None:  # the same rows written into a version 11 database, then upgraded in place
         old = tmp_path / "v11.db"
         with sqlite3.connect(old) as conn:
-            for number, file in migration_files():
-                if number <= from_version:
-                    conn.executescript(file.read_text(encoding="utf-8"))
+            migrate_to(conn, from_version)
             conn.execute("ATTACH DATABASE ? AS new", (str(path),))
             for table in ("projects", "scopes", "scope_projects", "results", "events"):
                 # The columns version 11 has (later migrations add some, e.g. scopes.memory_revision in 0015).

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from jsonl_graph import chain_graph, dump, file_hash, small_graph, write_jsonl
@@ -46,6 +47,19 @@ def _drop_file_permission_override() -> None:
     for capability in (1, 2):
         if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
             raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def _run(command: list[str], **streams: Any) -> subprocess.CompletedProcess[str]:
+    """`python -m server COMMAND` with its standard streams arranged by the caller (a full disk, a closed stream)."""
+    return subprocess.run(
+        [sys.executable, "-m", "server", *command], cwd=REPO, text=True, timeout=60, check=False, **streams
+    )
+
+
+def _to_a_full_disk(command: list[str]) -> subprocess.CompletedProcess[str]:
+    """The command with its standard output on /dev/full (every write fails: no space left on device)."""
+    with open("/dev/full", "w") as full:
+        return _run(command, stdout=full, stderr=subprocess.PIPE)
 
 
 def _one_line_error(run: subprocess.CompletedProcess[str]) -> str:
@@ -249,16 +263,7 @@ def test_an_export_or_report_to_a_full_disk_fails_with_one_line(tmp_path: Path) 
 
     # `db export --db graph.db > /dev/full`, and the commands that print a short report
     for command in (["db", "export", "--db", str(db)], ["db", "stats", "--db", str(db)], ["policy", "new-token"]):
-        with open("/dev/full", "w") as full:
-            to_stdout = subprocess.run(
-                [sys.executable, "-m", "server", *command],
-                cwd=REPO,
-                stdout=full,
-                stderr=subprocess.PIPE,
-                text=True,
-                timeout=60,
-                check=False,
-            )
+        to_stdout = _to_a_full_disk(command)
         assert "standard output: No space left on device" in _one_line_error(to_stdout), command
 
 
@@ -276,15 +281,7 @@ def test_a_command_started_with_standard_output_closed_fails_with_one_line(tmp_p
         (["policy", "new-token"], "it is closed"),
         (["db", "export", "--db", str(db)], "it is closed; name a FILE to export to"),
     ):
-        run = subprocess.run(
-            [sys.executable, "-m", "server", *command],
-            cwd=REPO,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            check=False,
-            preexec_fn=_close_stdout,
-        )
+        run = _run(command, stderr=subprocess.PIPE, preexec_fn=_close_stdout)
         assert _one_line_error(run) == f"story-graph-mcp: cannot write to standard output: {reason}\n", command
 
 
@@ -299,15 +296,7 @@ def test_a_command_started_with_standard_error_closed_keeps_its_exit_status_and_
     _cli("db", "migrate", "--db", db)
     graph = write_jsonl(tmp_path / "graph.jsonl", small_graph())
     runs = {
-        name: subprocess.run(
-            [sys.executable, "-m", "server", *command],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            text=True,
-            timeout=60,
-            check=False,
-            preexec_fn=_close_stderr,
-        )
+        name: _run(command, stdout=subprocess.PIPE, preexec_fn=_close_stderr)
         for name, command in (
             ("import", ["db", "import", "--db", str(db), str(graph)]),
             ("export", ["db", "export", "--db", str(tmp_path / "missing.db")]),
@@ -331,16 +320,7 @@ def test_a_change_is_done_and_reported_on_stderr_when_standard_output_fails(tmp_
         (["db", "export", "--db", str(db), str(out)], f"exported {len(small_graph())} lines from {db} to {out}"),
         (["demo", str(tmp_path / "demo.db")], f"wrote the demo graph to {tmp_path / 'demo.db'}"),
     ):
-        with open("/dev/full", "w") as full:
-            run = subprocess.run(
-                [sys.executable, "-m", "server", *command],
-                cwd=REPO,
-                stdout=full,
-                stderr=subprocess.PIPE,
-                text=True,
-                timeout=60,
-                check=False,
-            )
+        run = _to_a_full_disk(command)
         assert run.returncode == 0, run.stderr
         first, said = run.stderr.splitlines()
         assert first == "story-graph-mcp: cannot write to standard output: No space left on device; the report instead:"

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import FrameType
 
 import pytest
-from support import client_for, error, ok
+from support import client_for, error, migrate_to, ok
 
 from server.cli import main
 from server.store import migrate as migrate_module
@@ -183,9 +183,7 @@ async def test_upgrading_a_version_8_database_puts_its_times_in_the_index(tmp_pa
     search finds exactly the event of the month asked for, and a raw SQL write moves it to another month."""
     path = tmp_path / "v8.db"
     with sqlite3.connect(path) as conn:
-        for number, file in migration_files():
-            if number <= 8:
-                conn.executescript(file.read_text(encoding="utf-8"))
+        migrate_to(conn, 8)
         conn.executescript(SEARCHABLE_V1_ROWS)
         conn.execute("UPDATE events SET event_time_start = '2026-03-05T10:00:00.000Z', event_time_end = NULL")
     assert _version(path) == 8
@@ -221,9 +219,7 @@ async def test_upgrading_a_version_14_database_moves_memory_writes_to_their_own_
     cursor (its background shows memory items) is refused as stale."""
     path = tmp_path / "v14.db"
     with sqlite3.connect(path) as conn:
-        for number, file in migration_files():
-            if number <= 14:
-                conn.executescript(file.read_text(encoding="utf-8"))
+        migrate_to(conn, 14)
         conn.executescript(SEARCHABLE_V1_ROWS)
         conn.executemany(
             "INSERT INTO events (id, result_id, scope_key, event_type, title, recorded_at)"

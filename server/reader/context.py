@@ -41,7 +41,7 @@ from server.reader.context_rows import Memory, Ref, RowLoader, Unit, memories
 from server.reader.context_stories import experience_event_rows, related_story_ids, state_event, story_event_scopes
 from server.reader.db import IDS
 from server.reader.objects import Key, in_time_range, split_change_id
-from server.reader.scope import is_readable
+from server.reader.scope import is_readable, readable_among
 
 # --- Where an object is stored (any scope): for object_not_found vs scope_mismatch. -------------------------
 LOCATE: Final[dict[str, str]] = {
@@ -145,8 +145,7 @@ async def readable_scopes_holding(
     """The scopes this caller may read that store the object, in scope-key order (scope_required's next step names
     them); a scope outside the grant, or with an inactive project, is never among them."""
     scopes, _ = await _target_scopes(conn, object_type, object_id)
-    readable = [key for key in sorted(set(scopes)) if await is_readable(conn, grant, scope_from_key(key))]
-    return [scope_from_key(key).model_dump(by_alias=True) for key in readable]
+    return await readable_among(conn, grant, scopes)
 
 
 async def locate_target(

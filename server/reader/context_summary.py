@@ -46,7 +46,6 @@ LISTED_SCOPES_READ: Final = 20
 """The scopes of a story's or experience's listed events whose coverage one call reads (each is one summary of its
 results' records, remembered per scope revision); further ones are reported as not read."""
 SCOPE_REVISIONS: Final = f"SELECT scope_key, data_revision FROM scopes WHERE scope_key IN {IDS}"
-GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
 # The selected references whose source is not what was saved: `gone` when the reference was saved as unavailable,
 # or its source is now deleted, inaccessible or moved out of the scope (read_source's `current` reads only a source
 # living in the scope's projects, any for Global; a source with no stored record is unknown, not gone); `changed`
@@ -182,6 +181,7 @@ async def known_gaps_now(
     *,
     scope_key: str,
     project_ids: list[str] | None,
+    graph_revision: str,
 ) -> list[Gap]:
     """The summary's known gaps, plus the saved references whose source changed since (project_ids None: Global),
     plus the coverage of the narrower scopes its listed events are stored in, read at
@@ -189,7 +189,9 @@ async def known_gaps_now(
     so it is read per call, not remembered with the summary. Bounded: one query for the revisions of at most
     LISTED_SCOPES_READ scopes, then each scope's coverage summary (remembered per scope revision, as every call in
     that scope reads it); a scope beyond them is reported as not read."""
-    gaps = await _with_source_states(conn, memo, summary, scope_key, project_ids, time_range, time_basis)
+    gaps = await _with_source_states(
+        conn, memo, summary, scope_key, project_ids, graph_revision, time_range, time_basis
+    )
     if not summary.elsewhere:
         return gaps
     keys = list(summary.elsewhere)
@@ -212,6 +214,7 @@ async def _with_source_states(
     summary: Summary,
     scope_key: str,
     project_ids: list[str] | None,
+    graph_revision: str,
     time_range: tuple[str, str] | None,
     time_basis: str,
 ) -> list[Gap]:
@@ -219,12 +222,11 @@ async def _with_source_states(
     unavailable, or deleted, inaccessible or moved out of the scope since: read_source reports the source's state
     now, and the reference row keeps what was stored then) and `source_changed_since_saved`. A source edited later
     changes no scope's revision (only the graph's: read_source binds its cursors to the source's state), so this is
-    remembered per graph revision, not with the summary: one small query per call, the join once per graph
-    revision."""
+    remembered per graph revision (read with the scope's revisions, in the call's first statement), not with the
+    summary: the join once per graph revision."""
     if not summary.references:
         return summary.gaps
-    revision = list(await conn.execute_fetchall(GRAPH_REVISION))
-    graph = memo.at(GRAPH, str(revision[0][0]) if revision else "0")
+    graph = memo.at(GRAPH, graph_revision)
     target = (summary.header.object_ref.type, summary.header.object_ref.id)
     key = ("source_states", scope_key, target, time_range, time_basis)
     states: tuple[list[str], list[str]] | None = graph.get(key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import aiosqlite
 
@@ -17,11 +17,12 @@ READABLE_SCOPES_LISTED: Final = 20
 """How many readable scopes a next step names (scope_required, scope_unavailable, a search that found nothing)."""
 ACTIVE_PROJECTS: Final = f"SELECT id FROM projects WHERE status = 'active' AND id IN {IDS}"
 # One statement (one hop to the connection's thread) for what every call reads first: how many of the scope's
-# projects exist and are active, and the scope's data and memory revisions.
+# projects exist and are active, the scope's data and memory revisions, and the graph's data revision.
 SCOPE_STATE: Final = f"""
 SELECT (SELECT count(*) FROM projects WHERE status = 'active' AND id IN {IDS}),
        (SELECT data_revision FROM scopes WHERE scope_key = :scope_key),
-       (SELECT memory_revision FROM scopes WHERE scope_key = :scope_key)"""
+       (SELECT memory_revision FROM scopes WHERE scope_key = :scope_key),
+       (SELECT data_revision FROM graph_state WHERE id = 1)"""
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class ResolvedScope:
     memory_revision: str
     """The revision of the memory items the scope shows (Global ones and its projects'), as read in this snapshot:
     only get_context's `current` mode reads them (migrations/0015)."""
+    graph_revision: str
+    """The whole graph's data revision, as read in this snapshot: a source edited later changes no scope's revision,
+    only this one (get_context's source states are remembered by it)."""
 
     @property
     def project_ids(self) -> list[str]:
@@ -71,7 +75,7 @@ async def resolve_scope(
     key = scope_key(scope)
     project_ids = [] if isinstance(scope, GlobalScope) else scope.projectIds
     rows = await conn.execute_fetchall(SCOPE_STATE, {"ids": json_ids(project_ids), "scope_key": key})
-    active, revision, memory_revision = next(iter(rows))
+    active, revision, memory_revision, graph_revision = next(iter(rows))
     if active != len(set(project_ids)):  # every project must exist and be active
         raise scope_unavailable()
     return ResolvedScope(
@@ -80,6 +84,7 @@ async def resolve_scope(
         key=key,
         revision=str(revision) if revision is not None else "0",
         memory_revision=str(memory_revision) if memory_revision is not None else "0",
+        graph_revision=str(graph_revision) if graph_revision is not None else "0",
     )
 
 
@@ -110,6 +115,16 @@ async def is_readable(conn: aiosqlite.Connection, grant: Grant, scope: GlobalSco
         return True
     found = {row[0] for row in await conn.execute_fetchall(ACTIVE_PROJECTS, {"ids": json_ids(scope.projectIds)})}
     return found == set(scope.projectIds)
+
+
+async def readable_among(conn: aiosqlite.Connection, grant: Grant, scope_keys: list[str]) -> list[dict[str, Any]]:
+    """The scopes of `scope_keys` this caller may read, in key order, as a `scope` argument (an error's next step
+    names where something is stored: never a scope outside the grant, nor one with an inactive project)."""
+    return [
+        scope_from_key(key).model_dump(by_alias=True)
+        for key in sorted(set(scope_keys))
+        if await is_readable(conn, grant, scope_from_key(key))
+    ]
 
 
 ACTIVE_PROJECT_PAGE: Final = "SELECT id FROM projects WHERE status = 'active' ORDER BY id LIMIT :limit"

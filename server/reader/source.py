@@ -27,7 +27,7 @@ from server.reader.coverage import read_coverage
 from server.reader.cursor import CursorCodec, request_digest
 from server.reader.db import Database
 from server.reader.memo import Memo
-from server.reader.scope import ResolvedScope, is_readable, resolve_scope
+from server.reader.scope import ResolvedScope, is_readable, readable_among, resolve_scope
 from server.reader.source_fields import (
     OUTSIDE_SCOPE_STATE,
     READABLE_STATUS,
@@ -236,12 +236,7 @@ async def _stored_in_scope(
 async def _readable_scopes_holding(conn: aiosqlite.Connection, grant: Grant, reference_id: str) -> list[dict[str, Any]]:
     """The scope the reference is stored in, when this caller may read it (never one outside the grant)."""
     rows = await conn.execute_fetchall(REFERENCE_SCOPE, {"id": reference_id})
-    keys = [str(row[0]) for row in rows]
-    return [
-        scope_from_key(key).model_dump(by_alias=True)
-        for key in keys
-        if await is_readable(conn, grant, scope_from_key(key))
-    ]
+    return await readable_among(conn, grant, [str(row[0]) for row in rows])
 
 
 async def _trimmed_reference(

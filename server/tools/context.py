@@ -111,6 +111,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
             args.time_basis,
             scope_key=scope.key,
             project_ids=scope.project_ids if isinstance(scope.scope, ProjectsScope) else None,
+            graph_revision=scope.graph_revision,
         )
 
     notes = [REASSEMBLY_NOTE]
