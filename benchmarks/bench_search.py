@@ -220,6 +220,7 @@ async def _run_reader(db: Path, case: Case, runs: int) -> Measurement:
                     query=parsed.query,
                     scope_key=key,
                     scope_revision=scope.revision,
+                    graph_revision=scope.graph_revision,
                     object_types=types,
                     time_range=time_range,
                     time_basis=parsed.time_basis,

@@ -49,7 +49,6 @@ from server.reader.search_query import (
 )
 from server.reader.search_sql import (
     CAPPED_COUNT,
-    GRAPH_REVISION,
     IDENTIFIER_ITEMS,
     IDENTIFIER_TYPES,
     IN_RANGE,
@@ -159,6 +158,7 @@ async def search(
     query: str,
     scope_key: str,
     scope_revision: str,
+    graph_revision: str,
     object_types: Sequence[str],
     time_range: tuple[str, str] | None,
     time_basis: str,
@@ -174,8 +174,8 @@ async def search(
         return SearchPage(whole_text, term_texts, [], Total(0, True), excluded_none, None, None)
     months = time_match(time_basis, time_range) if time_range is not None else None
     filters = Filters(number, None if len(codes) == len(TYPE_CODES) else codes, time_basis, time_range, months)
-    whole = await _needle(conn, memo, whole_text)
-    query_plan = plan(whole, [await _needle(conn, memo, t) for t in term_texts])
+    whole = await _needle(conn, memo, graph_revision, whole_text)
+    query_plan = plan(whole, [await _needle(conn, memo, graph_revision, t) for t in term_texts])
     ids = await _identifier_items(conn, filters, query, scope_key)
     memo_at, remembered = memo.at(scope_key, scope_revision), (whole_text, filters.key())
     listed: list[tuple[int, bool]] | None = None
@@ -211,11 +211,12 @@ async def _scope_number(conn: aiosqlite.Connection, scope_key: str) -> int | Non
     return int(rows[0][0]) if rows else None
 
 
-async def _needle(conn: aiosqlite.Connection, memo: Memo, text: str) -> Needle:
+async def _needle(conn: aiosqlite.Connection, memo: Memo, graph_revision: str, text: str) -> Needle:
     if not needs_trigram_list(text):
         return needle(text)
-    # The trigrams a short needle begins change only with the data: remembered per graph revision.
-    memo_at, key = memo.at(GRAPH, str(await scalar(conn, GRAPH_REVISION))), ("trigrams", text)
+    # The trigrams a short needle begins change only with the data: remembered per graph revision (read in the
+    # scope's own statement, in the same snapshot).
+    memo_at, key = memo.at(GRAPH, graph_revision), ("trigrams", text)
     trigrams = memo_at.get(key)
     if trigrams is None:
         high = _above_prefix(text)

@@ -30,7 +30,6 @@ TYPE_CODES: Final[dict[str, int]] = {  # as in search_types (migrations/0003): h
 }
 
 SCOPE_NUMBER: Final = "SELECT num FROM search_scopes WHERE scope_key = :scope_key"
-GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
 # The indexed trigrams a short needle begins (migrations/0013): search_trigrams holds every trigram the texts ever put
 # into the index and is never pruned, so each one is kept only while the index still holds it (one FTS5 probe: the
 # first entry of one term, where the vocabulary read every entry of every term). The same terms, in the same order.
