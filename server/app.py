@@ -364,7 +364,7 @@ def build_server(
     *,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
 ) -> StoryGraphServer:
-    """The server, for every transport (HTTP checks bearer tokens in front of it: server/http.py, McpGate)."""
+    """The server, for every transport (HTTP checks bearer tokens in front of it: server/http_requests.py, McpGate)."""
     return StoryGraphServer(
         db_path,
         access,

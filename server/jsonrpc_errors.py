@@ -3,7 +3,7 @@
 JSON that is not one JSON-RPC request, notification or response (`[]`, `{}`, a batch, a request whose params are
 not an object) gets `-32600 Invalid Request`, with the request's id when one can be read from it and null otherwise.
 The stdio server answers such a line with it (server/stdio.py), and the HTTP server puts it in place of the SDK's
-answer to the same body (server/http.py), which is `-32602` with pydantic's whole validation report (1-2 KB).
+answer to the same body (server/http_requests.py), which is `-32602` with pydantic's whole validation report (1-2 KB).
 """
 
 from __future__ import annotations

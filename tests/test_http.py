@@ -34,7 +34,8 @@ from mcp import Client, MCPError
 from support import demo_db, error, error_payload, ok
 
 from server.cli import _parser
-from server.http import REASON_SHOWN, _error_head, _quotable, build_http_app
+from server.http import build_http_app
+from server.http_requests import REASON_SHOWN, _error_head, _quotable
 from server.policy import Policy, PolicyFile, hash_token
 from server.settings import STORY_GRAPH_PORT_IGNORED, ServeSettings
 from server.tools import TOOLS
