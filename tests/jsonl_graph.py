@@ -369,12 +369,14 @@ def file_hash(db: Path) -> str:
 
 def revisions(db: Path) -> dict[str, int]:
     """The data revisions of the graph and of each scope (by scope key), and their memory revisions ('memory:' and
-    the same key)."""
+    the same key; the Global memory items' own as 'global memory:graph')."""
     with sqlite3.connect(db) as conn:
-        graph, graph_memory = conn.execute("SELECT data_revision, memory_revision FROM graph_state").fetchone()
+        graph, graph_memory, global_memory = conn.execute(
+            "SELECT data_revision, memory_revision, global_memory_revision FROM graph_state"
+        ).fetchone()
         rows = conn.execute("SELECT scope_key, data_revision, memory_revision FROM scopes").fetchall()
     return (
-        {"graph": graph, "memory:graph": graph_memory}
+        {"graph": graph, "memory:graph": graph_memory, "global memory:graph": global_memory}
         | {key: data for key, data, _ in rows}
         | {f"memory:{key}": memory for key, _, memory in rows}
     )

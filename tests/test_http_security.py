@@ -15,6 +15,7 @@ from support import demo_db, error, ok
 pytestmark = pytest.mark.anyio
 
 READ = "story_graph_read_source"
+CONTEXT = "story_graph_get_context"
 
 
 def serve_args(db: Path, policy: Path, secret: Path) -> list[str]:
@@ -165,3 +166,51 @@ async def test_a_grant_kept_out_of_global_does_not_see_its_memory_items(tmp_path
             seen[client_id] = ({m["memory_id"] for m in page["background"]}, page["header"]["background_count"])
     assert seen["alpha"] == ({"mem-global-answer-style", "mem-atlas-boring-tech"}, 2)
     assert seen["beta"] == ({"mem-atlas-boring-tech"}, 1)
+
+
+async def test_a_global_memory_write_stales_only_the_cursors_of_a_grant_that_reads_global(tmp_path: Path) -> None:
+    """A write to a Global memory item bumped every scope's memory revision (migrations/0015), and get_context's
+    `current` cursors are bound to it: a client kept out of Global (beta), which never sees a Global item, got
+    `stale_cursor` whenever the user wrote a Global note, and so learnt that and when Global memory changed. Now
+    (migrations/0016) only alpha, which reads Global, is affected; a write to their scope's own memory item stales
+    both. Each sees the memory revision it is bound to, beta's without the Global part."""
+    db = demo_db(tmp_path)
+    policy = tmp_path / "policy.toml"
+    atlas = {"projects": ["atlas"], "default_project": "atlas"}
+    policy.write_text(
+        policy_text(clients={"alpha": {**atlas, "allow_global": True}, "beta": {**atlas, "allow_global": False}})
+    )
+    decision = {"object_ref": {"type": "entity", "id": "ent-decision-b"}, "page_size": 1}
+
+    def write(sql: str) -> None:
+        with sqlite3.connect(db) as conn:
+            conn.execute(sql)
+
+    async with (
+        http_server(serve_args(db, policy, write_secret(tmp_path)), tmp_path) as server,
+        http_client(server.url, TOKENS["alpha"]) as alpha,
+        http_client(server.url, TOKENS["beta"]) as beta,
+    ):
+        alpha_first, beta_first = await ok(alpha, CONTEXT, decision), await ok(beta, CONTEXT, decision)
+        write("UPDATE memory_items SET body = 'Answer briefly' WHERE id = 'mem-global-answer-style'")
+        alpha_stale = await error(alpha, CONTEXT, decision | {"cursor": alpha_first["page"]["next_cursor"]})
+        beta_next = await ok(beta, CONTEXT, decision | {"cursor": beta_first["page"]["next_cursor"]})
+        alpha_again, beta_again = await ok(alpha, CONTEXT, decision), await ok(beta, CONTEXT, decision)
+        write("UPDATE memory_items SET body = 'Prefer boring tech' WHERE id = 'mem-atlas-boring-tech'")
+        both_stale = [
+            await error(client, CONTEXT, decision | {"cursor": page["page"]["next_cursor"]})
+            for client, page in ((alpha, alpha_again), (beta, beta_next))
+        ]
+        beta_after = await ok(beta, CONTEXT, decision)
+    assert alpha_stale["error"] == "stale_cursor"
+    assert [e["error"] for e in both_stale] == ["stale_cursor", "stale_cursor"]
+    assert beta_next["page"]["returned_count"] == 1
+    # The data revision never moved; the memory revision each is shown moved exactly when its cursors went stale.
+    pages = [alpha_first, beta_first, beta_next, alpha_again, beta_again, beta_after]
+    assert {page["data_revision"] for page in pages} == {alpha_first["data_revision"]}
+    assert alpha_again["memory_revision"] != alpha_first["memory_revision"]
+    assert beta_first["memory_revision"] == beta_next["memory_revision"] == beta_again["memory_revision"]
+    assert beta_after["memory_revision"] != beta_again["memory_revision"]
+    # beta is shown one number, its scope's own; alpha that and the Global items' revision.
+    assert ":" not in beta_first["memory_revision"]
+    assert alpha_first["memory_revision"].startswith(beta_first["memory_revision"] + ":")

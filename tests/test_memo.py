@@ -118,6 +118,6 @@ async def test_a_memory_write_refreshes_the_remembered_selection_and_keeps_the_s
         await ok(client, "story_graph_search", {"query": "cache"})
         after = server.memo.revisions()
     assert after[ATLAS] == before[ATLAS]
-    assert after[with_memory(ATLAS)] != before[with_memory(ATLAS)]
+    assert after[with_memory(ATLAS, True)] != before[with_memory(ATLAS, True)]
     assert len(server.memo) == held  # the old selection replaced, nothing of the scope's recomputed beside it
     assert any("Prefer Postgres" in item["content"] for page in pages for item in page["background"])

@@ -57,14 +57,21 @@ def round_lines(n: int) -> list[dict[str, Any]]:
 def revisions(db: Path) -> dict[object, str]:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        graph = conn.execute("SELECT data_revision FROM graph_state WHERE id = 1").fetchone()[0]
+        graph, global_memory = conn.execute(
+            "SELECT data_revision, global_memory_revision FROM graph_state WHERE id = 1"
+        ).fetchone()
         atlas, memory = conn.execute(
             "SELECT data_revision, memory_revision FROM scopes WHERE scope_key = ?", (ATLAS_KEY,)
         ).fetchone()
     finally:
         conn.close()
-    # get_context's selections hold the memory items: remembered at both of the scope's revisions (memo.with_memory).
-    return {ATLAS_KEY: str(atlas), with_memory(ATLAS_KEY): f"{atlas}:{memory}", GRAPH: str(graph)}
+    # get_context's selections hold the memory items: remembered at the scope's data revision and the memory revision
+    # its caller is shown, the Global one included for this grant, which reads Global (memo.with_memory).
+    return {
+        ATLAS_KEY: str(atlas),
+        with_memory(ATLAS_KEY, True): f"{atlas}:{memory}:{global_memory}",
+        GRAPH: str(graph),
+    }
 
 
 async def read_everything(client: Client, rounds_imported: int) -> None:

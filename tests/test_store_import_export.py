@@ -558,8 +558,9 @@ def test_stats_count_objects_per_scope_and_report_revisions(migrated_db: Path, t
     assert rows["memory items"] == ["1", "1", "0", "2"]
     stored = revisions(migrated_db)
     assert rows["data revision"] == [str(stored[key]) for key in ("global", ALPHA_KEY, 'projects:["beta"]')]
-    # The two memory items (a Global one and alpha's) count in the memory revisions only (migrations/0015).
-    assert rows["memory revision"] == ["1", "2", "1"]
-    assert f"graph data revision: {stored['graph']}, memory revision: {stored['memory:graph']}\n" in text
-    assert stored["memory:graph"] == 2
+    # The two memory items (a Global one and alpha's) count in the memory revisions only (migrations/0015), each in
+    # its own scope's, the Global one also in the graph's Global memory revision (migrations/0016).
+    assert rows["memory revision"] == ["1", "1", "0"]
+    assert f"graph data revision: {stored['graph']}, memory revision: 2, Global memory revision: 1\n" in text
+    assert stored["memory:graph"] == 2 and stored["global memory:graph"] == 1
     assert "overall: projects 2, scopes 3, sources 1, source versions 2, memory items 2" in text

@@ -14,6 +14,7 @@ import pytest
 from support import client_for, error, migrate_to, ok
 
 from server.cli import main
+from server.contracts.common import Grant
 from server.store import migrate as migrate_module
 from server.store.errors import DatabaseUnusable
 from server.store.importer import import_file
@@ -257,8 +258,62 @@ async def test_upgrading_a_version_14_database_moves_memory_writes_to_their_own_
     assert refused["error"] == "stale_cursor"
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT scope_key, data_revision FROM scopes").fetchall() == data_before
-        assert conn.execute("SELECT memory_revision FROM scopes").fetchall() == [(2,)]
-        assert conn.execute("SELECT memory_revision FROM graph_state").fetchall() == [(2,)]
+        # alpha's item only: a Global item counts in the Global memory revision (migrations/0016).
+        assert conn.execute("SELECT memory_revision FROM scopes").fetchall() == [(1,)]
+        assert conn.execute("SELECT memory_revision, global_memory_revision FROM graph_state").fetchall() == [(2, 1)]
+
+
+@pytest.mark.anyio
+async def test_upgrading_a_version_15_database_keeps_global_memory_writes_out_of_the_project_scopes(
+    tmp_path: Path,
+) -> None:
+    """Migration 0016: on a database upgraded in place, the memory revisions written so far are kept, and a Global
+    memory item written with raw SQL bumps the Global scope's and the graph's Global memory revision, never a
+    project scope's: a get_context `current` cursor of a grant kept out of Global reads on after it, and is refused
+    as stale after a write to its own project's item."""
+    path = tmp_path / "v15.db"
+    with sqlite3.connect(path) as conn:
+        migrate_to(conn, 15)
+        conn.executescript(SEARCHABLE_V1_ROWS)
+        conn.execute("INSERT INTO scopes (scope_key, kind) VALUES ('global', 'global')")
+        conn.execute(
+            "INSERT INTO memory_items (id, project_id, body, updated_at)"
+            " VALUES ('m-1', 'alpha', 'Prefers SQLite', '2026-01-01T00:00:00.000Z')"
+        )
+        conn.execute(
+            "INSERT INTO memory_items (id, body, updated_at) VALUES ('m-2', 'Be brief', '2026-01-01T00:00:00.000Z')"
+        )
+        # Version 15 bumped every scope for a Global item.
+        revisions_before = conn.execute("SELECT scope_key, data_revision, memory_revision FROM scopes").fetchall()
+        assert {key: memory for key, _, memory in revisions_before} == {'projects:["alpha"]': 2, "global": 1}
+    assert migrate(path) == (15, SCHEMA_VERSION)
+
+    def stored() -> tuple[list[tuple[str, int, int]], tuple[int, int]]:
+        with sqlite3.connect(path) as conn:
+            scopes = conn.execute("SELECT scope_key, data_revision, memory_revision FROM scopes").fetchall()
+            graph = conn.execute("SELECT memory_revision, global_memory_revision FROM graph_state").fetchone()
+        return scopes, graph
+
+    def write(sql: str) -> None:
+        with sqlite3.connect(path) as conn:
+            conn.execute(sql)
+
+    assert stored() == (revisions_before, (2, 0))
+    alpha = {"kind": "projects", "projectIds": ["alpha"]}
+    context = {"object_ref": {"type": "event", "id": "ev-1"}, "scope": alpha, "page_size": 1}
+    kept_out = Grant(default_project="alpha", projects=["alpha"], allow_global=False)
+    async with client_for(path, kept_out) as client:
+        first = await ok(client, "story_graph_get_context", context)
+        write("UPDATE memory_items SET body = 'Be very brief' WHERE id = 'm-2'")
+        second = await ok(client, "story_graph_get_context", context | {"cursor": first["page"]["next_cursor"]})
+        write("UPDATE memory_items SET body = 'Prefers Postgres' WHERE id = 'm-1'")
+        refused = await error(client, "story_graph_get_context", context | {"cursor": first["page"]["next_cursor"]})
+    assert first["page"]["total_count"] == 2 and [m["memory_id"] for m in second["background"]] == ["m-1"]
+    assert first["memory_revision"] == second["memory_revision"] == "2"
+    assert refused["error"] == "stale_cursor"
+    scopes, graph = stored()
+    assert {key: memory for key, _, memory in scopes} == {'projects:["alpha"]': 3, "global": 2}
+    assert graph == (4, 1)
 
 
 def _version_in_header(path: Path) -> int:

@@ -199,30 +199,40 @@ def test_raw_insert_update_and_delete_keep_search_index_and_only_their_scope_rev
     _assert_index_consistent(writer)
 
 
-def _memory_revisions(conn: sqlite3.Connection) -> tuple[int, int, int, int]:
-    graph = conn.execute("SELECT memory_revision FROM graph_state").fetchone()[0]
+def _memory_revisions(conn: sqlite3.Connection) -> tuple[int, int, int, int, int]:
+    graph, graph_global = conn.execute("SELECT memory_revision, global_memory_revision FROM graph_state").fetchone()
     scopes = dict(conn.execute("SELECT scope_key, memory_revision FROM scopes").fetchall())
-    return graph, scopes[ALPHA], scopes[BETA], scopes["global"]
+    return graph, graph_global, scopes[ALPHA], scopes[BETA], scopes["global"]
 
 
-def test_a_global_memory_item_bumps_every_scope_and_a_project_one_only_its_scopes(writer: sqlite3.Connection) -> None:
+def test_a_memory_item_bumps_the_scopes_it_is_stored_in_and_a_global_one_the_global_memory_revision(
+    writer: sqlite3.Connection,
+) -> None:
     """In the memory revisions only (migrations/0015): search and read_source, bound to the data revisions, never
-    read memory items."""
+    read memory items. A Global item bumps the Global scope's and the graph's Global memory revision, never a project
+    scope's (migrations/0016): a client kept out of Global must not see its writes in its cursors."""
     data = _revisions(writer)
-    graph, alpha, beta, global_ = _memory_revisions(writer)
+    graph, graph_global, alpha, beta, global_ = _memory_revisions(writer)
 
     writer.execute(f"INSERT INTO memory_items (id, project_id, body, updated_at) VALUES ('m-a', 'alpha', 'x', '{T}')")
-    assert _memory_revisions(writer) == (graph + 1, alpha + 1, beta, global_)
+    assert _memory_revisions(writer) == (graph + 1, graph_global, alpha + 1, beta, global_)
 
     writer.execute(f"INSERT INTO memory_items (id, body, updated_at) VALUES ('m-g', 'y', '{T}')")
-    assert _memory_revisions(writer) == (graph + 2, alpha + 2, beta + 1, global_ + 1)
+    assert _memory_revisions(writer) == (graph + 2, graph_global + 1, alpha + 1, beta, global_ + 1)
 
     writer.execute("UPDATE memory_items SET project_id = 'beta' WHERE id = 'm-a'")  # both projects' scopes, once
-    assert _memory_revisions(writer) == (graph + 3, alpha + 3, beta + 2, global_ + 1)
+    assert _memory_revisions(writer) == (graph + 3, graph_global + 1, alpha + 2, beta + 1, global_ + 1)
 
     writer.execute("UPDATE memory_items SET body = 'z' WHERE id = 'm-g'")
     writer.execute("DELETE FROM memory_items WHERE id = 'm-a'")
-    assert _memory_revisions(writer) == (graph + 5, alpha + 4, beta + 4, global_ + 2)
+    assert _memory_revisions(writer) == (graph + 5, graph_global + 2, alpha + 2, beta + 2, global_ + 2)
+
+    writer.execute("UPDATE memory_items SET project_id = 'alpha' WHERE id = 'm-g'")  # out of Global: both sides
+    assert _memory_revisions(writer) == (graph + 6, graph_global + 3, alpha + 3, beta + 2, global_ + 3)
+    writer.execute("UPDATE memory_items SET project_id = NULL WHERE id = 'm-g'")  # and back
+    assert _memory_revisions(writer) == (graph + 7, graph_global + 4, alpha + 4, beta + 2, global_ + 4)
+    writer.execute("DELETE FROM memory_items WHERE id = 'm-g'")
+    assert _memory_revisions(writer) == (graph + 8, graph_global + 5, alpha + 4, beta + 2, global_ + 5)
     assert _revisions(writer) == data
 
 

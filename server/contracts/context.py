@@ -332,6 +332,12 @@ class Gap(Contract):
 
 
 class ContextResponse(Frame):
+    memory_revision: str | None
+    """current: the revision of the memory items this caller is shown in the scope (`background`), as this page was
+    read: changed by every write to one of them (the scope's projects' items; the Global ones only for a grant that
+    reads Global), never by a write to graph data, which changes data_revision. A current cursor is bound to both,
+    so a page refused as stale_cursor while data_revision stayed the same had a memory write before it. Opaque:
+    compare it for equality only. Null in timeline, whose pages show no memory items and whose cursors ignore them."""
     time_basis: TimeBasis
     time_range: dict[Literal["from", "to"], str] | None
     """The range used, in UTC, or null."""

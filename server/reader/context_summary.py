@@ -4,9 +4,10 @@ The summary of a query (object, time filter, scope revision) is its whole select
 reduced to what pages need: the header, the known gaps and the counts (exact: they are counted from the
 selection itself), the keyset arms that serve the large direct sections, and, in stream order, every
 other selected object, the background memory items included. It is remembered in the server's Memo under
-the scope's data and memory revisions (memo.with_memory), so it is never stale: a write to the scope's data
-or to a memory item it shows changes them, and the cursors of the old ones are refused as stale before the
-summary is looked up (a timeline's cursor only after a data write: its pages hold no memory items).
+the scope's data revision and the caller's memory revision (memo.with_memory), so it is never stale: a write to
+the scope's data or to a memory item the caller is shown changes them, and the cursors of the old ones are refused
+as stale before the summary is looked up (a timeline's cursor only after a data write: its pages hold no memory
+items).
 
 A page then costs what it holds: the remembered objects from its position on (a bisection), the arms'
 rows from its position on (one keyset query each, LIMIT the page), and the content of those objects.
@@ -121,11 +122,11 @@ async def summarise(
     coverage: Coverage,
     global_memory: bool,
 ) -> Summary:
-    """The summary of a query, remembered per `revisions`: the scope's data and memory revisions
-    (ResolvedScope.cursor_revision(with_memory=True)), since it holds the memory items; and per `global_memory`,
-    whether the caller's grant reads Global and so sees Global memory items."""
-    remembered = memo.at(with_memory(scope_key), revisions)
-    key = ("context", target, time_range, time_basis, global_memory)
+    """The summary of a query, remembered per `revisions`: the scope's data revision and the caller's memory
+    revision (ResolvedScope.cursor_revision(with_memory=True)), since it holds the memory items; in the lineage of
+    `global_memory`, whether the caller's grant reads Global and so sees Global memory items."""
+    remembered = memo.at(with_memory(scope_key, global_memory), revisions)
+    key = ("context", target, time_range, time_basis)
     found: Summary | None = remembered.get(key)
     if found is not None:
         return found

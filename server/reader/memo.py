@@ -1,10 +1,10 @@
 """A small, bounded in-process memory for values that change only with the data they were computed from.
 
-Every value belongs to a lineage (a scope, by its key; a scope with its memory items, with_memory; or GRAPH, the
-whole graph) at one revision, and the memo holds one revision per lineage: storing a value at another revision
-drops every value of the lineage's previous one. A value is therefore never stale (a read at another revision
-misses), and a server whose graph is re-imported while it serves holds only what its current revisions need, not a
-memo full of revisions no call will read again (docs/performance.md, "A long-running server's memory").
+Every value belongs to a lineage (a scope, by its key; a scope with the memory items a caller is shown, with_memory;
+or GRAPH, the whole graph) at one revision, and the memo holds one revision per lineage: storing a value at another
+revision drops every value of the lineage's previous one. A value is therefore never stale (a read at another
+revision misses), and a server whose graph is re-imported while it serves holds only what its current revisions
+need, not a memo full of revisions no call will read again (docs/performance.md, "A long-running server's memory").
 
 The bound is a total weight: a value weighs 1, and one unit more per WEIGHT_UNIT things it lists (a get_context
 selection of a big neighbourhood, a search's whole-query match list, a short needle's trigrams: `weight_of`), so
@@ -29,11 +29,14 @@ GRAPH: Final = ("graph",)
 so that it never equals a scope key (a string)."""
 
 
-def with_memory(scope_key: str) -> tuple[str, str]:
-    """The lineage of a scope's values that include the memory items it shows (get_context's selection), at its
-    data and memory revisions together. Not the scope's own lineage: that one holds one revision at a time, so
-    values at the data revision alone (coverage, search) and these would keep dropping each other."""
-    return ("memory", scope_key)
+def with_memory(scope_key: str, with_global: bool) -> tuple[str, str, bool]:
+    """The lineage of a scope's values that include the memory items a caller is shown (get_context's selection),
+    at the scope's data revision and that caller's memory revision (ResolvedScope.memory_revision) together. Not the
+    scope's own lineage: that one holds one revision at a time, so values at the data revision alone (coverage,
+    search) and these would keep dropping each other. One per `with_global` (whether the caller's grant reads Global,
+    and so sees the Global items) for the same reason: the two kinds of caller read the memory revision in two
+    forms, and a Global memory write must not drop what a caller kept out of Global remembers."""
+    return ("memory", scope_key, with_global)
 
 
 def weight_of(listed: int) -> int:

@@ -17,12 +17,14 @@ READABLE_SCOPES_LISTED: Final = 20
 """How many readable scopes a next step names (scope_required, scope_unavailable, a search that found nothing)."""
 ACTIVE_PROJECTS: Final = f"SELECT id FROM projects WHERE status = 'active' AND id IN {IDS}"
 # One statement (one hop to the connection's thread) for what every call reads first: how many of the scope's
-# projects exist and are active, the scope's data and memory revisions, and the graph's data revision.
+# projects exist and are active, the scope's data and memory revisions, the graph's data revision and the revision
+# of the Global memory items (migrations/0016).
 SCOPE_STATE: Final = f"""
 SELECT (SELECT count(*) FROM projects WHERE status = 'active' AND id IN {IDS}),
        (SELECT data_revision FROM scopes WHERE scope_key = :scope_key),
        (SELECT memory_revision FROM scopes WHERE scope_key = :scope_key),
-       (SELECT data_revision FROM graph_state WHERE id = 1)"""
+       (SELECT data_revision FROM graph_state WHERE id = 1),
+       (SELECT global_memory_revision FROM graph_state WHERE id = 1)"""
 
 
 @dataclass(frozen=True)
@@ -34,8 +36,10 @@ class ResolvedScope:
     """The scope's data revision as read in this snapshot ('0' when nothing was ever stored for it): every write
     to the graph data it reads bumps it, a write to a memory item does not."""
     memory_revision: str
-    """The revision of the memory items the scope shows (Global ones and its projects'), as read in this snapshot:
-    only get_context's `current` mode reads them (migrations/0015)."""
+    """The revision of the memory items this caller is shown in the scope, as read in this snapshot: the scope's
+    own memory revision (its projects' items; the Global scope's: the Global ones), followed by ':' and the revision
+    of the Global items when the caller's grant reads Global (only then does it see them: migrations/0016). Only
+    get_context's `current` mode reads memory items (migrations/0015)."""
     graph_revision: str
     """The whole graph's data revision, as read in this snapshot: a source edited later changes no scope's revision,
     only this one (get_context's source states are remembered by it)."""
@@ -45,8 +49,9 @@ class ResolvedScope:
         return [] if isinstance(self.scope, GlobalScope) else list(self.scope.projectIds)
 
     def cursor_revision(self, *, with_memory: bool) -> str:
-        """What a cursor of this scope is bound to: the data revision, followed by the memory revision for a read
-        that shows memory items (a memory write must stale those pages, and only those)."""
+        """What a cursor of this scope is bound to: the data revision, followed by the caller's memory revision for
+        a read that shows memory items (a write to a memory item the caller is shown must stale those pages, and
+        only those)."""
         return f"{self.revision}:{self.memory_revision}" if with_memory else self.revision
 
 
@@ -75,7 +80,7 @@ async def resolve_scope(
     key = scope_key(scope)
     project_ids = [] if isinstance(scope, GlobalScope) else scope.projectIds
     rows = await conn.execute_fetchall(SCOPE_STATE, {"ids": json_ids(project_ids), "scope_key": key})
-    active, revision, memory_revision, graph_revision = next(iter(rows))
+    active, revision, memory_revision, graph_revision, global_memory_revision = next(iter(rows))
     if active != len(set(project_ids)):  # every project must exist and be active
         raise scope_unavailable()
     return ResolvedScope(
@@ -83,9 +88,17 @@ async def resolve_scope(
         scope=scope,
         key=key,
         revision=str(revision) if revision is not None else "0",
-        memory_revision=str(memory_revision) if memory_revision is not None else "0",
+        memory_revision=_memory_revision(memory_revision, global_memory_revision, reads_global=grant.allow_global),
         graph_revision=str(graph_revision) if graph_revision is not None else "0",
     )
+
+
+def _memory_revision(own: int | None, global_: int | None, *, reads_global: bool) -> str:
+    """What a caller is shown of the memory revisions (ResolvedScope.memory_revision): the scope's own, and the
+    Global one only for a grant that reads Global, so that a Global memory write changes nothing a client kept out
+    of Global can see. Two forms ('3', '3:5'), so a cursor of one never matches the other."""
+    own_part = str(own) if own is not None else "0"
+    return f"{own_part}:{global_ if global_ is not None else 0}" if reads_global else own_part
 
 
 async def resolve_page_scope(

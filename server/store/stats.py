@@ -9,8 +9,10 @@ from typing import Final
 from server.contracts.base import ProjectsScope, scope_key
 from server.store.migrate import SCHEMA_VERSION, open_store
 
-GRAPH_REVISIONS: Final = "SELECT data_revision, memory_revision FROM graph_state WHERE id = 1"
-# Memory items count apart (migrations/0015): only get_context's background reads them.
+GRAPH_REVISIONS: Final = "SELECT data_revision, memory_revision, global_memory_revision FROM graph_state WHERE id = 1"
+# Memory items count apart (migrations/0015): only get_context's background reads them. A scope's memory revision
+# counts its own items (the Global scope's: the Global ones), and Global ones also count in graph_state's
+# global_memory_revision, which a grant that reads Global sees beside a scope's (migrations/0016).
 SCOPE_REVISIONS: Final = "SELECT scope_key, data_revision, memory_revision FROM scopes ORDER BY scope_key"
 # (column heading, query counting rows per scope key); tables are fixed names, not input.
 PER_SCOPE: Final[tuple[tuple[str, str], ...]] = (
@@ -77,11 +79,11 @@ def _report(conn: sqlite3.Connection, db_path: Path) -> str:
     counts["memory items"] = memory
     scopes = sorted(set(revisions).union(*(per.keys() for per in counts.values())))
 
-    graph_data, graph_memory = conn.execute(GRAPH_REVISIONS).fetchone()
+    graph_data, graph_memory, global_memory = conn.execute(GRAPH_REVISIONS).fetchone()
     lines = [
         f"database: {db_path}",
         f"schema version: {SCHEMA_VERSION}",
-        f"graph data revision: {graph_data}, memory revision: {graph_memory}",
+        f"graph data revision: {graph_data}, memory revision: {graph_memory}, Global memory revision: {global_memory}",
         "overall: " + ", ".join(f"{name} {conn.execute(sql).fetchone()[0]}" for name, sql in OVERALL),
         _projects(conn),
         "",

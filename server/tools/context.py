@@ -126,6 +126,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         resolved_scope=scope.scope,
         read_at=call.read_at,
         data_revision=scope.revision,
+        memory_revision=scope.memory_revision if with_memory else None,
         coverage=coverage,
         page=Page(returned_count=0, total_count=0, has_more=False, complete=True, next_cursor=None, limit_reason=None),
         time_basis=args.time_basis,
