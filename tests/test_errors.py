@@ -284,6 +284,47 @@ async def test_scope_unavailable_names_the_readable_scope_an_object_or_reference
     assert atlas_story == no_story and "stored" not in atlas_story["next_step"]
 
 
+async def test_scope_required_names_where_an_id_is_stored_as_get_context_and_read_source_would_read_it(
+    demo: Path,
+) -> None:
+    """scope_required named the scope holding an exact id only: an id with whitespace around it or in another letter
+    case (which object_not_found / source_not_found name the stored id for) got the bare refusal. The same near ids
+    are looked up, the stored id is named with its scope, and still only scopes the caller may read."""
+    beacon_only = Grant(default_project=None, projects=["beacon"], allow_global=False)
+    async with client_for(demo, Grant(default_project=None)) as client:
+        padded = await error(client, CONTEXT, {"object_ref": {"type": "event", "id": " evt-decision-a"}})
+        upper = await error(client, CONTEXT, {"object_ref": {"type": "event", "id": "EVT-DECISION-A"}})
+        leaf = await error(
+            client, CONTEXT, {"object_ref": {"type": "entity", "id": "LEAF:LEAF-ATLAS-2026-03-A:ENT-DECISION-A"}}
+        )
+        reference = await error(client, SOURCE, {"source_reference_id": "REF-REVISION-2\n"})
+        nowhere = {"kind": "projects", "projectIds": ["no-such"]}
+        unavailable = await error(client, SOURCE, {"source_reference_id": " ref-revision-2", "scope": nowhere})
+    assert padded["error"] == upper["error"] == reference["error"] == "scope_required"
+    assert padded["next_step"].startswith(
+        'The id has whitespace around it: object_ref {"type":"event","id":"evt-decision-a"} is stored in scope '
+        '{"kind":"projects","projectIds":["atlas"]}: call again with that id and "scope": '
+        '{"kind":"projects","projectIds":["atlas"]}.'
+    )
+    assert upper["next_step"].startswith(
+        'The id differs in letter case (ids are exact): object_ref {"type":"event","id":"evt-decision-a"} is stored'
+    )
+    assert leaf["next_step"].startswith(
+        'The id differs in letter case (ids are exact): object_ref {"type":"entity","id":'
+        '"leaf:leaf-atlas-2026-03-a:ent-decision-a"} is stored in scope {"kind":"projects","projectIds":["atlas"]}'
+    )
+    assert reference["next_step"].startswith(
+        "The id has whitespace around it and differs in letter case (ids are exact): source reference "
+        '\'ref-revision-2\' is stored in scope {"kind":"projects","projectIds":["atlas"]}: call again'
+    )
+    assert unavailable["error"] == "scope_unavailable"
+    assert unavailable["next_step"].startswith("The id has whitespace around it: source reference 'ref-revision-2'")
+    async with client_for(demo, beacon_only) as client:
+        hidden = await error(client, CONTEXT, {"object_ref": {"type": "event", "id": "EVT-DECISION-A"}})
+        missing = await error(client, CONTEXT, {"object_ref": {"type": "event", "id": "EVT-NO-SUCH-EVENT"}})
+    assert hidden == missing and "stored" not in hidden["next_step"]
+
+
 async def test_the_readable_scope_list_is_capped_with_its_total(tmp_path: Path) -> None:
     import sqlite3
 
