@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # the MCP client's validator
 from support import client_for, demo_db, error, ok
 
 from server.contracts.common import Grant
@@ -51,6 +52,31 @@ async def test_an_error_has_no_structured_content_and_carries_its_payload_in_the
     assert payload["error"] in ERROR_CODES
 
 
+OPTIONAL_ARGUMENTS = {
+    SEARCH: ["cursor", "object_types", "page_size", "scope", "time_basis", "time_range"],
+    CONTEXT: ["content_page_size", "cursor", "mode", "page_size", "scope", "time_basis", "time_range"],
+    SOURCE: ["content_kind", "cursor", "page_size", "scope", "source_version"],
+}
+
+
+@pytest.mark.parametrize("tool", [SEARCH, CONTEXT, SOURCE])
+async def test_null_for_any_optional_argument_is_the_argument_omitted(demo: Path, tool: str) -> None:
+    """null was the argument omitted for scope, time_range and cursor, but refused for page_size, mode, time_basis,
+    content_kind and content_page_size: clients that fill every optional argument (null when unset) failed on
+    some and not others. Every optional argument of every tool now takes null as omitted, and the listed input
+    schema says so (the MCP client's own validator accepts the call); a required argument still refuses null."""
+    async with client_for(demo) as client:
+        schema = {t.name: t for t in (await client.list_tools()).tools}[tool].input_schema
+        nulls = dict.fromkeys(OPTIONAL_ARGUMENTS[tool])
+        omitted = await ok(client, tool, VALID[tool])
+        with_nulls = await ok(client, tool, VALID[tool] | nulls)
+        required_null = await error(client, tool, dict.fromkeys(schema["required"]))
+    assert sorted(set(schema["properties"]) - set(schema["required"])) == OPTIONAL_ARGUMENTS[tool]
+    Draft202012Validator(schema).validate(VALID[tool] | nulls)
+    assert with_nulls | {"read_at": ""} == omitted | {"read_at": ""}
+    assert required_null["error"] == "invalid_arguments" and [required_null["field"]] == schema["required"]
+
+
 async def test_as_of_is_refused_with_a_next_step_that_tool_accepts(demo: Path) -> None:
     """Each tool's refusal names what that tool can do instead: only get_context has modes, only read_source
     reads a stored version."""
@@ -81,7 +107,7 @@ async def test_every_offending_field_is_named(demo: Path) -> None:
 
 
 @pytest.mark.parametrize("tool", [SEARCH, CONTEXT, SOURCE])
-@pytest.mark.parametrize("value", ["5", True, 5.0, 2.5, None])
+@pytest.mark.parametrize("value", ["5", True, 5.0, 2.5])  # null is the size omitted (see above)
 async def test_page_sizes_accept_integers_only_as_upstream(demo: Path, tool: str, value: Any) -> None:
     sizes = ["page_size"] + (["content_page_size"] if tool == CONTEXT else [])
     async with client_for(demo) as client:
