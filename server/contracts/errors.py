@@ -204,8 +204,9 @@ def stored_in_another_scope(what: str, scope: dict[str, Any]) -> StoryGraphError
 
 
 def id_difference(sent: str, stored: str) -> str | None:
-    """How the stored id a refusal names differs from the id sent (None: it does not). Ids are exact: SPEC matches
-    them as stored, so a refusal names the stored one rather than reading it in place of the one sent."""
+    """How the stored id a refusal names differs from the id sent (None: it does not). Ids are exact (SPEC names no
+    other matching, and upstream compares them with `=`), so a refusal names the stored one rather than reading it
+    in place of the one sent."""
     if sent == stored:
         return None
     spaced = sent.strip() != sent
