@@ -3,10 +3,10 @@
 # the scenarios that apply to a read-only, tools-only server, over Streamable HTTP and over stdio (through a
 # loopback bridge, tests/conformance/stdio_http_bridge.py); then the official MCP Inspector CLI (a TypeScript
 # SDK client, which validates structuredContent against each tool's outputSchema) over stdio and HTTP:
-# tools/list (also --strict), a successful call of each tool, and error calls (as_of, bad arguments, a stale
-# cursor, an unknown object) that it must report as tool errors (exit 5), each exit code asserted; these are
-# the commands of docs/clients.md. Scenarios that do not apply are listed with the reason. Exit status is
-# non-zero when any applicable check fails or anything cannot be set up.
+# tools/list (also --strict), a successful call of each tool (and one with null optional arguments), and error
+# calls (as_of, bad arguments, a stale cursor, an unknown object) that it must report as tool errors (exit 5),
+# each exit code asserted; these are the commands of docs/clients.md. Scenarios that do not apply are listed
+# with the reason. Exit status is non-zero when any applicable check fails or anything cannot be set up.
 #
 #   .ci/conformance.sh [--full] [--no-inspector] [--out DIR]
 #
@@ -192,6 +192,7 @@ PY
     call search 0 $t story_graph_search '{"query":"session cache","page_size":2}'
     call context 0 $t story_graph_get_context '{"object_ref":{"type":"entity","id":"ent-decision-b"},"mode":"timeline","page_size":50}'
     call source 0 $t story_graph_read_source '{"source_reference_id":"ref-revision-2"}'
+    call nulls 0 $t story_graph_get_context '{"object_ref":{"type":"entity","id":"ent-decision-b"},"scope":null,"mode":null,"page_size":null,"cursor":null}'
     call unavailable 0 $t story_graph_read_source '{"source_reference_id":"ref-changed-msg","content_kind":"version","source_version":"v0"}'
     call as-of 5 $t story_graph_search '{"query":"cache","as_of":"2026-05-01T00:00:00Z"}'
     call bad-arguments 5 $t story_graph_search '{"query":"cache","page_size":"5","limit":3}'
@@ -227,11 +228,11 @@ NOT_APPLICABLE = {
     "elicitation-sep1330-enums": "elicitation",
     "logging-set-level": "no logging capability",
     "completion-complete": "no prompts, no completions",
-    "resources-list": "no resources by design (nothing injects the graph); MCPServer answers an empty list (vacuous)",
+    "resources-list": "no resources by design (nothing injects the graph): not advertised, resources/list is -32601",
     "resources-read-text": "no resources", "resources-read-binary": "no resources",
     "resources-templates-read": "no resources", "resources-subscribe": "no resources",
     "resources-unsubscribe": "no resources",
-    "prompts-list": "no prompts by design; MCPServer answers an empty list (vacuous)",
+    "prompts-list": "no prompts by design: not advertised, prompts/list is -32601",
     "prompts-get-simple": "no prompts", "prompts-get-with-args": "no prompts",
     "prompts-get-embedded-resource": "no prompts", "prompts-get-with-image": "no prompts",
     "json-schema-2020-12": "(pending suite) fixture tool json_schema_2020_12_tool",
@@ -320,6 +321,7 @@ if os.environ["INSPECT"] == "1":
         "search": lambda n: success(n, lambda c: c["resolved_scope"] == ATLAS and len(c["items"]) == 2),
         "context": lambda n: success(n, timeline),
         "source": lambda n: success(n, lambda c: c["content"] and "error" not in c),
+        "nulls": lambda n: success(n, lambda c: c["mode"] == "current" and c["requested_scope"] == "current_project"),
         "unavailable": lambda n: success(n, lambda c: c["error"] == "historical_version_unavailable"),
         "as-of": lambda n: refusal(n, "unsupported_mode"),
         "bad-arguments": lambda n: refusal(n, "invalid_arguments"),

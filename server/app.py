@@ -24,11 +24,8 @@ from typing import Any, Final, Protocol
 
 import orjson
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.shared.exceptions import MCPError
 from mcp.types import (
-    INVALID_PARAMS,
     CallToolResult,
-    GetPromptResult,
     InputRequiredResult,
     TextContent,
     ToolAnnotations,
@@ -92,6 +89,9 @@ class StaticAccess:
         return self.grant.client_id
 
 
+NOT_SERVED: Final = ("prompts/list", "prompts/get", "resources/list", "resources/templates/list", "resources/read")
+"""The SDK's MCPServer methods this server does not serve: it has no prompts and no resources (SPEC: no resource, no
+prompt injects the graph into every turn)."""
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
@@ -125,6 +125,14 @@ class StoryGraphServer(MCPServer[Any]):
         self._opened: FileIdentity | None = None
         self._corrupt_state: tuple[int, int, int, int] | None = None
         """The file state in which a tool call found the database damaged (reported by /healthz until it changes)."""
+        # Tools only. MCPServer registers the prompts/* and resources/* handlers whatever it serves, and the SDK
+        # advertises a capability for each registered handler (initialize, server/discover): clients showed empty
+        # Prompts and Resources tabs, agents listed them, and prompts/get and resources/read logged the name or
+        # URI as sent. Unregistered, they are not advertised and answer -32601 Method not found (nothing logged).
+        # The SDK has no public way to unregister a handler: tests/test_transports.py checks this still holds.
+        handlers = self._lowlevel_server._request_handlers
+        for method in NOT_SERVED:
+            handlers.pop(method, None)
 
     @asynccontextmanager
     async def _lifespan(self, _: MCPServer[Any]) -> AsyncGenerator[None, None]:
@@ -159,14 +167,6 @@ class StoryGraphServer(MCPServer[Any]):
         except StoryGraphError:
             return False
         return True
-
-    async def get_prompt(
-        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
-    ) -> GetPromptResult | InputRequiredResult:
-        """This server has no prompts. The SDK answered `prompts/get` with a ValueError, which its dispatcher logged
-        as an ERROR with a whole traceback ending in the name as sent: any token holder could fill the log with
-        tracebacks, and a name holding a newline wrote a line of its choosing into it. The answer names no name."""
-        raise MCPError(INVALID_PARAMS, "Unknown prompt: this server has no prompts")
 
     async def list_tools(self) -> list[MCPTool]:
         tools = await super().list_tools()

@@ -501,6 +501,38 @@ async def test_an_id_with_whitespace_around_it_names_the_stored_id(demo: Path) -
     assert "search" in hidden["next_step"] and "beacon" not in hidden["next_step"]
 
 
+async def test_an_id_in_another_letter_case_names_the_stored_id(demo: Path) -> None:
+    """Ids are exact (SPEC: a stored id is matched as stored), but an agent that typed EVT-DECISION-A for the
+    stored evt-decision-a got a plain object_not_found and concluded the event did not exist. The refusal names the
+    stored id (never read in its place), trimmed or not, with its scope when that is another readable one; a scope
+    the caller may not read stays hidden."""
+    atlas_only = Grant(default_project="atlas", projects=["atlas"], allow_global=False)
+    both = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=True)
+    async with client_for(demo, both) as client:
+        upper = await error(client, CONTEXT, {"object_ref": _ref("event", "EVT-DECISION-A")})
+        padded_upper = await error(client, CONTEXT, {"object_ref": _ref("event", " EVT-DECISION-A\n")})
+        typed = await error(client, CONTEXT, {"object_ref": _ref("entity", "EVT-DECISION-A")})
+        beacon = await error(client, CONTEXT, {"object_ref": _ref("event", "EVT-BEACON-PUSH-RELAY")})
+    assert upper["error"] == "object_not_found" and upper["field"] == "object_ref"
+    assert upper["next_step"] == (
+        "The id differs in letter case (ids are exact); 'evt-decision-a' is stored: call again with object_ref "
+        '{"type":"event","id":"evt-decision-a"}.'
+    )
+    assert padded_upper["next_step"].startswith(
+        "The id has whitespace around it and differs in letter case (ids are exact); 'evt-decision-a' is stored:"
+    )
+    assert "'evt-decision-a' is stored with type event: call again with object_ref" in typed["next_step"]
+    assert beacon["next_step"].endswith(
+        '{"type":"event","id":"evt-beacon-push-relay"} and scope {"kind":"projects","projectIds":["beacon"]}.'
+    )
+    async with client_for(demo, atlas_only) as client:
+        hidden = await error(client, CONTEXT, {"object_ref": _ref("event", "EVT-BEACON-PUSH-RELAY")})
+        missing = await error(client, CONTEXT, {"object_ref": _ref("event", "EVT-NO-SUCH-EVENT")})
+    assert orjson.dumps(hidden).decode().replace("EVT-BEACON-PUSH-RELAY", "<id>") == orjson.dumps(
+        missing
+    ).decode().replace("EVT-NO-SUCH-EVENT", "<id>")
+
+
 async def test_a_relation_end_outside_the_scope_is_never_read(demo: Path) -> None:
     with sqlite3.connect(demo) as conn:
         conn.execute(

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # the MCP client's validator
 from support import client_for, demo_db, error, ok
 
 from server.contracts.common import Grant
@@ -51,6 +52,31 @@ async def test_an_error_has_no_structured_content_and_carries_its_payload_in_the
     assert payload["error"] in ERROR_CODES
 
 
+OPTIONAL_ARGUMENTS = {
+    SEARCH: ["cursor", "object_types", "page_size", "scope", "time_basis", "time_range"],
+    CONTEXT: ["content_page_size", "cursor", "mode", "page_size", "scope", "time_basis", "time_range"],
+    SOURCE: ["content_kind", "cursor", "page_size", "scope", "source_version"],
+}
+
+
+@pytest.mark.parametrize("tool", [SEARCH, CONTEXT, SOURCE])
+async def test_null_for_any_optional_argument_is_the_argument_omitted(demo: Path, tool: str) -> None:
+    """null was the argument omitted for scope, time_range and cursor, but refused for page_size, mode, time_basis,
+    content_kind and content_page_size: clients that fill every optional argument (null when unset) failed on
+    some and not others. Every optional argument of every tool now takes null as omitted, and the listed input
+    schema says so (the MCP client's own validator accepts the call); a required argument still refuses null."""
+    async with client_for(demo) as client:
+        schema = {t.name: t for t in (await client.list_tools()).tools}[tool].input_schema
+        nulls = dict.fromkeys(OPTIONAL_ARGUMENTS[tool])
+        omitted = await ok(client, tool, VALID[tool])
+        with_nulls = await ok(client, tool, VALID[tool] | nulls)
+        required_null = await error(client, tool, dict.fromkeys(schema["required"]))
+    assert sorted(set(schema["properties"]) - set(schema["required"])) == OPTIONAL_ARGUMENTS[tool]
+    Draft202012Validator(schema).validate(VALID[tool] | nulls)
+    assert with_nulls | {"read_at": ""} == omitted | {"read_at": ""}
+    assert required_null["error"] == "invalid_arguments" and [required_null["field"]] == schema["required"]
+
+
 async def test_as_of_is_refused_with_a_next_step_that_tool_accepts(demo: Path) -> None:
     """Each tool's refusal names what that tool can do instead: only get_context has modes, only read_source
     reads a stored version."""
@@ -81,7 +107,7 @@ async def test_every_offending_field_is_named(demo: Path) -> None:
 
 
 @pytest.mark.parametrize("tool", [SEARCH, CONTEXT, SOURCE])
-@pytest.mark.parametrize("value", ["5", True, 5.0, 2.5, None])
+@pytest.mark.parametrize("value", ["5", True, 5.0, 2.5])  # null is the size omitted (see above)
 async def test_page_sizes_accept_integers_only_as_upstream(demo: Path, tool: str, value: Any) -> None:
     sizes = ["page_size"] + (["content_page_size"] if tool == CONTEXT else [])
     async with client_for(demo) as client:
@@ -282,6 +308,47 @@ async def test_scope_unavailable_names_the_readable_scope_an_object_or_reference
     )
     assert reference["next_step"].startswith("source reference 'ref-beacon-sync-1' is stored in scope {")
     assert atlas_story == no_story and "stored" not in atlas_story["next_step"]
+
+
+async def test_scope_required_names_where_an_id_is_stored_as_get_context_and_read_source_would_read_it(
+    demo: Path,
+) -> None:
+    """scope_required named the scope holding an exact id only: an id with whitespace around it or in another letter
+    case (which object_not_found / source_not_found name the stored id for) got the bare refusal. The same near ids
+    are looked up, the stored id is named with its scope, and still only scopes the caller may read."""
+    beacon_only = Grant(default_project=None, projects=["beacon"], allow_global=False)
+    async with client_for(demo, Grant(default_project=None)) as client:
+        padded = await error(client, CONTEXT, {"object_ref": {"type": "event", "id": " evt-decision-a"}})
+        upper = await error(client, CONTEXT, {"object_ref": {"type": "event", "id": "EVT-DECISION-A"}})
+        leaf = await error(
+            client, CONTEXT, {"object_ref": {"type": "entity", "id": "LEAF:LEAF-ATLAS-2026-03-A:ENT-DECISION-A"}}
+        )
+        reference = await error(client, SOURCE, {"source_reference_id": "REF-REVISION-2\n"})
+        nowhere = {"kind": "projects", "projectIds": ["no-such"]}
+        unavailable = await error(client, SOURCE, {"source_reference_id": " ref-revision-2", "scope": nowhere})
+    assert padded["error"] == upper["error"] == reference["error"] == "scope_required"
+    assert padded["next_step"].startswith(
+        'The id has whitespace around it: object_ref {"type":"event","id":"evt-decision-a"} is stored in scope '
+        '{"kind":"projects","projectIds":["atlas"]}: call again with that id and "scope": '
+        '{"kind":"projects","projectIds":["atlas"]}.'
+    )
+    assert upper["next_step"].startswith(
+        'The id differs in letter case (ids are exact): object_ref {"type":"event","id":"evt-decision-a"} is stored'
+    )
+    assert leaf["next_step"].startswith(
+        'The id differs in letter case (ids are exact): object_ref {"type":"entity","id":'
+        '"leaf:leaf-atlas-2026-03-a:ent-decision-a"} is stored in scope {"kind":"projects","projectIds":["atlas"]}'
+    )
+    assert reference["next_step"].startswith(
+        "The id has whitespace around it and differs in letter case (ids are exact): source reference "
+        '\'ref-revision-2\' is stored in scope {"kind":"projects","projectIds":["atlas"]}: call again'
+    )
+    assert unavailable["error"] == "scope_unavailable"
+    assert unavailable["next_step"].startswith("The id has whitespace around it: source reference 'ref-revision-2'")
+    async with client_for(demo, beacon_only) as client:
+        hidden = await error(client, CONTEXT, {"object_ref": {"type": "event", "id": "EVT-DECISION-A"}})
+        missing = await error(client, CONTEXT, {"object_ref": {"type": "event", "id": "EVT-NO-SUCH-EVENT"}})
+    assert hidden == missing and "stored" not in hidden["next_step"]
 
 
 async def test_the_readable_scope_list_is_capped_with_its_total(tmp_path: Path) -> None:

@@ -84,10 +84,13 @@ async def test_a_path_cannot_write_a_line_of_its_own_into_the_access_log(tmp_pat
     assert " POST /mcp\\x0d\\x0a2026-01-01\\x20" in access[1]
 
 
-async def test_an_unknown_prompt_is_refused_without_a_traceback_or_its_name_in_the_log(tmp_path: Path) -> None:
-    """The server has no prompts; the SDK answered prompts/get with an exception its dispatcher logged as an ERROR
-    with a traceback ending in the name as sent: a token holder filled the log with tracebacks at will, and a
-    name with a newline in it wrote a line of its own."""
+async def test_a_prompt_or_resource_request_is_refused_without_a_traceback_or_its_name_in_the_log(
+    tmp_path: Path,
+) -> None:
+    """The server has no prompts and no resources; the SDK answered prompts/get with an exception its dispatcher
+    logged as an ERROR with a traceback ending in the name as sent (a token holder filled the log with tracebacks at
+    will, and a name with a newline in it wrote a line of its own), and logged resources/read's URI as sent. Neither
+    method is served now: Method not found, and nothing of the request in the log."""
     db = demo_db(tmp_path)
     policy = tmp_path / "policy.toml"
     policy.write_text(policy_text(clients={"beta": {"projects": ["beacon"]}}))
@@ -97,14 +100,18 @@ async def test_an_unknown_prompt_is_refused_without_a_traceback_or_its_name_in_t
         "MCP-Protocol-Version": "2025-11-25",
         "Authorization": f"Bearer {TOKENS['beta']}",
     }
-    request = {"jsonrpc": "2.0", "id": 7, "method": "prompts/get", "params": {"name": "x\nFORGED LINE"}}
+    prompt = {"jsonrpc": "2.0", "id": 7, "method": "prompts/get", "params": {"name": "x\nFORGED LINE"}}
+    resource = {"jsonrpc": "2.0", "id": 8, "method": "resources/read", "params": {"uri": "file:///x\nFORGED LINE"}}
     async with (
         http_server(serve_args(db, policy, write_secret(tmp_path)), tmp_path) as server,
         httpx2.AsyncClient() as http,
     ):
-        answer = (await http.post(server.url, json=request, headers=headers)).json()
-    assert answer["id"] == 7 and answer["error"]["code"] == -32602
-    assert "FORGED" not in answer["error"]["message"]
+        answers = [
+            (await http.post(server.url, json=request, headers=headers)).json() for request in (prompt, resource)
+        ]
+    assert [answer["id"] for answer in answers] == [7, 8]
+    assert [answer["error"]["code"] for answer in answers] == [-32601, -32601]  # Method not found
+    assert "FORGED" not in str(answers)
     output = server.output()
     assert "FORGED" not in output and "Traceback" not in output and " ERROR " not in output
 

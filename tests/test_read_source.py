@@ -722,3 +722,28 @@ async def test_a_story_or_experience_id_is_sent_to_get_context_for_its_events_so
     assert 'object_ref {"type":"experience","id":"exp-edge-box-infra"}' in lesson["next_step"]
     assert elsewhere["next_step"] == "Use a source_reference_id from a search or get_context item of this scope."
     assert quoted["content"]  # the step works when followed
+
+
+async def test_a_reference_id_in_another_letter_case_names_the_stored_id(db: Path) -> None:
+    """REF-REVISION-2 for the stored ref-revision-2 got 'use a source_reference_id from a search item': ids are
+    exact, and the refusal names the stored one (with its scope only when the caller may read that scope)."""
+    both = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=False)
+    async with client_for(db, both) as client:
+        upper = await error(client, READ, {"source_reference_id": "REF-REVISION-2"})
+        padded = await error(client, READ, {"source_reference_id": " Ref-Revision-2 "})
+        beacon = await error(client, READ, {"source_reference_id": "REF-BEACON-PUSH"})
+    assert upper["error"] == "source_not_found" and upper["field"] == "source_reference_id"
+    assert upper["next_step"] == (
+        "The id differs in letter case (ids are exact); 'ref-revision-2' is stored: call again with that id."
+    )
+    assert padded["next_step"] == (
+        "The id has whitespace around it and differs in letter case (ids are exact); 'ref-revision-2' is stored: "
+        "call again with that id."
+    )
+    assert beacon["next_step"].endswith(
+        'call again with that id with scope {"kind":"projects","projectIds":["beacon"]}.'
+    )
+    async with client_for(db, Grant(default_project="atlas", projects=["atlas"], allow_global=False)) as client:
+        hidden = await error(client, READ, {"source_reference_id": "REF-BEACON-PUSH"})
+        missing = await error(client, READ, {"source_reference_id": "REF-NO-SUCH-REFERENCE"})
+    assert hidden["next_step"] == missing["next_step"]  # Beacon is not granted: nothing about it

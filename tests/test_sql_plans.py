@@ -96,6 +96,16 @@ def test_read_sources_lookup_of_an_id_that_is_not_a_reference_stays_on_indexes(m
     assert [step for step in plan if step.startswith("SCAN") and "SUBQUERY" not in step] == [], plan
 
 
+def test_where_a_reference_id_or_a_near_id_is_stored_is_one_primary_key_lookup(migrated_db: Path) -> None:
+    """source_not_found and scope_required look up the id sent and each of its near ids (trimmed, lower and upper
+    case: server.reader.scope.near_ids) by the reference's primary key: no index folds case, so none is a scan."""
+    from server.reader.source import REFERENCE_SCOPE
+
+    with sqlite3.connect(migrated_db) as conn:
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + REFERENCE_SCOPE, {"id": "REF-X"})]
+    assert plan == ["SEARCH source_references USING INDEX sqlite_autoindex_source_references_1 (id=?)"], plan
+
+
 def test_the_search_index_writes_read_the_dirty_items_never_the_whole_index(migrated_db: Path) -> None:
     """Every step of the apply trigger (any writer) and the bulk writer's own statements start from the items a write
     touched: a raw SQL write into a graph of a million objects must not read every search item (it did, through a

@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 from http_support import SECRET, TOKENS, http_client, http_server, policy_text, stdio_session, write_secret
-from mcp import Client
+from mcp import Client, MCPError
+from mcp.types import METHOD_NOT_FOUND
 from support import demo_db, error, ok
 
 from server.app import build_server
@@ -181,7 +182,29 @@ async def switch_scenarios(h: Harness) -> None:
         await h.ok(f"{label}, then on: call", SEARCH, {"query": "cache", "page_size": 1})
 
 
+async def capability_scenarios(h: Harness) -> None:
+    """Tools only: MCPServer advertised `prompts` and `resources` (empty lists) though the server has neither, so
+    clients showed empty tabs and agents listed them. Only `tools` is advertised, and the prompt and resource
+    methods answer a JSON-RPC error, Method not found, in either protocol era."""
+    capabilities = h.client.server_capabilities
+    assert capabilities.tools is not None and capabilities.prompts is None and capabilities.resources is None
+    h.record("capabilities", sorted(capabilities.model_dump(exclude_none=True)))
+    unserved: dict[str, Callable[[], Awaitable[object]]] = {
+        "prompts/list": h.client.list_prompts,
+        "prompts/get": lambda: h.client.get_prompt("x\nFORGED"),
+        "resources/list": h.client.list_resources,
+        "resources/templates/list": h.client.list_resource_templates,
+        "resources/read": lambda: h.client.read_resource("file:///etc/passwd"),
+    }
+    for method, request in unserved.items():
+        with pytest.raises(MCPError) as refused:
+            await request()
+        assert refused.value.error.code == METHOD_NOT_FOUND, method
+        h.record(method, [refused.value.error.code, refused.value.error.message, refused.value.error.data])
+
+
 SCENARIOS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
+    capability_scenarios,
     scope_scenarios,
     paging_scenarios,
     citation_scenarios,

@@ -60,6 +60,38 @@ def capped_texts(entry: dict[str, Any], limit: int = COVERAGE_TEXT_LIMIT) -> dic
     return capped
 
 
+class ToolArgs(Contract):
+    """A tool's arguments: null for any optional argument is that argument omitted. Clients that send every
+    argument, null when unset, then work with every tool (null was taken for `scope`, `time_range` and `cursor`
+    only); upstream's zod schemas refuse null everywhere, so every call they accept means the same here. The listed
+    input schema says so (`anyOf` with `{"type": "null"}`, the default beside it); a required argument still
+    refuses null."""
+
+    model_config = Contract.model_config | {"json_schema_extra": lambda schema, _: _optional_takes_null(schema)}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_is_omitted(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        optional = {field.alias or name for name, field in cls.model_fields.items() if not field.is_required()}
+        return {key: value for key, value in data.items() if not (value is None and key in optional)}
+
+
+def _optional_takes_null(schema: dict[str, Any]) -> None:
+    required = set(schema.get("required", []))
+    properties: dict[str, dict[str, Any]] = schema.get("properties", {})
+    for name, prop in properties.items():
+        if name in required or NULL in prop.get("anyOf", []):
+            continue
+        # The annotations stay on the property itself, where clients show them.
+        kept: dict[str, Any] = {key: prop.pop(key) for key in ("title", "description", "default") if key in prop}
+        properties[name] = {"anyOf": [prop, NULL], **kept}
+
+
+NULL: dict[str, Any] = {"type": "null"}
+
+
 class TimeRange(Contract):
     """A closed interval `[from, to]`; both ends inclusive, compared as instants."""
 

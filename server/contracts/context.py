@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, Strict
 
 from server.contracts.base import Contract, GlobalScope, ObjectRef, ProjectsScope
-from server.contracts.common import Cursor, Frame, ItemBase, ScopeArg, TimeBasis, TimeRange, Unknown
+from server.contracts.common import Cursor, Frame, ItemBase, ScopeArg, TimeBasis, TimeRange, ToolArgs, Unknown
 
 Role = Literal["target", "relation", "related", "evolution", "summary", "evidence"]
 RowKind = Literal["current", "result", "leaf"]
@@ -62,7 +62,7 @@ BACKGROUND_NOTE = (
 )
 
 
-class ContextArgs(Contract):
+class ContextArgs(ToolArgs):
     object_ref: ObjectRef
     """The object to read, e.g. {"type":"entity","id":"ent-decision-b"} (ids come from story_graph_search)."""
     scope: ScopeArg = None

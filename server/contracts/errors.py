@@ -98,18 +98,24 @@ class StoryGraphError(ToolError):
         the last line, so a person (or model) reads the first line and a program parses the last."""
         return f"{self}\n{self.payload.model_dump_json(exclude_none=True)}"
 
-    def naming_where_stored(self, what: str, stored_in: list[dict[str, Any]]) -> StoryGraphError:
+    def naming_where_stored(
+        self, what: str, stored_in: list[dict[str, Any]], id_note: str | None = None
+    ) -> StoryGraphError:
         """The same refusal (scope_required, scope_unavailable), its next step first naming the scopes `what` (the
         object or reference the call names) is stored in, so one call fixes it. `stored_in` must hold only scopes
-        the caller may read; none: the refusal unchanged."""
+        the caller may read; none: the refusal unchanged. `id_note` (`id_difference`): `what` names the stored id,
+        which differs from the one sent, so the call is to be repeated with it."""
         if not stored_in:
             return self
+        with_id = "that id and " if id_note else ""
         if len(stored_in) == 1:
             scope = _compact(stored_in[0])
-            fix = f'{what} is stored in scope {scope}: call again with "scope": {scope}.'
+            fix = f'{what} is stored in scope {scope}: call again with {with_id}"scope": {scope}.'
         else:
             scopes = " and ".join(_compact(scope) for scope in stored_in)
-            fix = f'{what} is stored in scopes {scopes}: call again with "scope" set to one of them.'
+            fix = f'{what} is stored in scopes {scopes}: call again with {with_id}"scope" set to one of them.'
+        if id_note:
+            fix = f"{id_note}: {fix}"
         return StoryGraphError(self.payload.error, self.payload.message, field=self.payload.field, next_step=fix)
 
     def with_readable_scopes(self, scopes: list[dict[str, Any]], total: int) -> StoryGraphError:
@@ -197,6 +203,20 @@ def stored_in_another_scope(what: str, scope: dict[str, Any]) -> StoryGraphError
     )
 
 
+def id_difference(sent: str, stored: str) -> str | None:
+    """How the stored id a refusal names differs from the id sent (None: it does not). Ids are exact (SPEC names no
+    other matching, and upstream compares them with `=`), so a refusal names the stored one rather than reading it
+    in place of the one sent."""
+    if sent == stored:
+        return None
+    spaced = sent.strip() != sent
+    if sent.strip() == stored:
+        return "The id has whitespace around it"
+    if spaced:
+        return "The id has whitespace around it and differs in letter case (ids are exact)"
+    return "The id differs in letter case (ids are exact)"
+
+
 def object_not_found(
     object_type: str,
     object_id: str,
@@ -204,8 +224,8 @@ def object_not_found(
     other_scope: dict[str, Any] | None = None,
     stored_id: str | None = None,
 ) -> StoryGraphError:
-    """No such object the caller may read. `other_type`: the id (or `stored_id`, the id without the whitespace
-    around it) is stored as that type in the requested scope, or in `other_scope` (one the caller may read), so the
+    """No such object the caller may read. `other_type`: the id (or `stored_id`, a near id: see `id_difference`) is
+    stored as that type in the requested scope, or in `other_scope` (one the caller may read), so the
     next step is the one call that reads it."""
     next_step = (
         "Use an object_ref returned by story_graph_search in this scope (a query equal to an id finds the objects "
@@ -214,7 +234,7 @@ def object_not_found(
     if other_type is not None:
         ref = _compact({"type": other_type, "id": stored_id if stored_id is not None else object_id})
         where = f" and scope {_compact(other_scope)}" if other_scope is not None else ""
-        stored = "That id" if stored_id is None else f"The id has whitespace around it; {stored_id!r}"
+        stored = "That id" if stored_id is None else f"{id_difference(object_id, stored_id)}; {stored_id!r}"
         kind = f" with type {other_type}" if other_type != object_type else ""
         next_step = f"{stored} is stored{kind}: call again with object_ref {ref}{where}."
     return StoryGraphError(

@@ -14,11 +14,12 @@ from server.contracts.common import (
     ScopeArg,
     TimeBasis,
     TimeRange,
+    ToolArgs,
     Unknown,
 )
 
 
-class SearchArgs(Contract):
+class SearchArgs(ToolArgs):
     query: Annotated[str, Field(min_length=1, max_length=4000)]
     """Text to find, any script, case-insensitive; 1–4,000 characters after trimming. Two to four keywords work
     well; short Chinese queries such as 方案 are normal."""

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, Strict
 
 from server.contracts.base import Contract
-from server.contracts.common import Cursor, Frame, ScopeArg, Unknown
+from server.contracts.common import Cursor, Frame, ScopeArg, ToolArgs, Unknown
 
 ContentKind = Literal["snapshot", "version", "current"]
 ContentExtent = Literal["saved_fragment", "current_reference_fragment", "source_record"]
@@ -21,7 +21,7 @@ Unavailable = Literal["historical_version_unavailable", "current_source_unavaila
 UNIT: Literal["unicode_code_point"] = "unicode_code_point"
 
 
-class ReadSourceArgs(Contract):
+class ReadSourceArgs(ToolArgs):
     source_reference_id: Annotated[str, Field(min_length=1, max_length=256)]
     """A `source_reference_ids` entry from a search or get_context item (not a message or task id)."""
     scope: ScopeArg = None

@@ -41,7 +41,7 @@ from server.reader.context_rows import Memory, Ref, RowLoader, Unit, memories
 from server.reader.context_stories import experience_event_rows, related_story_ids, state_event, story_event_scopes
 from server.reader.db import IDS
 from server.reader.objects import Key, in_time_range, split_change_id
-from server.reader.scope import is_readable, readable_among
+from server.reader.scope import is_readable, near_ids, readable_holding
 
 # --- Where an object is stored (any scope): for object_not_found vs scope_mismatch. -------------------------
 LOCATE: Final[dict[str, str]] = {
@@ -141,11 +141,15 @@ async def _target_scopes(conn: aiosqlite.Connection, object_type: str, object_id
 
 async def readable_scopes_holding(
     conn: aiosqlite.Connection, grant: Grant, object_type: str, object_id: str
-) -> list[dict[str, Any]]:
-    """The scopes this caller may read that store the object, in scope-key order (scope_required's next step names
-    them); a scope outside the grant, or with an inactive project, is never among them."""
-    scopes, _ = await _target_scopes(conn, object_type, object_id)
-    return await readable_among(conn, grant, scopes)
+) -> tuple[str, list[dict[str, Any]]]:
+    """The id as stored (the one sent, else a near id, as object_not_found names it) and the scopes this caller may
+    read that store the object, in scope-key order (scope_required's next step names them); a scope outside the
+    grant, or with an inactive project, is never among them. A leaf id counts where its leaf describes the object."""
+
+    async def scopes_of(some_id: str) -> list[str]:
+        return (await _target_scopes(conn, object_type, some_id))[0]
+
+    return await readable_holding(conn, grant, object_id, scopes_of)
 
 
 async def locate_target(
@@ -172,16 +176,19 @@ async def _not_found(
     """object_not_found; when the id is stored as another type (agents guess the type of an id such as an
     entity change's event_id), its next step names that type, and the scope when it is not the requested one.
     Only scopes the caller may read are named, so an id outside the grant gets the plain answer."""
-    # An id copied with a space or newline around it (search trims its query, so the same text found it there):
-    # the stored id is named, never read in its place.
-    trimmed = object_id.strip()
+    # An id copied with a space or newline around it, or retyped in another letter case: the stored id (a near id)
+    # is named, never read in its place (ids are exact).
     candidates = [(object_id, t) for t in LOCATE if t != object_type]
-    if trimmed and trimmed != object_id:
-        candidates += [(trimmed, object_type)] + [(trimmed, t) for t in LOCATE if t != object_type]
+    for near in near_ids(object_id):
+        candidates += [(near, object_type)] + [(near, t) for t in LOCATE if t != object_type]
     elsewhere: tuple[str, str, str] | None = None
     for some_id, other_type in candidates:
         stored_id = some_id if some_id != object_id else None
-        for key in await _stored_scopes(conn, other_type, some_id):
+        if other_type == object_type:  # a near id of the requested type: a leaf id sent in another case finds it
+            keys, _ = await _target_scopes(conn, other_type, some_id)
+        else:
+            keys = await _stored_scopes(conn, other_type, some_id)
+        for key in keys:
             if key == scope_key:
                 return object_not_found(object_type, object_id, other_type, stored_id=stored_id)
             if elsewhere is None and await is_readable(conn, grant, scope_from_key(key)):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -138,6 +139,32 @@ async def readable_among(conn: aiosqlite.Connection, grant: Grant, scope_keys: l
         for key in sorted(set(scope_keys))
         if await is_readable(conn, grant, scope_from_key(key))
     ]
+
+
+def near_ids(some_id: str) -> list[str]:
+    """The stored ids an agent may have meant by `some_id` when it is not stored as sent: the id without the
+    whitespace around it (search trims its query, so the same text finds the object there), and that in lower and
+    in upper case (an agent retypes EVT-1 for evt-1). Ids stay exact: these are only named in a refusal, never read
+    in its place. Each is looked up on the id's own index (no index folds case), so an error costs a few lookups and
+    never a scan; an id stored in mixed case is found only when sent in its own case."""
+    trimmed = some_id.strip()
+    return [near for near in dict.fromkeys((trimmed, trimmed.lower(), trimmed.upper())) if near and near != some_id]
+
+
+async def readable_holding(
+    conn: aiosqlite.Connection,
+    grant: Grant,
+    some_id: str,
+    scopes_of: Callable[[str], Awaitable[list[str]]],
+) -> tuple[str, list[dict[str, Any]]]:
+    """Where an id is stored, for scope_required / scope_unavailable to name: the id as stored (`some_id`, else the
+    first of its `near_ids` stored in a scope this caller may read) and the scopes holding it that this caller may
+    read (`readable_among`); none: (`some_id`, []). `scopes_of` gives the scope keys an exact id is stored in."""
+    for candidate in (some_id, *near_ids(some_id)):
+        readable = await readable_among(conn, grant, await scopes_of(candidate))
+        if readable:
+            return candidate, readable
+    return some_id, []
 
 
 ACTIVE_PROJECT_PAGE: Final = "SELECT id FROM projects WHERE status = 'active' ORDER BY id LIMIT :limit"

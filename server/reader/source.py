@@ -21,13 +21,19 @@ import orjson
 
 from server.contracts.base import GlobalScope, scope_from_key
 from server.contracts.common import Grant, Page
-from server.contracts.errors import StoryGraphError, invalid_cursor, stale_cursor, stored_in_another_scope
+from server.contracts.errors import (
+    StoryGraphError,
+    id_difference,
+    invalid_cursor,
+    stale_cursor,
+    stored_in_another_scope,
+)
 from server.contracts.source import ContentKind, ReadSourceArgs, ReadSourceResponse, TextPosition
 from server.reader.coverage import read_coverage
 from server.reader.cursor import CursorCodec, request_digest
 from server.reader.db import Database
 from server.reader.memo import Memo
-from server.reader.scope import ResolvedScope, is_readable, readable_among, resolve_scope
+from server.reader.scope import ResolvedScope, is_readable, near_ids, readable_holding, resolve_scope
 from server.reader.source_fields import (
     OUTSIDE_SCOPE_STATE,
     READABLE_STATUS,
@@ -96,8 +102,9 @@ async def read(
             if exc.code not in ("scope_required", "scope_unavailable"):
                 raise
             # Where the reference is stored, if this caller may read it there: one call then fixes it.
-            holding = await _readable_scopes_holding(conn, grant, args.source_reference_id)
-            raise exc.naming_where_stored(f"source reference {args.source_reference_id!r}", holding) from None
+            stored_id, holding = await _readable_scopes_holding(conn, grant, args.source_reference_id)
+            differing = id_difference(args.source_reference_id, stored_id)
+            raise exc.naming_where_stored(f"source reference {stored_id!r}", holding, differing) from None
         stored = await _stored_in_scope(conn, grant, scope, args)
         reference, source = stored.reference, stored.source
         in_scope = source is not None and _located_in(scope, source)
@@ -209,15 +216,15 @@ async def _stored_in_scope(
     scope_key = stored.reference.scope_key if stored is not None else None
     if scope_key is None or (scope_key != scope.key and not await is_readable(conn, grant, scope_from_key(scope_key))):
         carrying = await _references_carrying(conn, scope.key, args.source_reference_id)
-        trimmed = await _trimmed_reference(conn, grant, scope, args.source_reference_id)
-        owner = None if carrying or trimmed else await _owner_in_scope(conn, scope.key, args.source_reference_id)
+        near = await _near_reference(conn, grant, scope, args.source_reference_id)
+        owner = None if carrying or near else await _owner_in_scope(conn, scope.key, args.source_reference_id)
         raise StoryGraphError(
             "source_not_found",
             "no such source reference is readable in this scope.",
             field="source_reference_id",
             next_step=(
-                trimmed
-                if trimmed is not None
+                near
+                if near is not None
                 else f"That id names a source, message, task or object; the source references of this scope that "
                 f"carry it: {', '.join(carrying)}. Call again with one of them."
                 if carrying
@@ -233,30 +240,34 @@ async def _stored_in_scope(
     return stored
 
 
-async def _readable_scopes_holding(conn: aiosqlite.Connection, grant: Grant, reference_id: str) -> list[dict[str, Any]]:
-    """The scope the reference is stored in, when this caller may read it (never one outside the grant)."""
-    rows = await conn.execute_fetchall(REFERENCE_SCOPE, {"id": reference_id})
-    return await readable_among(conn, grant, [str(row[0]) for row in rows])
+async def _readable_scopes_holding(
+    conn: aiosqlite.Connection, grant: Grant, reference_id: str
+) -> tuple[str, list[dict[str, Any]]]:
+    """The reference id as stored (the one sent, else a near id, as source_not_found names it) and the scope it is
+    stored in, when this caller may read it (never one outside the grant)."""
+
+    async def scopes_of(some_id: str) -> list[str]:
+        return [str(row[0]) for row in await conn.execute_fetchall(REFERENCE_SCOPE, {"id": some_id})]
+
+    return await readable_holding(conn, grant, reference_id, scopes_of)
 
 
-async def _trimmed_reference(
-    conn: aiosqlite.Connection, grant: Grant, scope: ResolvedScope, some_id: str
-) -> str | None:
-    """The next step for a reference id copied with whitespace around it, when the trimmed id is a reference of
-    this scope or of another one the caller may read (never read in its place; a hidden scope stays unnamed)."""
-    trimmed = some_id.strip()
-    if not trimmed or trimmed == some_id:
-        return None
-    rows = list(await conn.execute_fetchall(REFERENCE_SCOPE, {"id": trimmed}))
-    if not rows:
-        return None
-    key = str(rows[0][0])
-    where = ""
-    if key != scope.key:
-        if not await is_readable(conn, grant, scope_from_key(key)):
-            return None
-        where = f" with scope {orjson.dumps(scope_from_key(key).model_dump(by_alias=True)).decode()}"
-    return f"The id has whitespace around it; {trimmed!r} is stored: call again with that id{where}."
+async def _near_reference(conn: aiosqlite.Connection, grant: Grant, scope: ResolvedScope, some_id: str) -> str | None:
+    """The next step for a reference id copied with whitespace around it or retyped in another letter case, when a
+    near id is a reference of this scope or of another one the caller may read (never read in its place: ids are
+    exact; a hidden scope stays unnamed)."""
+    for near in near_ids(some_id):
+        rows = list(await conn.execute_fetchall(REFERENCE_SCOPE, {"id": near}))
+        if not rows:
+            continue
+        key = str(rows[0][0])
+        where = ""
+        if key != scope.key:
+            if not await is_readable(conn, grant, scope_from_key(key)):
+                continue
+            where = f" with scope {orjson.dumps(scope_from_key(key).model_dump(by_alias=True)).decode()}"
+        return f"{id_difference(some_id, near)}; {near!r} is stored: call again with that id{where}."
+    return None
 
 
 async def _owner_in_scope(conn: aiosqlite.Connection, scope_key: str, some_id: str) -> str | None:

@@ -23,7 +23,7 @@ from server.contracts.context import (
     RelationEnd,
     RelationEnds,
 )
-from server.contracts.errors import StoryGraphError
+from server.contracts.errors import StoryGraphError, id_difference
 from server.reader.context import locate_target, readable_scopes_holding
 from server.reader.context_arms import SortKey
 from server.reader.context_header import object_ref
@@ -82,8 +82,9 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
                 raise
             # Where the object is stored, if this caller may read it there: one call then fixes it.
             ref = args.object_ref
-            holding = await readable_scopes_holding(conn, call.grant, ref.type, ref.id)
-            raise exc.naming_where_stored(f"object_ref {orjson.dumps(ref.model_dump()).decode()}", holding) from None
+            stored_id, holding = await readable_scopes_holding(conn, call.grant, ref.type, ref.id)
+            what = f"object_ref {orjson.dumps({'type': ref.type, 'id': stored_id}).decode()}"
+            raise exc.naming_where_stored(what, holding, id_difference(ref.id, stored_id)) from None
         position = parse_position(cursor.position if cursor else None)
         target = await locate_target(conn, call.grant, scope.key, args.object_ref.type, args.object_ref.id)
         coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, time_range, args.time_basis)
