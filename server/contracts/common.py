@@ -44,6 +44,17 @@ COVERAGE_NOTE = (
 )
 
 
+TEXT_LIMIT = COVERAGE_TEXT_LIMIT
+"""The same cap for the short texts every tool shows from a stored row beside the paged content: read_source's
+title, versions, availability, record time and locator fields, an item's `object_revision`, `confirmation_state`
+and event-time `precision`/`basis`, a search item's `title`. `db import` accepts each of them whole, and one of
+200,000 characters made every answer showing it response_too_large at any page size."""
+
+ExcerptFlag = Annotated[bool, Field(exclude_if=lambda cut: not cut)]
+"""`<field>_is_excerpt` of a closed model: present, `true`, only beside a field that was cut (as in the open coverage
+entries, `capped_texts`); absent when the field is whole, so answers about ordinary rows are unchanged."""
+
+
 def excerpt(text: str, limit: int) -> tuple[str, bool]:
     """The first `limit` code points of `text`, and whether that cut anything (the `*_is_excerpt` flag)."""
     return text[:limit], len(text) > limit
@@ -58,6 +69,12 @@ def capped_texts(entry: dict[str, Any], limit: int = COVERAGE_TEXT_LIMIT) -> dic
         if isinstance(value, str) and len(value) > limit:
             capped[key], capped[f"{key}_is_excerpt"] = excerpt(value, limit)
     return capped
+
+
+def capped_name(text: str, limit: int = COVERAGE_TEXT_LIMIT) -> str:
+    """A text inside a sentence or a list of names, which has no room for a flag: one over `limit` code points is its
+    first `limit - 1` and '…'."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 class ToolArgs(Contract):
@@ -267,6 +284,9 @@ class EventInterval(Contract):
     """Null for an instant."""
     precision: str | None
     basis: str | None
+    precision_is_excerpt: ExcerptFlag = False
+    """`precision` and `basis` are at most TEXT_LIMIT code points; the flag is present when that cut one."""
+    basis_is_excerpt: ExcerptFlag = False
 
 
 SOURCE_REFERENCES_LISTED = 100
@@ -285,6 +305,8 @@ class ItemBase(Contract):
 
     object_ref: ObjectRef
     object_revision: str | Unknown
+    """The stored revision, at most TEXT_LIMIT code points (`object_revision_is_excerpt: true` when cut)."""
+    object_revision_is_excerpt: ExcerptFlag = False
     result_id: str | None
     """The result this row belongs to; null for a current projection or a story line."""
     # Projects first: most items are stored in a project, and a client validating this anyOf stops at the first
@@ -299,6 +321,8 @@ class ItemBase(Contract):
     review_generated_at: str | None
     recorded_at: str | None
     confirmation_state: str
+    """As stored, at most TEXT_LIMIT code points (`confirmation_state_is_excerpt: true` when cut)."""
+    confirmation_state_is_excerpt: ExcerptFlag = False
     validity: Unknown = "unknown"
     """No reliable validity data is stored yet; never derived from confirmation or record time."""
     source_reference_ids: list[str]

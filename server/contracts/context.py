@@ -14,7 +14,17 @@ from typing import Annotated, Literal
 from pydantic import Field, Strict
 
 from server.contracts.base import Contract, GlobalScope, ObjectRef, ProjectsScope
-from server.contracts.common import Cursor, Frame, ItemBase, ScopeArg, TimeBasis, TimeRange, ToolArgs, Unknown
+from server.contracts.common import (
+    Cursor,
+    ExcerptFlag,
+    Frame,
+    ItemBase,
+    ScopeArg,
+    TimeBasis,
+    TimeRange,
+    ToolArgs,
+    Unknown,
+)
 
 Role = Literal["target", "relation", "related", "evolution", "summary", "evidence"]
 RowKind = Literal["current", "result", "leaf"]
@@ -102,6 +112,9 @@ class RelationEnd(Contract):
 class RelationEnds(Contract):
     relation_type: str
     """As stored (e.g. revised, replaces, contrasts); never mapped to another type."""
+    relation_type_is_excerpt: ExcerptFlag = False
+    """Each stored status or type text of get_context (this, a header's states, a task's status, a memory item's
+    type) is at most 256 code points, an open item at most 400: the flag is present, true, beside one that was cut."""
     from_end: RelationEnd = Field(alias="from")
     to_end: RelationEnd = Field(alias="to")
 
@@ -135,10 +148,12 @@ class MemoryBackground(Contract):
     memory_id: str
     memory_type: str
     memory_scope: GlobalScope | ProjectsScope
+    memory_type_is_excerpt: ExcerptFlag = False
     """Where it applies: Global, or its one project."""
     updated_at: str
     """When the memory item was last updated; not an event time, not a version chain."""
     confirmation_state: str
+    confirmation_state_is_excerpt: ExcerptFlag = False
     content: str
     content_format: Literal["json_fragment"] = "json_fragment"
     position: Position
@@ -149,6 +164,7 @@ class Claim(Contract):
     label: str | None
     """The claim's label or title, at most 160 code points (read the item for the whole object)."""
     confirmation_state: str | Unknown
+    confirmation_state_is_excerpt: ExcerptFlag = False
     validity: Unknown = "unknown"
 
 
@@ -157,6 +173,7 @@ class StoredRelation(Contract):
     result_id: str
     relation_type: str
     """As stored."""
+    relation_type_is_excerpt: ExcerptFlag = False
     direction: Literal["outgoing", "incoming"]
     """outgoing: the target is the `from` end."""
     other_end: RelationEnd
@@ -166,6 +183,7 @@ class StoredRelation(Contract):
     """The raw stored reason, at most 400 code points (`reason_is_excerpt` says whether it was cut)."""
     reason_is_excerpt: bool
     confirmation_state: str
+    confirmation_state_is_excerpt: ExcerptFlag = False
     validity: Unknown = "unknown"
     source_reference_ids: list[str]
     """The stored evidence for the relation (the first 100 in id order); empty means none is stored."""
@@ -177,6 +195,7 @@ class Conflict(Contract):
     relation_ref: ObjectRef
     result_id: str
     relation_type: str
+    relation_type_is_excerpt: ExcerptFlag = False
     reason: str
     """The raw stored reason, at most 400 code points."""
     reason_is_excerpt: bool
@@ -193,7 +212,8 @@ class OpenItem(Contract):
     summary_id: str
     result_id: str
     text: str
-    """As stored in the summary's open_items."""
+    """As stored in the summary's open_items, at most 400 code points (`text_is_excerpt: true` when cut)."""
+    text_is_excerpt: ExcerptFlag = False
 
 
 class TaskEvidence(Contract):
@@ -201,13 +221,16 @@ class TaskEvidence(Contract):
     label: str | None
     work_status: str | Unknown
     """The task's stored work_status."""
+    work_status_is_excerpt: ExcerptFlag = False
     via_relation: str
     relation_type: str
+    relation_type_is_excerpt: ExcerptFlag = False
 
 
 class Completion(Contract):
     work_status: str | Unknown
     """The target's stored work_status, else 'unknown'."""
+    work_status_is_excerpt: ExcerptFlag = False
     basis: Literal["stored_work_status", "none"]
     task_records: list[TaskEvidence]
     """Related task entities (through a stored relation), with their own stored status, for you to check."""
@@ -276,10 +299,13 @@ class Header(Contract):
     description_is_excerpt: bool
     decision_status: str | Unknown
     """Stored decision state (e.g. decided), else 'unknown'."""
+    decision_status_is_excerpt: ExcerptFlag = False
     work_status: str | Unknown
+    work_status_is_excerpt: ExcerptFlag = False
     completion: Completion
     confirmation_state: str | Unknown
     """The stored review state, passed through; not validity."""
+    confirmation_state_is_excerpt: ExcerptFlag = False
     validity: Unknown = "unknown"
     validity_note: str = VALIDITY_NOTE
     time_note: str | None

@@ -9,6 +9,7 @@ from pydantic import Field, Strict, field_validator
 from server.contracts.base import Contract, ObjectRef, ObjectType
 from server.contracts.common import (
     Cursor,
+    ExcerptFlag,
     Frame,
     ItemBase,
     ScopeArg,
@@ -71,7 +72,9 @@ class SearchItem(ItemBase):
     match_position: MatchPosition | None
     """Where the whole query first matches; null when no single field holds it."""
     title: str | None
-    """The object's title, label, topic or type-specific headline (a summary's opening words)."""
+    """The object's title, label, topic or type-specific headline (a summary's opening words): at most 160 code
+    points, `title_is_excerpt: true` when cut."""
+    title_is_excerpt: ExcerptFlag = False
     evolution_refs: list[ObjectRef]
     """Entity changes (an entity's own, or those an event carried) and relations that touch this object (the first
     20)."""

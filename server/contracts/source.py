@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, Strict
 
 from server.contracts.base import Contract
-from server.contracts.common import Cursor, Frame, ScopeArg, ToolArgs, Unknown
+from server.contracts.common import Cursor, ExcerptFlag, Frame, ScopeArg, ToolArgs, Unknown
 
 ContentKind = Literal["snapshot", "version", "current"]
 ContentExtent = Literal["saved_fragment", "current_reference_fragment", "source_record"]
@@ -37,8 +37,17 @@ class ReadSourceArgs(ToolArgs):
     source_version (page_size may change); omit for the first page."""
 
 
+EXTERNAL_LOCATOR_BYTES = 4_000
+"""How much of an `external` locator read_source shows, as compact JSON: a locator names where a fragment lives (a
+system, a key, a URL), so a real one is far smaller, but the object is open and kept as stored, and one of 200,000
+characters made every read of its reference response_too_large. A larger one shows its first entries that fit, each
+text at most TEXT_LIMIT code points, and `external_is_excerpt: true`; get_context's content of the reference holds
+it whole."""
+
+
 class SourceLocation(Contract):
-    """Where the text comes from. Fields never saved are 'missing'; no link or position is invented."""
+    """Where the text comes from. Fields never saved are 'missing'; no link or position is invented. Each text is at
+    most TEXT_LIMIT (256) code points, with `<field>_is_excerpt: true` beside one that was cut."""
 
     basis: Literal["saved_reference", "current_source"]
     """saved_reference: the locator saved with the reference; current_source: project and conversation are the
@@ -54,11 +63,21 @@ class SourceLocation(Contract):
     chunk_id: str | Missing
     task_id: str | Missing
     external: dict[str, Any] | Missing
-    """An external fragment's own locator, as stored."""
+    """An external fragment's own locator, as stored; one over EXTERNAL_LOCATOR_BYTES (4,000) bytes of JSON shows its
+    first entries that fit (each text its first 256 code points, `<key>_is_excerpt: true` beside it) and
+    `external_is_excerpt: true` (get_context's content of the reference holds it whole)."""
     start: int | Missing
     """Where the saved fragment starts in the source it was saved from."""
     end: int | Missing
     unit: Literal["unicode_code_point"] = UNIT
+    project_id_is_excerpt: ExcerptFlag = False
+    conversation_id_is_excerpt: ExcerptFlag = False
+    message_id_is_excerpt: ExcerptFlag = False
+    role_is_excerpt: ExcerptFlag = False
+    document_id_is_excerpt: ExcerptFlag = False
+    chunk_id_is_excerpt: ExcerptFlag = False
+    task_id_is_excerpt: ExcerptFlag = False
+    external_is_excerpt: ExcerptFlag = False
 
 
 class TextPosition(Contract):
@@ -85,6 +104,14 @@ class SavedFragment(Contract):
 SOURCE_COVERAGE_LIST_LIMIT = 50
 """How many entries read_source's `source_coverage` lists give: they concern the one source being read, so they
 are longer than the scope coverage's examples (COVERAGE_LIST_LIMIT)."""
+SOURCE_COVERAGE_BYTES = 8_000
+"""And how much JSON each of its two lists may hold: its first entries (at most SOURCE_COVERAGE_LIST_LIMIT) that fit.
+By count alone a legal record could not be shown: 50 entries of 50 ranges each are 50 × 50 × up to 44 bytes, 110 KB
+for one list, over the 100,000-byte response limit at any page_size. With this bound the whole answer fits by
+construction: two lists of 8,000 bytes, a content page of 8,000 code points (at most 48,000 bytes, a control
+character escaped), the texts beside it (each at most 256 code points) and the frame. One entry always fits: at most
+50 ranges (2,200 bytes) and two texts of 256 code points (at most 1,536 bytes each). `processed_count` and
+`missing_count` say how many entries there are."""
 
 
 class SourceCoverage(Contract):
@@ -94,13 +121,18 @@ class SourceCoverage(Contract):
     record: Literal["detailed", "legacy_count", "absent"]
     """The kind of coverage record that result has; only a detailed one names sources."""
     processed: list[dict[str, Any]] | Unknown
-    """Entries for this source in the detailed record (version, fragments, status; the first 50); 'unknown'
-    without one. Each entry's `fragments` holds its first 50 ranges, `fragment_count` how many there are; each text
-    (version, status) its first COVERAGE_TEXT_LIMIT (256) code points, with `<field>_is_excerpt: true` when cut."""
+    """Entries for this source in the detailed record (version, fragments, status): the first 50 that fit in
+    SOURCE_COVERAGE_BYTES (8,000) bytes of JSON, `processed_count` how many there are; 'unknown' without one. Each
+    entry's `fragments` holds its first 50 ranges, `fragment_count` how many there are; each text (version, status)
+    its first COVERAGE_TEXT_LIMIT (256) code points, with `<field>_is_excerpt: true` when cut."""
+    processed_count: int | Unknown = "unknown"
+    """How many entries the record has for this source (`processed` lists the first that fit)."""
     missing: list[dict[str, Any]] | Unknown
-    """Unprocessed ranges of this source the record names (the first 50 entries, each with its first 50 `ranges`
-    and `range_count`, its `reason` the first 256 code points, `reason_is_excerpt: true` when cut); 'unknown'
-    without a detailed record."""
+    """Unprocessed ranges of this source the record names (the first 50 entries that fit in 8,000 bytes of JSON,
+    each with its first 50 `ranges` and `range_count`, its `reason` the first 256 code points, `reason_is_excerpt:
+    true` when cut); 'unknown' without a detailed record."""
+    missing_count: int | Unknown = "unknown"
+    """How many unprocessed parts of this source the record names (`missing` lists the first that fit)."""
 
 
 class ReadSourceResponse(Frame):
@@ -111,6 +143,11 @@ class ReadSourceResponse(Frame):
     source_type: str
     """Open set: conversation, task, note, memory, knowledge, ..."""
     title: str | None
+    """At most TEXT_LIMIT (256) code points, as every text this answer shows from the reference or source row
+    (source_type, the versions, availability, original_source_availability, source_record_time, the locator's):
+    `<field>_is_excerpt: true` is added beside one that was cut (absent otherwise)."""
+    title_is_excerpt: ExcerptFlag = False
+    source_type_is_excerpt: ExcerptFlag = False
     content_kind: ContentKind
     requested_version: str | None
     """The source_version argument, or null."""
@@ -119,8 +156,10 @@ class ReadSourceResponse(Frame):
     source_version: str | Unknown | None
     """The version whose text is returned ('unknown' for a snapshot whose version was not saved; null when
     nothing was read)."""
+    source_version_is_excerpt: ExcerptFlag = False
     reference_version: str | Unknown
     """The version the reference was saved from."""
+    reference_version_is_excerpt: ExcerptFlag = False
     differs_from_reference: bool | Unknown
     """Whether source_version differs from reference_version; 'unknown' when either is unknown."""
     object_revision: str
@@ -128,11 +167,14 @@ class ReadSourceResponse(Frame):
     source_location: SourceLocation
     availability: str
     """The reference's stored availability (e.g. available, source_deleted)."""
+    availability_is_excerpt: ExcerptFlag = False
     original_source_availability: str
     """The original source now: available, deleted, inaccessible, moved_out_of_scope, or unknown when no
     source record is stored."""
+    original_source_availability_is_excerpt: ExcerptFlag = False
     source_record_time: str | None
     """The source record's own time, as stored (not normalised)."""
+    source_record_time_is_excerpt: ExcerptFlag = False
     event_time: None
     """Always null: a source reference is not an event; read event times with get_context."""
     review_generated_at: str

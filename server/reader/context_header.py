@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from server.contracts.base import ObjectRef, scope_from_key
-from server.contracts.common import Coverage, listed_sources
+from server.contracts.common import TEXT_LIMIT, Coverage, capped_texts, listed_sources
 from server.contracts.context import (
     TIME_FILTER_NOTE,
     Claim,
@@ -59,6 +59,13 @@ def _excerpt(text: str | None, limit: int) -> tuple[str | None, bool]:
     if text is None:
         return None, False
     return text[:limit], len(text) > limit
+
+
+def _states(**texts: str) -> dict[str, Any]:
+    """Stored states and types (decision_status, work_status, confirmation_state, relation_type) as the header shows
+    them: each is free text to an import, so each keeps its first TEXT_LIMIT code points, flagged when cut (one of
+    200,000 characters made the first page response_too_large at any page size)."""
+    return capped_texts(texts, TEXT_LIMIT)
 
 
 def _label(unit: Unit | None) -> str | None:
@@ -119,7 +126,7 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         key=lambda u: (u.row.review_generated_at or "", u.row.object_id),
     )
     open_items = [
-        OpenItem(summary_id=u.row.object_id, result_id=u.row.result_key, text=text)
+        OpenItem(summary_id=u.row.object_id, result_id=u.row.result_key, **capped_texts({"text": text}, REASON_LIMIT))
         for u in summaries
         if isinstance(u.value("open_items"), list)
         for text in u.value("open_items")
@@ -149,9 +156,8 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         TaskEvidence(
             ref=object_ref(other.ref),
             label=_label(other),
-            work_status=other.value("work_status") or "unknown",
             via_relation=u.row.object_id,
-            relation_type=u.relation_type or "",
+            **_states(work_status=other.value("work_status") or "unknown", relation_type=u.relation_type or ""),
         )
         for u, other in task_ends[:HEADER_LIMIT]
     ]
@@ -160,17 +166,19 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         label=_label(primary),
         description=description,
         description_is_excerpt=cut,
-        decision_status=(data.get("decision_status") or "unknown") if is_entity else "unknown",
-        work_status=work_status or "unknown",
-        completion=Completion(
+        **_states(
+            decision_status=(data.get("decision_status") or "unknown") if is_entity else "unknown",
             work_status=work_status or "unknown",
+            confirmation_state=(primary.row.confirmation_state if primary else None) or "unknown",
+        ),
+        completion=Completion(
+            **_states(work_status=work_status or "unknown"),
             basis="stored_work_status" if work_status else "none",
             task_records=tasks,
             task_source_reference_ids=sorted(u.row.object_id for u in evidence if u.value("source_type") == "task")[
                 :HEADER_LIMIT
             ],
         ),
-        confirmation_state=(primary.row.confirmation_state if primary else None) or "unknown",
         time_note=_time_note(sel) if time_range_used else None,
         # The newest reviews' (the list is in review order): an old summary's open item may since have been settled.
         open_items=open_items[-HEADER_LIMIT:],
@@ -239,13 +247,12 @@ def _stored_relation(sel: Selection, unit: Unit) -> StoredRelation:
     return StoredRelation(
         relation_ref=object_ref(unit.ref),
         result_id=unit.row.result_key,
-        relation_type=unit.relation_type or "",
         direction="outgoing" if outgoing else "incoming",
         other_end=RelationEnd(ref=object_ref(other_ref), in_scope=other is not None),
         other_label=_label(other),
         reason=reason or "",
         reason_is_excerpt=cut,
-        confirmation_state=unit.row.confirmation_state or "unknown",
+        **_states(relation_type=unit.relation_type or "", confirmation_state=unit.row.confirmation_state or "unknown"),
         **listed_sources(unit.source_ids),
     )
 
@@ -259,14 +266,14 @@ def _conflict(sel: Selection, unit: Unit) -> Conflict:
             Claim(
                 ref=object_ref(end),
                 label=_label(other),
-                confirmation_state=(other.row.confirmation_state if other else None) or "unknown",
+                **_states(confirmation_state=(other.row.confirmation_state if other else None) or "unknown"),
             )
         )
     reason, cut = _excerpt(str(unit.value("reason")), REASON_LIMIT)
     return Conflict(
         relation_ref=object_ref(unit.ref),
         result_id=unit.row.result_key,
-        relation_type=unit.relation_type or "",
+        **_states(relation_type=unit.relation_type or ""),
         reason=reason or "",
         reason_is_excerpt=cut,
         claims=claims,

@@ -18,6 +18,7 @@ from server.contracts.common import (
     Coverage,
     CoverageMissing,
     TimeRangeCoverage,
+    capped_name,
     capped_texts,
     excerpt,
 )
@@ -226,7 +227,7 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             "results_without_detail_count": counts["legacy_count"] + counts["absent"],
             # A list of names like the others: the first in name order (counted whole, then capped), each name capped.
             "source_types_not_included": (
-                [_capped_type(t) for t in not_included[:COVERAGE_LIST_LIMIT]]
+                [capped_name(t) for t in not_included[:COVERAGE_LIST_LIMIT]]
                 if isinstance(not_included, list)
                 else not_included
             ),
@@ -250,14 +251,6 @@ def _missing(result_id: str, part: dict[str, Any]) -> CoverageMissing:
         reason_is_excerpt=reason_cut,
         source_id_is_excerpt=source_id_cut,
     )
-
-
-def _capped_type(source_type: str) -> str:
-    """A source type not included, at most COVERAGE_TEXT_LIMIT code points: a list of names has no room for a flag,
-    so a cut one ends in '…' (as a summary's title does)."""
-    if len(source_type) <= COVERAGE_TEXT_LIMIT:
-        return source_type
-    return source_type[: COVERAGE_TEXT_LIMIT - 1] + "…"
 
 
 def _capped_fragments(entry: dict[str, Any]) -> dict[str, Any]:

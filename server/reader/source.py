@@ -20,7 +20,7 @@ import aiosqlite
 import orjson
 
 from server.contracts.base import GlobalScope, scope_from_key
-from server.contracts.common import Grant, Page
+from server.contracts.common import TEXT_LIMIT, Grant, Page, capped_texts
 from server.contracts.errors import (
     StoryGraphError,
     id_difference,
@@ -186,7 +186,9 @@ async def read(
             limit_reason="page_size" if has_more else None,
         ),
         content_extent="saved_fragment" if snapshot else "source_record",
-        source_version=(reference.source_version or "unknown") if snapshot else text.version,
+        **capped_texts(
+            {"source_version": (reference.source_version or "unknown") if snapshot else text.version}, TEXT_LIMIT
+        ),
         differs_from_reference=differs(reference.source_version, None if snapshot else text.version),
         object_revision=revision_of_object,
         content=content,

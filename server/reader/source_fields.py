@@ -7,13 +7,16 @@ Projections only: no SQL here (source_rows.py reads the rows).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
-from server.contracts.common import Page, capped_texts
+from server.contracts.common import TEXT_LIMIT, Page, capped_name, capped_texts
 from server.contracts.source import (
+    EXTERNAL_LOCATOR_BYTES,
+    SOURCE_COVERAGE_BYTES,
     SOURCE_COVERAGE_LIST_LIMIT,
     ContentKind,
     ReadSourceArgs,
@@ -118,7 +121,18 @@ def common_fields(
     else:
         original_availability = source.status
     current = args.content_kind != "snapshot" and source is not None
-    return {
+    # Every text shown from the reference or source row is free text to an import: one of 200,000 characters (a
+    # title, a version, a record time) made every read of the reference response_too_large at any page_size. Each
+    # keeps its first TEXT_LIMIT code points, `<field>_is_excerpt: true` beside a cut one.
+    texts = {
+        "source_type": reference.source_type,
+        "title": reference.title,
+        "reference_version": reference.source_version or "unknown",
+        "availability": reference.availability,
+        "original_source_availability": original_availability,
+        "source_record_time": reference.source_record_time,
+    }
+    return capped_texts(texts, TEXT_LIMIT) | {
         "requested_scope": scope.requested,
         "resolved_scope": scope.scope,
         "read_at": read_at,
@@ -127,15 +141,9 @@ def common_fields(
         "source_reference_id": reference.id,
         "result_id": reference.result_id,
         "original_source_id": reference.original_source_id,
-        "source_type": reference.source_type,
-        "title": reference.title,
         "content_kind": args.content_kind,
         "requested_version": args.source_version,
-        "reference_version": reference.source_version or "unknown",
         "source_location": location(reference, source if current else None),
-        "availability": reference.availability,
-        "original_source_availability": original_availability,
-        "source_record_time": reference.source_record_time,
         "event_time": None,
         "review_generated_at": reference.review_generated_at,
         "recorded_at": reference.recorded_at,
@@ -152,6 +160,9 @@ def common_fields(
     }
 
 
+LOCATOR_TEXTS: Final = ("project_id", "conversation_id", "message_id", "role", "document_id", "chunk_id", "task_id")
+
+
 def location(reference: Reference, source: Source | None) -> SourceLocation:
     """The saved locator's fields as stored, 'missing' where absent; for a version/current read the project and
     conversation are the source's current ones (a source is only read there once it is inside the scope)."""
@@ -161,26 +172,41 @@ def location(reference: Reference, source: Source | None) -> SourceLocation:
         value = saved.get(name)
         return "missing" if value is None else value
 
-    project: Any = field("project_id")
-    conversation: Any = field("conversation_id")
+    texts: dict[str, Any] = {name: field(name) for name in LOCATOR_TEXTS}
     if source is not None:
-        project = source.project_id if source.project_id is not None else "missing"
-        conversation = source.conversation_id if source.conversation_id is not None else "missing"
+        texts["project_id"] = source.project_id if source.project_id is not None else "missing"
+        texts["conversation_id"] = source.conversation_id if source.conversation_id is not None else "missing"
+    external = field("external")
+    external, external_cut = bounded_external(external) if isinstance(external, dict) else (external, False)
     return SourceLocation(
         basis="current_source" if source is not None else "saved_reference",
         locator="stored" if reference.locator is not None else "missing",
-        project_id=project,
-        conversation_id=conversation,
-        message_id=field("message_id"),
         order=field("order"),
-        role=field("role"),
-        document_id=field("document_id"),
-        chunk_id=field("chunk_id"),
-        task_id=field("task_id"),
-        external=field("external"),
+        external=external,
+        external_is_excerpt=external_cut,
         start=reference.fragment_start if reference.fragment_start is not None else "missing",
         end=reference.fragment_end if reference.fragment_end is not None else "missing",
+        # A locator's fields are open texts as stored (an import bounds none of them): each at most TEXT_LIMIT.
+        **capped_texts(texts, TEXT_LIMIT),
     )
+
+
+def bounded_external(external: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The `external` locator whole when its JSON fits in EXTERNAL_LOCATOR_BYTES; otherwise its first entries, in
+    stored order, each text capped as a coverage entry's (`<key>_is_excerpt: true` beside it), while they fit, and
+    True (`external_is_excerpt`). A nested value or a key too large to fit ends the list."""
+    if len(orjson.dumps(external)) <= EXTERNAL_LOCATOR_BYTES:
+        return external, False
+    kept: dict[str, Any] = {}
+    used = 2  # the braces
+    for key, value in external.items():
+        entry = capped_texts({key: value}, TEXT_LIMIT)
+        size = len(orjson.dumps(entry)) - 1  # its members and a comma
+        if used + size > EXTERNAL_LOCATOR_BYTES:
+            break
+        kept |= entry
+        used += size
+    return kept, True
 
 
 def source_coverage(reference: Reference) -> SourceCoverage:
@@ -193,17 +219,33 @@ def source_coverage(reference: Reference) -> SourceCoverage:
             processed="unknown",
             missing="unknown",
         )
-    source_id, limit = reference.original_source_id, SOURCE_COVERAGE_LIST_LIMIT
-    processed = [s for s in record.get("sources", []) if s.get("source_id") == source_id][:limit]
-    missing = [m for m in record.get("missing", []) if m.get("source_id") == source_id][:limit]
+    source_id = reference.original_source_id
+    processed = [s for s in record.get("sources", []) if s.get("source_id") == source_id]
+    missing = [m for m in record.get("missing", []) if m.get("source_id") == source_id]
     return SourceCoverage(
         result_id=reference.result_id,
         record="detailed",
         # An entry's own ranges are capped alike (with their count): thousands of them made the read too large.
         # So are its texts (a reason, a version: COVERAGE_TEXT_LIMIT code points, `<field>_is_excerpt` when cut).
-        processed=[capped_texts(_capped(s, "fragments", "fragment_count")) for s in processed],
-        missing=[capped_texts(_capped(m, "ranges", "range_count")) for m in missing],
+        processed=_fitting(capped_texts(_capped(s, "fragments", "fragment_count")) for s in processed),
+        processed_count=len(processed),
+        missing=_fitting(capped_texts(_capped(m, "ranges", "range_count")) for m in missing),
+        missing_count=len(missing),
     )
+
+
+def _fitting(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first entries (at most SOURCE_COVERAGE_LIST_LIMIT) whose JSON fits in SOURCE_COVERAGE_BYTES: 50 entries of
+    50 ranges each were over the response limit by themselves (the count beside the list gives them all)."""
+    listed: list[dict[str, Any]] = []
+    used = 2  # the brackets
+    for entry in entries:
+        size = len(orjson.dumps(entry)) + 1  # and a comma
+        if len(listed) == SOURCE_COVERAGE_LIST_LIMIT or used + size > SOURCE_COVERAGE_BYTES:
+            break
+        listed.append(entry)
+        used += size
+    return listed
 
 
 def _capped(entry: dict[str, Any], key: str, count_key: str) -> dict[str, Any]:
@@ -228,7 +270,7 @@ def unavailable(
     if source is None:
         reason = "no record of the original source is stored"
     elif source.status != READABLE_STATUS:
-        reason = f"the original source is {source.status}"
+        reason = f"the original source is {capped_name(source.status)}"
     elif args.content_kind == "version":
         reason = f"version {args.source_version!r} of the source is not stored"
     else:
@@ -283,7 +325,7 @@ def note(
             else "its position in the source is missing"
         )
         status = (
-            f" The original source is {source.status}; this saved fragment is still readable."
+            f" The original source is {capped_name(source.status)}; this saved fragment is still readable."
             if source is not None and in_scope and source.status != READABLE_STATUS
             else " The original source has moved out of this scope; this saved fragment is still readable."
             if source is not None and not in_scope
@@ -295,7 +337,8 @@ def note(
         )
     label = "current text" if kind == "current" else "stored text"
     return (
-        f"Code points [{start}, {end}) of the {text.length}-code-point {label} of version {text.version!r} "
+        f"Code points [{start}, {end}) of the {text.length}-code-point {label} of version "
+        f"{capped_name(text.version or '')!r} "
         f"of {reference.original_source_id}.{more}"
     )
 
@@ -310,6 +353,7 @@ def _not_current(kind: ContentKind, reference: Reference, source: Source | None,
     now = source.current_version
     if shown is None or now is None or shown == now:
         return ""
+    shown, now = capped_name(shown), capped_name(now)  # a sentence has no room for a flag: '…'
     if kind == "snapshot":
         return (
             f" The source has changed since this reference was saved: its current version is {now!r} (the fragment is "
@@ -325,7 +369,7 @@ def _version_not_used(kind: ContentKind, reference: Reference, text: Text, reque
     if requested is None or kind == "version" or requested == shown:
         return ""
     what = "a snapshot is the fragment saved with the reference" if kind == "snapshot" else "this is the current text"
-    of = f" (version {shown!r})" if shown is not None else " (its version is unknown)"
+    of = f" (version {capped_name(shown)!r})" if shown is not None else " (its version is unknown)"
     return (
         f" source_version {requested!r} was not used: {what}{of}; read content_kind 'version' with source_version "
         f"{requested!r} for that version's text."

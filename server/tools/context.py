@@ -8,7 +8,7 @@ import orjson
 from pydantic import BaseModel
 
 from server.contracts.base import GlobalScope, ProjectsScope, scope_from_key
-from server.contracts.common import INTERPRETATION, Page
+from server.contracts.common import INTERPRETATION, TEXT_LIMIT, Page, capped_texts
 from server.contracts.context import (
     BACKGROUND_NOTE,
     OWN_SCOPE_NOTE,
@@ -212,10 +212,12 @@ def _shape(fragment: Fragment) -> ContextItem | MemoryBackground:
         )
         return MemoryBackground(
             memory_id=unit.memory_id,
-            memory_type=unit.memory_type,
             memory_scope=memory_scope,
             updated_at=unit.updated_at,
-            confirmation_state=unit.confirmation_state,
+            # Free text to an import, as an item's states (item_base): capped so one cannot fill a page.
+            **capped_texts(
+                {"memory_type": unit.memory_type, "confirmation_state": unit.confirmation_state}, TEXT_LIMIT
+            ),
             content=fragment.text,
             position=position,
         )
@@ -224,7 +226,7 @@ def _shape(fragment: Fragment) -> ContextItem | MemoryBackground:
         (from_ref, to_ref), (from_in, to_in) = unit.ends, unit.ends_in_scope
         relation = RelationEnds.model_validate(
             {
-                "relation_type": unit.relation_type or "",
+                **capped_texts({"relation_type": unit.relation_type or ""}, TEXT_LIMIT),
                 "from": RelationEnd(ref=object_ref(from_ref), in_scope=from_in),
                 "to": RelationEnd(ref=object_ref(to_ref), in_scope=to_in),
             }

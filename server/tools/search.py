@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from server.contracts.base import OBJECT_TYPES, GlobalScope, ObjectRef, ProjectsScope, scope_from_key
-from server.contracts.common import INTERPRETATION, Coverage, Page
+from server.contracts.common import INTERPRETATION, Coverage, Page, capped_texts
 from server.contracts.errors import invalid_cursor
 from server.contracts.search import MatchPosition, SearchArgs, SearchItem, SearchResponse
 from server.reader import search as reader
@@ -15,7 +15,7 @@ from server.reader import search_items
 from server.reader.coverage import read_coverage, time_range_unprocessed
 from server.reader.cursor import request_digest
 from server.reader.fold import Folder
-from server.reader.objects import Evidence, evidence, object_rows
+from server.reader.objects import SUMMARY_TITLE_LIMIT, Evidence, evidence, object_rows
 from server.reader.scope import READABLE_SCOPES_LISTED, ResolvedScope, readable_scopes, resolve_page_scope
 from server.reader.search_query import COMMON_WORDS, content_words, needed
 from server.tools.base import Call, ToolSpec
@@ -297,6 +297,9 @@ async def _items(call: Call, conn: Any, scope_key: str, page: reader.SearchPage)
         held = {t for f in matched for t in f.terms}
         preview, position = _preview(call.folder, fields, page.needle)
         refs = evolution[(key[0], key[1])]
+        # As get_context's header label: a stored title, label or topic is free text to an import, and one of
+        # 200,000 characters made every page showing the item response_too_large.
+        title = capped_texts({"title": row.title}, SUMMARY_TITLE_LIMIT)
         items.append(
             SearchItem(
                 **item_base(row, scope, *evidence_of[row.object_type].of(row)),
@@ -308,7 +311,7 @@ async def _items(call: Call, conn: Any, scope_key: str, page: reader.SearchPage)
                 preview=preview,
                 preview_is_excerpt=True,
                 match_position=position,
-                title=row.title,
+                **title,
                 evolution_refs=[ObjectRef(type=t, id=i) for t, i in refs.refs],
                 evolution_ref_count=refs.total,
             )
