@@ -1,5 +1,6 @@
 """No single stored value makes a response unreadable: every free-text field `db import` accepts whole, at 120,000
-characters, leaves every tool answering at page_size 1 within the 100,000-byte response limit.
+characters, leaves every tool answering at page_size 1 within the 100,000-byte response limit. (A version name, a
+reference's or a coverage record's `source_version`, is an identifier: an import refuses one over 256 characters.)
 
 One database holds a copy of `story_graph()` per field, each in projects of its own (ids suffixed), with that one
 field huge: the tools read exactly one scope, so each copy's answers see only its own huge value. One import for all
@@ -9,6 +10,7 @@ of them keeps the test to seconds.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from mcp import Client
 from support import all_pages, client_for
 
 from server.contracts.common import Grant
+from server.store.errors import ImportRejected
 from server.store.importer import import_file
 from server.store.migrate import migrate
 
@@ -360,3 +363,23 @@ async def test_a_reference_at_the_worst_a_legal_record_allows_still_reads_at_pag
     ] * len(coverage["missing"])
     assert f"(the fragment is from {WORST_VERSION!r})" in read["content_note"]
     assert reads["current"]["source_version"] == "v1" and "source_version_is_excerpt" not in reads["current"]
+
+
+@pytest.mark.parametrize("where", ["reference", "coverage"])
+def test_an_import_refuses_a_version_name_over_256_characters_on_its_line(tmp_path: Path, where: str) -> None:
+    """A version names a `source_version` line, whose `version` is an id (at most 256): a 200,000-character one was
+    stored whole, and every answer showing it could only show an excerpt."""
+    lines = story_graph()
+    [line] = [line for line in lines if line.get("id") == ("ref-1" if where == "reference" else "r-alpha")]
+    if where == "reference":
+        line["source_version"] = "v" * 257
+    else:
+        line["coverage"]["sources"][0]["source_version"] = "v" * 257
+    field = "source_version" if where == "reference" else "coverage.sources[0].source_version"
+    number = lines.index(line) + 1
+    db = tmp_path / "graph.db"
+    migrate(db)
+    with pytest.raises(
+        ImportRejected, match=rf"line {number}, field '{re.escape(field)}': String should have at most 256"
+    ):
+        import_file(db, write_jsonl(tmp_path / "graph.jsonl", lines))

@@ -58,9 +58,15 @@ class ScopeLine(Contract):
     scope: Scope
 
 
+VersionName = Annotated[str, Field(max_length=256)]
+"""A version of a source named where a `source_version` line is not required (a reference's, a coverage record's):
+at most 256 characters, as the `version` of a `source_version` line (an `Id`) it names. It is an identifier, not free
+text: one of 200,000 characters was stored whole, and every answer showing it could only show an excerpt."""
+
+
 class CoverageSource(Contract):
     source_id: Id
-    source_version: str | None = None
+    source_version: VersionName | None = None
     """The version processed; null when it was not recorded."""
     fragments: list[tuple[Int, Int]] = Field(default_factory=list)
     """Processed `[start, end)` code-point ranges."""
@@ -416,7 +422,7 @@ class SourceReferenceLine(Contract):
     result_id: Id
     source_type: str
     original_source_id: Id
-    source_version: str | None = None
+    source_version: VersionName | None = None
     locator: Locator | None = None
     """Null: an old reference without a locator (its position is reported missing)."""
     title: str | None = None
