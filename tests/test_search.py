@@ -1080,6 +1080,31 @@ async def test_a_task_id_in_a_locator_is_searched_as_an_identifier_and_named_by_
     assert "ref-task-cache-migration" in refused["next_step"]
 
 
+async def test_the_call_a_query_note_shows_is_the_one_it_counted_with_the_same_filters(tmp_path: Path) -> None:
+    """query_note counts the other words with the request's filters, but showed only `{"query": "change plan"}`:
+    for a search of entities it said that call matches nothing, while the call as shown matches 2 items (an event
+    and a story), so an agent that believed it dropped the right next query, and one that made it got other hits
+    than counted. The call shown now carries the filters, and making it gives the count the note states."""
+    question = "why did we change the plan"
+    may = {"from": "2026-05-01T00:00:00+08:00", "to": "2026-05-31T23:59:59.999+08:00"}
+    asks: list[dict[str, Any]] = [
+        {"object_types": ["entity"]},
+        {"object_types": ["event", "story"], "time_range": may, "time_basis": "event_time"},
+        {"scope": ATLAS, "time_range": may, "time_basis": "recorded_at"},
+    ]
+    async with client_for(demo_db(tmp_path)) as client:
+        for filters in asks:
+            note = (await ok(client, SEARCH, {"query": question} | filters))["query_note"]
+            shown, claim = note.split("The other words alone (")[1].rsplit(") match ", 1)
+            made = await ok(client, SEARCH, orjson.loads(shown) | {"page_size": 50})
+            total = made["page"]["total_count"]
+            assert claim == ("nothing." if total == 0 else f"{total} item{'s' if total != 1 else ''}."), (filters, note)
+            assert orjson.loads(shown)["query"] == "change plan"
+            # The default time_basis is left out, as the caller may leave it out.
+            default = {"time_basis"} if filters.get("time_basis") == "event_time" else set()
+            assert set(orjson.loads(shown)) == {"query", *filters} - default
+
+
 async def test_a_question_typed_as_a_sentence_is_told_which_terms_are_common_words(tmp_path: Path) -> None:
     # 9 terms, 5 needed, 6 of them common words: the hits hold `we`, `for`, `the` ..., and Decision B (the answer)
     # is not among them; the note says so and what the other words match alone.

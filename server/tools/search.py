@@ -205,10 +205,27 @@ async def _query_note(
         return f"{said}: {rule}. Search for the words that name what you look for (2–4 keywords or an id)."
     time_range = _time_range(args)
     count = await _match_count(call, conn, scope, other, _types(args), time_range, args.time_basis)
+    # The call shown is the one counted: with the request's own filters. `{"query": "change plan"}` alone, shown
+    # for a search of entities, matched 2 items where the note said "nothing".
+    suggested: dict[str, Any] = {"query": other}
+    if args.scope is not None:
+        suggested["scope"] = scope.scope.model_dump(mode="json", by_alias=True)
+    if args.object_types is not None:
+        suggested["object_types"] = list(args.object_types)
+    if args.time_range is not None:
+        suggested["time_range"] = args.time_range.model_dump(by_alias=True)
+    if args.time_basis != "event_time":
+        suggested["time_basis"] = args.time_basis
     return (
         f"{said}: {rule}, and an item holding only the other words may not match. "
-        f'The other words alone ({{"query": {orjson.dumps(other).decode()}}}) match {count or "nothing"}.'
+        f"The other words alone ({_call(suggested)}) match {count or 'nothing'}."
     )
+
+
+def _call(arguments: dict[str, Any]) -> str:
+    """Arguments as JSON with a space after each top-level colon and comma, as the notes have always shown them."""
+    pairs = (f"{orjson.dumps(key).decode()}: {orjson.dumps(value).decode()}" for key, value in arguments.items())
+    return "{" + ", ".join(pairs) + "}"
 
 
 def _time_range(args: SearchArgs) -> tuple[str, str] | None:
