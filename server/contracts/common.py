@@ -332,6 +332,8 @@ class ItemBase(Contract):
 
     object_ref: ObjectRef
     object_revision: str | Unknown
+    """The row's stored revision, or 'unknown'. An entity change has none of its own: its object_revision is the
+    entity revision it points at (its stored entity_revision), shared by that entity's other changes of it."""
     result_id: str | None
     """The result this row belongs to; null for a current projection or a story line."""
     # Projects first: most items are stored in a project, and a client validating this anyOf stops at the first
