@@ -1105,6 +1105,19 @@ async def test_the_call_a_query_note_shows_is_the_one_it_counted_with_the_same_f
             assert set(orjson.loads(shown)) == {"query", *filters} - default
 
 
+async def test_a_common_word_matching_alone_is_not_offered_as_the_next_query(tmp_path: Path) -> None:
+    """`why did we change the plan` over entities finds nothing, and the note said "Terms that match alone: the.":
+    the one hint an agent acts on was a stop word. Common words are now named as such, never as the next query."""
+    async with client_for(demo_db(tmp_path)) as client:
+        only_common = await ok(client, SEARCH, {"query": "why did we change the plan", "object_types": ["entity"]})
+        both = await ok(client, SEARCH, {"query": "the Redis zebra quokka narwhal", "object_types": ["entity"]})
+    assert only_common["items"] == [] and both["items"] == []
+    note = only_common["no_match_note"]
+    assert "Terms that match alone" not in note
+    assert "Only common words match alone (the), which says little: search for the words that name what" in note
+    assert "Terms that match alone: redis (and common words: the)." in both["no_match_note"]
+
+
 async def test_a_question_typed_as_a_sentence_is_told_which_terms_are_common_words(tmp_path: Path) -> None:
     # 9 terms, 5 needed, 6 of them common words: the hits hold `we`, `for`, `the` ..., and Decision B (the answer)
     # is not among them; the note says so and what the other words match alone.

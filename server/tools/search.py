@@ -158,9 +158,19 @@ async def _no_match_note(
     if terms > 1:
         alone = [term for term in page.terms[:TERMS_CHECKED] if await _matches_alone(call, conn, scope, args, term)]
         checked = "" if terms <= TERMS_CHECKED else f" (of the first {TERMS_CHECKED})"
-        parts.append(
-            f"Terms that match alone{checked}: {', '.join(alone)}." if alone else f"No term{checked} matches alone."
-        )
+        # A common word matching alone is no next query: "Terms that match alone: the." sent agents to search "the".
+        words = [term for term in alone if term not in COMMON_WORDS]
+        common = [term for term in alone if term in COMMON_WORDS]
+        if words:
+            also = f" (and common words: {', '.join(common)})" if common else ""
+            parts.append(f"Terms that match alone{checked}: {', '.join(words)}{also}.")
+        elif common:
+            parts.append(
+                f"Only common words match alone{checked} ({', '.join(common)}), which says little: search for the "
+                "words that name what you look for."
+            )
+        else:
+            parts.append(f"No term{checked} matches alone.")
     excluded = page.unknown_time_excluded
     if excluded is not None and excluded.count > 0:
         count = excluded.count if excluded.exact else f"at least {excluded.count}"
