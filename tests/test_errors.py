@@ -433,6 +433,25 @@ async def test_an_offset_without_its_colon_is_named_as_such_not_as_missing(demo:
     assert "has no UTC offset" in local["problems"][0]["problem"]
 
 
+async def test_a_bare_date_is_answered_with_the_instants_that_cover_that_day(demo: Path) -> None:
+    """An agent asked about a day sends `2026-04-14`. The refusal said only "not an ISO 8601 date-time such as
+    2026-09-28T10:00:00Z", and the form an agent then reaches for as the end, `2026-04-14T23:59:59Z`, leaves out the
+    day's last second (the range is closed and compared as instants). It now names the instants to send, and those
+    find the load test, whose window ends at 2026-04-14T23:59:59.999Z."""
+    query = {"query": "SQLite", "object_types": ["event"]}
+    async with client_for(demo) as client:
+        refused = await error(client, SEARCH, query | {"time_range": {"from": "2026-04-14", "to": "2026-04-14"}})
+        sent = {
+            p["field"].removeprefix("time_range."): p["problem"].split(" send ")[1].split(" ")[0]
+            for p in refused["problems"]
+        }
+        found = await ok(client, SEARCH, query | {"time_range": sent})
+    assert refused["field"] == "time_range.from, time_range.to"
+    assert sent == {"from": "2026-04-14T00:00:00Z", "to": "2026-04-14T23:59:59.999Z"}
+    assert all("date without a time" in p["problem"] and "offset" in p["problem"] for p in refused["problems"])
+    assert [i["object_ref"]["id"] for i in found["items"]] == ["evt-load-test-window"]
+
+
 async def test_a_bare_id_or_name_where_an_object_is_expected_is_answered_with_the_shape_to_send(demo: Path) -> None:
     """Agents pass `"scope": "atlas"` or `"object_ref": "ent-decision-b"`; the problem shows the shape with what
     they sent in place, so the next call can be written from the error alone."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import sqlite3
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ PAIR = {"kind": "projects", "projectIds": ["beacon", "atlas"]}
 GLOBAL = {"kind": "global"}
 T = "2026-05-01T08:00:00+08:00"
 SEARCH = "story_graph_search"
+CONTEXT = "story_graph_get_context"
 
 
 def _graph(event_count: int = 23) -> list[dict[str, Any]]:
@@ -1081,6 +1083,44 @@ async def test_a_task_id_in_a_locator_is_searched_as_an_identifier_and_named_by_
     assert "ref-task-cache-migration" in refused["next_step"]
 
 
+async def test_the_call_a_query_note_shows_is_the_one_it_counted_with_the_same_filters(tmp_path: Path) -> None:
+    """query_note counts the other words with the request's filters, but showed only `{"query": "change plan"}`:
+    for a search of entities it said that call matches nothing, while the call as shown matches 2 items (an event
+    and a story), so an agent that believed it dropped the right next query, and one that made it got other hits
+    than counted. The call shown now carries the filters, and making it gives the count the note states."""
+    question = "why did we change the plan"
+    may = {"from": "2026-05-01T00:00:00+08:00", "to": "2026-05-31T23:59:59.999+08:00"}
+    asks: list[dict[str, Any]] = [
+        {"object_types": ["entity"]},
+        {"object_types": ["event", "story"], "time_range": may, "time_basis": "event_time"},
+        {"scope": ATLAS, "time_range": may, "time_basis": "recorded_at"},
+    ]
+    async with client_for(demo_db(tmp_path)) as client:
+        for filters in asks:
+            note = (await ok(client, SEARCH, {"query": question} | filters))["query_note"]
+            shown, claim = note.split("The other words alone (")[1].rsplit(") match ", 1)
+            made = await ok(client, SEARCH, orjson.loads(shown) | {"page_size": 50})
+            total = made["page"]["total_count"]
+            assert claim == ("nothing." if total == 0 else f"{total} item{'s' if total != 1 else ''}."), (filters, note)
+            assert orjson.loads(shown)["query"] == "change plan"
+            # The default time_basis is left out, as the caller may leave it out.
+            default = {"time_basis"} if filters.get("time_basis") == "event_time" else set()
+            assert set(orjson.loads(shown)) == {"query", *filters} - default
+
+
+async def test_a_common_word_matching_alone_is_not_offered_as_the_next_query(tmp_path: Path) -> None:
+    """`why did we change the plan` over entities finds nothing, and the note said "Terms that match alone: the.":
+    the one hint an agent acts on was a stop word. Common words are now named as such, never as the next query."""
+    async with client_for(demo_db(tmp_path)) as client:
+        only_common = await ok(client, SEARCH, {"query": "why did we change the plan", "object_types": ["entity"]})
+        both = await ok(client, SEARCH, {"query": "the Redis zebra quokka narwhal", "object_types": ["entity"]})
+    assert only_common["items"] == [] and both["items"] == []
+    note = only_common["no_match_note"]
+    assert "Terms that match alone" not in note
+    assert "Only common words match alone (the), which says little: search for the words that name what" in note
+    assert "Terms that match alone: redis (and common words: the)." in both["no_match_note"]
+
+
 async def test_a_question_typed_as_a_sentence_is_told_which_terms_are_common_words(tmp_path: Path) -> None:
     # 9 terms, 5 needed, 6 of them common words: the hits hold `we`, `for`, `the` ..., and Decision B (the answer)
     # is not among them; the note says so and what the other words match alone.
@@ -1103,3 +1143,98 @@ async def test_a_question_typed_as_a_sentence_is_told_which_terms_are_common_wor
     assert later["query_note"] is None  # first page only, like no_match_note
     assert plain["query_note"] is None
     assert only_common["query_note"] is not None and "name what you look for" in only_common["query_note"]
+
+
+async def test_a_from_finer_than_a_millisecond_never_keeps_a_time_before_it(tmp_path: Path) -> None:
+    """Stored times have millisecond precision. `from` 03:20:00.0001 was cut down to 03:20:00.000, so the demo's
+    Decision A event, at 03:20:00.000 (before `from`), was kept, and the echo showed a bound nobody sent. `from` is
+    now rounded up to the next stored millisecond and `to` down: exactly the stored times in [from, to]."""
+    db = demo_db(tmp_path)
+    query = {"query": "Redis", "object_types": ["event"]}
+    async with client_for(db) as client:
+        after = await ok(
+            client, SEARCH, query | {"time_range": {"from": "2026-03-10T03:20:00.0001Z", "to": "2026-03-10T04:00:00Z"}}
+        )
+        sub_micro = await ok(
+            client,
+            SEARCH,
+            query | {"time_range": {"from": "2026-03-10T11:20:00.0000001+08:00", "to": "2026-03-10T04:00:00Z"}},
+        )
+        until = await ok(
+            client, SEARCH, query | {"time_range": {"from": "2026-03-10T03:00:00Z", "to": "2026-03-10T03:20:00.0009Z"}}
+        )
+        within_one_ms = await ok(
+            client,
+            SEARCH,
+            query | {"time_range": {"from": "2026-03-10T03:20:00.0001Z", "to": "2026-03-10T03:20:00.0002Z"}},
+        )
+        context = await ok(
+            client,
+            CONTEXT,
+            {
+                "object_ref": {"type": "entity", "id": "ent-decision-a"},
+                "mode": "timeline",
+                "time_range": {"from": "2026-03-10T03:20:00.0001Z", "to": "2026-03-10T04:00:00Z"},
+            },
+        )
+    assert after["items"] == [] and after["time_range"]["from"] == "2026-03-10T03:20:00.001Z"
+    assert sub_micro["items"] == [] and sub_micro["time_range"]["from"] == "2026-03-10T03:20:00.001Z"
+    assert [i["object_ref"]["id"] for i in until["items"]] == ["evt-decision-a"]
+    assert until["time_range"]["to"] == "2026-03-10T03:20:00.000Z"
+    # Both ends inside one millisecond: an ordered range (not refused) that no stored time lies in.
+    assert within_one_ms["items"] == []
+    assert "evt-decision-a" not in {i["object_ref"]["id"] for i in context["items"]}
+
+
+async def test_a_preview_is_cut_between_words_and_character_clusters_and_marks_its_cut_end(tmp_path: Path) -> None:
+    """A preview opened 60 code points before the match wherever that fell ("…es per second" for "writes per
+    second", or a lone skin tone or accent without its base), and was cut at 400 code points in the middle of a
+    word ("when t") with nothing saying text followed. It now opens after a word boundary and a whole character
+    cluster, and a cut end is a whole word and `…`."""
+    async with client_for(demo_db(tmp_path)) as client:
+        opening = await ok(client, SEARCH, {"query": "§53"})
+        deep = await ok(client, SEARCH, {"query": "SD card 58% full"})
+        fragment = await ok(client, "story_graph_read_source", {"source_reference_id": "ref-long-doc"})
+        rest = await ok(
+            client,
+            "story_graph_read_source",
+            {"source_reference_id": "ref-long-doc", "cursor": fragment["page"]["next_cursor"]},
+        )
+    text = fragment["content"] + rest["content"]
+    for found in (opening, deep):
+        preview = next(i["preview"] for i in found["items"] if i["object_ref"]["id"] == "ref-long-doc")
+        assert len(preview) <= 400 and preview.startswith("fragment: …") and preview.endswith("…")
+        body = preview.removeprefix("fragment: …").removesuffix("…")
+        at = text.index(body)
+        assert not (text[at - 1].isalnum() and text[at].isalnum()), preview[:40]
+        assert not (text[at + len(body) - 1].isalnum() and text[at + len(body)].isalnum()), preview[-40:]
+    # Clusters: a family emoji (joined by U+200D) and a combining accent, the 60-code-point opening just after their
+    # first code point.
+    family = "\U0001f469\u200d\U0001f469\u200d\U0001f467"
+    for lead in (family, "e\u0301"):
+        description = "x" * 40 + " " + lead + "y" * (60 - len(lead)) + " NEEDLE done"
+        assert description.index("NEEDLE") - 60 == 42  # the code point after the cluster's first
+        db = imported_graph(
+            tmp_path,
+            [
+                {"kind": "project", "id": "atlas", "name": "Atlas"},
+                {"kind": "scope", "scope": ATLAS},
+                {"kind": "result", "id": "r", "scope": ATLAS, "review_generated_at": T, "recorded_at": T},
+                {
+                    "kind": "event",
+                    "id": "evt",
+                    "result_id": "r",
+                    "event_type": "note",
+                    "title": "t",
+                    "description": description,
+                    "recorded_at": T,
+                },
+            ],
+            name=f"cluster-{len(lead)}",
+        )
+        async with client_for(db) as client:
+            [item] = (await ok(client, SEARCH, {"query": "NEEDLE"}))["items"]
+        shown = item["preview"].split(" | ")[0].removeprefix("description: …")
+        assert description.endswith(shown) and "NEEDLE" in shown
+        first = description.index(shown)
+        assert unicodedata.category(shown[0]) not in ("Mn", "Me", "Mc", "Cf") and description[first - 1] != "\u200d"

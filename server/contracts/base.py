@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Final, Literal
 
 import orjson
@@ -89,6 +89,20 @@ def parse_instant(value: str) -> str:
 
 
 Instant = Annotated[str, AfterValidator(parse_instant), Field(description="ISO 8601 date-time with Z or ±HH:MM")]
+
+FRACTION: Final = re.compile(r"T[^.,]*[.,](\d+)")
+
+
+def finer_than_a_millisecond(value: str) -> bool:
+    """Whether a time as written holds a non-zero part below the millisecond (`.0001`), which `parse_instant` drops:
+    Python parses at most microseconds, and the stored form keeps milliseconds."""
+    fraction = FRACTION.search(value)
+    return fraction is not None and fraction.group(1)[3:].strip("0") != ""
+
+
+def next_millisecond(stored: str) -> str:
+    """The stored-form time one millisecond after `stored` (itself in the stored form)."""
+    return format_utc(datetime.fromisoformat(stored) + timedelta(milliseconds=1))
 
 
 class GlobalScope(Contract):

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import re
+from collections.abc import Callable
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, ModelWrapValidatorHandler, model_validator
 
-from server.contracts.base import Contract, GlobalScope, Instant, ObjectRef, ProjectsScope, Scope
+from server.contracts.base import (
+    Contract,
+    GlobalScope,
+    Instant,
+    ObjectRef,
+    ProjectsScope,
+    Scope,
+    finer_than_a_millisecond,
+    next_millisecond,
+)
 
 Unknown = Literal["unknown"]
 TimeBasis = Literal["event_time", "review_generated_at", "recorded_at"]
@@ -109,23 +120,59 @@ def _optional_takes_null(schema: dict[str, Any]) -> None:
 NULL: dict[str, Any] = {"type": "null"}
 
 
-class TimeRange(Contract):
-    """A closed interval `[from, to]`; both ends inclusive, compared as instants."""
+BARE_DATE: Final = re.compile(r"\s*(\d{4}-\d{2}-\d{2})\s*")
 
-    from_: Instant = Field(alias="from")
-    to: Instant
+
+def _range_end(end: Literal["from", "to"]) -> Callable[[Any], Any]:
+    """An end of a time_range: an instant, and for a bare date (an agent asked about a day) the instant to send.
+    The range is closed and compared as instants, so a day's end is its last millisecond: `23:59:59Z`, the form an
+    agent reaches for, would leave out the day's last second."""
+
+    def check(value: Any) -> Any:
+        day = BARE_DATE.fullmatch(value) if isinstance(value, str) else None
+        if day is not None:
+            at = "00:00:00Z" if end == "from" else "23:59:59.999Z"
+            raise ValueError(
+                f"{value!r} is a date without a time; an end of time_range is an instant: send {day.group(1)}T{at} "
+                f"for the {'start' if end == 'from' else 'end'} of that day in UTC (ends are inclusive), or the same "
+                "time with your offset, e.g. +08:00, for the day in that time zone"
+            )
+        return value  # Instant parses it (or names what is wrong)
+
+    return check
+
+
+class TimeRange(Contract):
+    """A closed interval `[from, to]`; both ends inclusive, compared as instants (a whole day: from
+    2026-04-14T00:00:00Z to 2026-04-14T23:59:59.999Z)."""
+
+    from_: Annotated[Instant, BeforeValidator(_range_end("from"))] = Field(alias="from")
+    to: Annotated[Instant, BeforeValidator(_range_end("to"))]
 
     model_config = Contract.model_config | {"populate_by_name": True}
 
-    @model_validator(mode="after")
-    def _ordered(self) -> TimeRange:
-        if self.to < self.from_:
+    @model_validator(mode="wrap")
+    @classmethod
+    def _ordered(cls, data: Any, handler: ModelWrapValidatorHandler[TimeRange]) -> TimeRange:
+        parsed = handler(data)  # both ends in the stored form: cut down to the millisecond
+        if parsed.to < parsed.from_:
             # Show both in UTC: with two offsets, ends that read as ordered may not be as instants.
             raise ValueError(
-                f"time_range.from ({self.from_} in UTC) is after time_range.to ({self.to} in UTC); the ends are "
+                f"time_range.from ({parsed.from_} in UTC) is after time_range.to ({parsed.to} in UTC); the ends are "
                 "compared as instants: swap them or correct an offset"
             )
-        return self
+        # Stored times have millisecond precision. `to` cut down keeps exactly the stored times up to it; `from` cut
+        # down would keep one before it (from 03:20:00.0001 kept an event at 03:20:00.000), so it is rounded up.
+        # Both ends inside one millisecond then make an empty range, never a refusal of an ordered one.
+        raw = data.get("from", data.get("from_")) if isinstance(data, dict) else None
+        if isinstance(raw, str) and finer_than_a_millisecond(raw):
+            try:
+                return parsed.model_copy(update={"from_": next_millisecond(parsed.from_)})
+            except OverflowError:
+                raise ValueError(
+                    f"time_range.from ({raw!r}) rounded up to the next millisecond is past the year 9999"
+                ) from None
+        return parsed
 
 
 class Grant(Contract):
@@ -305,7 +352,9 @@ class ItemBase(Contract):
 
     object_ref: ObjectRef
     object_revision: str | Unknown
-    """The stored revision, at most TEXT_LIMIT code points (`object_revision_is_excerpt: true` when cut)."""
+    """The row's stored revision, or 'unknown', at most TEXT_LIMIT code points (`object_revision_is_excerpt: true`
+    when cut). An entity change has none of its own: its object_revision is the entity revision it points at (its
+    stored entity_revision), shared by that entity's other changes of it."""
     object_revision_is_excerpt: ExcerptFlag = False
     result_id: str | None
     """The result this row belongs to; null for a current projection or a story line."""

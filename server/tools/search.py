@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import unicodedata
+from typing import Any, Final
 
 import orjson
 
@@ -26,6 +27,7 @@ PREVIEW_LIMIT = 400
 TERMS_CHECKED = 8  # a note on zero hits checks at most this many terms one by one
 PREVIEW_HEAD = 60  # code points kept before a match that starts deep inside a long field
 TERMS_WINDOW = 240  # code points a term-only preview tries to show the most distinct terms within
+PREVIEW_TAIL_BACK = 30  # code points a cut preview end moves back at most to end after a whole word
 TERM_OCCURRENCES = 200  # occurrences of each term looked at when placing it (bounds the work on a long field)
 DESCRIPTION = """Search the stored work history (stories, experiences, decisions, events, entities, how they \
 changed, summaries and saved source fragments) of the current project or an explicit scope.
@@ -156,9 +158,19 @@ async def _no_match_note(
     if terms > 1:
         alone = [term for term in page.terms[:TERMS_CHECKED] if await _matches_alone(call, conn, scope, args, term)]
         checked = "" if terms <= TERMS_CHECKED else f" (of the first {TERMS_CHECKED})"
-        parts.append(
-            f"Terms that match alone{checked}: {', '.join(alone)}." if alone else f"No term{checked} matches alone."
-        )
+        # A common word matching alone is no next query: "Terms that match alone: the." sent agents to search "the".
+        words = [term for term in alone if term not in COMMON_WORDS]
+        common = [term for term in alone if term in COMMON_WORDS]
+        if words:
+            also = f" (and common words: {', '.join(common)})" if common else ""
+            parts.append(f"Terms that match alone{checked}: {', '.join(words)}{also}.")
+        elif common:
+            parts.append(
+                f"Only common words match alone{checked} ({', '.join(common)}), which says little: search for the "
+                "words that name what you look for."
+            )
+        else:
+            parts.append(f"No term{checked} matches alone.")
     excluded = page.unknown_time_excluded
     if excluded is not None and excluded.count > 0:
         count = excluded.count if excluded.exact else f"at least {excluded.count}"
@@ -203,10 +215,27 @@ async def _query_note(
         return f"{said}: {rule}. Search for the words that name what you look for (2–4 keywords or an id)."
     time_range = _time_range(args)
     count = await _match_count(call, conn, scope, other, _types(args), time_range, args.time_basis)
+    # The call shown is the one counted: with the request's own filters. `{"query": "change plan"}` alone, shown
+    # for a search of entities, matched 2 items where the note said "nothing".
+    suggested: dict[str, Any] = {"query": other}
+    if args.scope is not None:
+        suggested["scope"] = scope.scope.model_dump(mode="json", by_alias=True)
+    if args.object_types is not None:
+        suggested["object_types"] = list(args.object_types)
+    if args.time_range is not None:
+        suggested["time_range"] = args.time_range.model_dump(by_alias=True)
+    if args.time_basis != "event_time":
+        suggested["time_basis"] = args.time_basis
     return (
         f"{said}: {rule}, and an item holding only the other words may not match. "
-        f'The other words alone ({{"query": {orjson.dumps(other).decode()}}}) match {count or "nothing"}.'
+        f"The other words alone ({_call(suggested)}) match {count or 'nothing'}."
     )
+
+
+def _call(arguments: dict[str, Any]) -> str:
+    """Arguments as JSON with a space after each top-level colon and comma, as the notes have always shown them."""
+    pairs = (f"{orjson.dumps(key).decode()}: {orjson.dumps(value).decode()}" for key, value in arguments.items())
+    return "{" + ", ".join(pairs) + "}"
 
 
 def _time_range(args: SearchArgs) -> tuple[str, str] | None:
@@ -355,9 +384,62 @@ def _preview(folder: Folder, fields: list[_Field], needle: str) -> tuple[str, Ma
         text = f.text
         start = position.start if position is not None and f.field == position.field else _terms_start(f)
         if start > PREVIEW_HEAD:
-            text = "…" + text[start - PREVIEW_HEAD :]
+            text = "…" + text[_word_start(text, start - PREVIEW_HEAD, start) :]
         parts.append(f"{f.field}: {text}")
-    return " | ".join(parts)[:PREVIEW_LIMIT], position
+    return _preview_end(" | ".join(parts)), position
+
+
+JOINERS: Final = frozenset("\u200c\u200d")
+"""Zero-width (non-)joiners: the character after one belongs to the cluster before it."""
+
+
+def _continues(text: str, at: int) -> bool:
+    """Whether text[at] continues the character before it on screen (a combining mark, a variation selector, an
+    emoji skin tone, or the character after a joiner): a cut there would show it without its base."""
+    ch = text[at]
+    return (
+        unicodedata.category(ch) in ("Mn", "Mc", "Me")
+        or ch in JOINERS
+        or "\U0001f3fb" <= ch <= "\U0001f3ff"
+        or (at > 0 and text[at - 1] in JOINERS)
+    )
+
+
+def _in_word(text: str, at: int) -> bool:
+    """Whether a cut before text[at] splits a word of a script that separates words with spaces (a Han or kana run
+    has no such boundary: any cut there is as good as another)."""
+    before, after = text[at - 1], text[at]
+    return _spaced_word(before) and _spaced_word(after)
+
+
+def _spaced_word(ch: str) -> bool:
+    return ch.isalnum() and not unicodedata.name(ch, "").startswith(("CJK", "HIRAGANA", "KATAKANA", "HANGUL"))
+
+
+def _word_start(text: str, at: int, limit: int) -> int:
+    """Where a preview opening near `at` starts: not inside a word ("…es per second" for "writes per second") nor
+    inside a character cluster, moving forward at most to `limit` (the match itself stays shown)."""
+    start = at
+    if _in_word(text, start):
+        space = next((i for i in range(start, limit) if text[i].isspace()), None)
+        start = space + 1 if space is not None else start
+    while start < limit and _continues(text, start):
+        start += 1
+    return start
+
+
+def _preview_end(preview: str) -> str:
+    """At most PREVIEW_LIMIT code points; a cut one ends with `…` after a whole word and a whole character cluster
+    (it ended "…when t" with no mark that text followed)."""
+    if len(preview) <= PREVIEW_LIMIT:
+        return preview
+    end = PREVIEW_LIMIT - 1  # room for the mark
+    if _in_word(preview, end):
+        space = next((i for i in range(end - 1, end - PREVIEW_TAIL_BACK, -1) if preview[i].isspace()), None)
+        end = space if space is not None else end
+    while end > 0 and _continues(preview, end):
+        end -= 1
+    return preview[:end].rstrip() + "…"
 
 
 def _terms_start(f: _Field) -> int:
