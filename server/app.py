@@ -113,6 +113,13 @@ class StoryGraphServer(MCPServer[Any]):
             version=package_version(),
             instructions=SERVER_INSTRUCTIONS,
             lifespan=self._lifespan,
+            # No `subscriptions/listen`: served, it made the SDK advertise `tools.listChanged: true` at 2026-07-28
+            # (and accept listen streams, over HTTP an open SSE response), yet nothing ever publishes a change.
+            # The tool list does change (the policy switches hide the tools, SPEC §6), but the change is found
+            # by a lazy stat of the policy file on the next list or call, so there is no moment to notify; and a
+            # stateless HTTP server has no channel to notify a 2025-era client on. So `listChanged` is false in
+            # every era, the method answers -32601 Method not found, and clients re-list (docs/clients.md).
+            subscriptions=False,
         )
         self.db_path = db_path
         self.access = access

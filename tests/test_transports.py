@@ -19,10 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from http_support import SECRET, TOKENS, http_client, http_server, policy_text, stdio_session, write_secret
 from mcp import Client, MCPError
-from mcp.types import METHOD_NOT_FOUND
+from mcp.types import (
+    METHOD_NOT_FOUND,
+    SubscriptionFilter,
+    SubscriptionsListenRequest,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+)
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from support import demo_db, error, ok
 
 from server.app import build_server
@@ -39,6 +47,9 @@ ATLAS = {"kind": "projects", "projectIds": ["atlas"]}
 BEACON = {"kind": "projects", "projectIds": ["beacon"]}
 GRANT = {"default_project": "atlas", "projects": ["atlas", "beacon"], "allow_global": False}
 Transcript = list[tuple[str, Any]]
+LISTEN_WAIT = 30.0
+"""Seconds a refused `subscriptions/listen` may take (a bound for the old behaviour, an acknowledged stream that
+never ends; not a speed limit)."""
 
 
 def write_policy(path: Path, *, server_on: bool = True, client_on: bool = True) -> None:
@@ -203,8 +214,37 @@ async def capability_scenarios(h: Harness) -> None:
         h.record(method, [refused.value.error.code, refused.value.error.message, refused.value.error.data])
 
 
+async def list_changed_scenarios(h: Harness) -> None:
+    """No `tools.listChanged`, in either era. At 2026-07-28 the SDK advertised it (true) because it served
+    `subscriptions/listen`, and acknowledged a listen stream (over HTTP an SSE response held open), but nothing ever
+    published a change: a client that trusted it kept a stale tool list after a switch hid the tools. The list does
+    change with the switches (switch_scenarios), so clients are told not to expect a notification: `listChanged` is
+    false and `subscriptions/listen` answers Method not found, as an unadvertised method does."""
+    tools = h.client.server_capabilities.tools
+    assert tools is not None and not tools.list_changed
+    h.record("tools capability", tools.model_dump(by_alias=True, exclude_none=True))
+    with pytest.raises(MCPError) as refused:
+        await listen_for_tool_changes(h.client)
+    assert refused.value.error.code == METHOD_NOT_FOUND
+    h.record("subscriptions/listen", [refused.value.error.code, refused.value.error.message, refused.value.error.data])
+
+
+async def listen_for_tool_changes(client: Client) -> None:
+    """Open a `subscriptions/listen` stream for tool list changes and leave it once acknowledged."""
+    with anyio.fail_after(LISTEN_WAIT):
+        if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            async with client.listen(tools_list_changed=True):
+                return  # acknowledged: the server would hold the stream open and never send on it
+        # The SDK client refuses listen() before 2026-07-28 on its own; ask the server anyway.
+        listen = SubscriptionsListenRequest(
+            params=SubscriptionsListenRequestParams(notifications=SubscriptionFilter(tools_list_changed=True))
+        )
+        await client.session.send_request(listen, SubscriptionsListenResult)
+
+
 SCENARIOS: tuple[Callable[[Harness], Awaitable[None]], ...] = (
     capability_scenarios,
+    list_changed_scenarios,
     scope_scenarios,
     paging_scenarios,
     citation_scenarios,
