@@ -343,9 +343,9 @@ def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
                 )
             )  # fmt: skip
 
-    # A leaf's description is a row of the object it describes, not an event of its own: it stores no time, and the
-    # described object's own rows (always selected with it) say whether that object's time is known. Counting it
-    # listed a dated event as undated, and one undated event twice.
+    # A leaf's description is a row of the object it describes, not an event of its own: it stores no time (its row
+    # takes the object's, context_rows.leaf_facts), and the described object's own rows (always selected with it)
+    # say whether that object's time is known. Counting it listed one undated event twice (under its leaf's id too).
     undated = [
         u
         for u in sel.units
