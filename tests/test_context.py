@@ -176,7 +176,8 @@ async def test_a_leaf_description_is_not_an_event_of_unknown_time(demo: Path) ->
 
 def _leaf_times_graph() -> list[dict[str, Any]]:
     """small_graph (ev-1 dated T0..T1 with leaf-1's description; ev-2 undated) and a later review whose leaf-2
-    describes ev-1 (a result holding no row of it) and ev-2."""
+    describes ev-1 (a result holding no row of it), ev-2, the entity change ent-a#decided (ev-1's), the summary sum-1
+    and the source reference ref-1."""
     at = "2026-04-01T00:00:00Z"
     return [
         *small_graph(),
@@ -189,6 +190,9 @@ def _leaf_times_graph() -> list[dict[str, Any]]:
             "facts": [
                 {"object_ref": _ref("event", "ev-1"), "description": "a later review's wording of the choice"},
                 {"object_ref": _ref("event", "ev-2"), "description": "still an open question"},
+                {"object_ref": _ref("entity_change", "ent-a#decided"), "description": "leaf 2 on the decision"},
+                {"object_ref": _ref("summary", "sum-1"), "description": "leaf 2 on the summary"},
+                {"object_ref": _ref("source_reference", "ref-1"), "description": "leaf 2 on the message"},
             ],
         },
     ]
@@ -246,6 +250,39 @@ async def test_a_leaf_description_takes_its_event_time(tmp_path: Path) -> None:
     assert (gap["count"], gap["refs"]) == (1, [_ref("event", "ev-2")])
     assert not any(i["row_kind"] == "leaf" for i in undated_in_range["items"])
     assert undated_in_range["unknown_time_excluded_count"] == undated["undated_count"]
+
+
+async def test_a_leaf_description_of_a_change_summary_or_source_reference_is_read(tmp_path: Path) -> None:
+    """get_context on an entity change, a summary or a source reference that a leaf describes failed with
+    internal_error in both modes: the selection and the header read the change's event, the summary's open items and
+    the reference's source type from every target row, the leaf's too, which holds none of them. They are read from
+    the objects' own rows now; the leaf's description is its own item, at the object's event time (an entity
+    change's: its event's), and counts as no summary or evidence of its own."""
+    grant = Grant(default_project="alpha")
+    async with client_for(imported_graph(tmp_path, _leaf_times_graph()), grant) as client:
+        read = {
+            (object_type, object_id, mode): await read_all(
+                client, {"object_ref": _ref(object_type, object_id), "mode": mode}
+            )
+            for object_type, object_id in (
+                ("entity_change", "ent-a#decided"),
+                ("summary", "sum-1"),
+                ("source_reference", "ref-1"),
+            )
+            for mode in ("current", "timeline")
+        }
+    for (object_type, object_id, _), page in read.items():
+        leaf = objects(page)[(object_type, f"leaf:leaf-2:{object_id}", "r-alpha-2")]
+        assert leaf["describes"] == _ref(object_type, object_id) and leaf["data"]["leaf_id"] == "leaf-2"
+    rows = objects(read[("entity_change", "ent-a#decided", "timeline")])
+    own = rows[("entity_change", "ent-a#decided", "r-alpha")]
+    leaf = rows[("entity_change", "leaf:leaf-2:ent-a#decided", "r-alpha-2")]
+    assert own["event_time"] == rows[("event", "ev-1", "r-alpha")]["event_time"] == "2026-03-01T10:00:00.000Z"
+    assert (leaf["undated"], leaf["event_interval"]) == (False, own["event_interval"])
+    summary = read[("summary", "sum-1", "current")]["header"]
+    assert [o["text"] for o in summary["open_items"]] == ["benchmark", "备份策略"]
+    reference = read[("source_reference", "ref-1", "current")]["header"]
+    assert reference["evidence_ref_count"] == 1
 
 
 async def test_the_current_header_lists_the_newest_evolution(demo: Path) -> None:

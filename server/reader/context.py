@@ -349,10 +349,11 @@ async def select(
         event_ids.extend(await load.column(EVENT_IDS_OF_ENTITIES, ids=entity_ids))
     if object_type == "event":
         chosen.add(await load.changes_of_events([object_id]), "evolution")
+    # A leaf's description of a change (a target row) holds none of the change's fields: the change's own row does.
     event_ids.extend(
         u.value("event_id")
         for u in chosen.units.values()
-        if u.row.object_type == "entity_change" and u.value("event_id")
+        if u.row.object_type == "entity_change" and u.row.row_kind != "leaf" and u.value("event_id")
     )
     chosen.add((await load.primary([("event", i) for i in sorted(set(event_ids))])).values(), "evolution")
 

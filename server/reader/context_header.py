@@ -114,8 +114,14 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
     ]
     conflicting.sort(key=lambda u: u.row.object_id)
     conflicts = [_conflict(sel, u) for u in conflicting[:HEADER_LIMIT]]
+    # Read the stored fields of the objects' own rows: a leaf's description of a summary or of a source reference (a
+    # target row) holds none of them (no open items, no source type) and is no summary or evidence of its own.
     summaries = sorted(
-        (u for u in sel.units if u.row.object_type == "summary" and u.role in ("summary", "target")),
+        (
+            u
+            for u in sel.units
+            if u.row.object_type == "summary" and u.role in ("summary", "target") and u.row.row_kind != "leaf"
+        ),
         key=lambda u: (u.row.review_generated_at or "", u.row.object_id),
     )
     open_items = [
@@ -134,7 +140,7 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         HEADER_LIMIT - len(dated), (u for u in evolution if u.row.event_time_start is None), key=_time_order
     )
     shown_evolution = sorted(dated, key=_time_order) + undated
-    evidence = [u for u in sel.units if u.row.object_type == "source_reference"]
+    evidence = [u for u in sel.units if u.row.object_type == "source_reference" and u.row.row_kind != "leaf"]
     results = sorted(
         {(u.row.review_generated_at or "", u.row.result_key) for u in sel.target_units if u.row.result_key}
     )
