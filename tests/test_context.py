@@ -8,8 +8,9 @@ from typing import Any
 
 import orjson
 import pytest
+from jsonl_graph import ALPHA as ALPHA_SMALL
 from jsonl_graph import PAIR as GRAPH_PAIR
-from jsonl_graph import imported_graph, story_graph
+from jsonl_graph import imported_graph, small_graph, story_graph
 from mcp import Client
 from support import all_pages, client_for, demo_db, error, ok
 
@@ -160,15 +161,128 @@ async def test_a_leaf_description_is_not_an_event_of_unknown_time(demo: Path) ->
     """get_context on the revision event (dated 2026-05-02) named it in known_gaps.unknown_event_time, through its
     leaf description (which stores no time: it is a description, not an event), and counted the undated
     evt-unknown-time-1 twice, once for its own row and once for its leaf's, though a gap counts objects once. The
-    gap now reads the objects' own rows; the leaf rows stay undated items of the timeline."""
+    gap reads the objects' own rows; the leaf row takes its event's time (test below)."""
     async with client_for(demo) as client:
         dated = await read_all(client, {"object_ref": _ref("event", "evt-revision-a-to-b"), "mode": "timeline"})
         undated = await ok(client, CONTEXT, {"object_ref": _ref("event", "evt-unknown-time-1")})
+    event = next(i for i in dated["items"] if i["row_kind"] == "result" and i["object_ref"]["type"] == "event")
     leaf = next(i for i in dated["items"] if i["row_kind"] == "leaf")
-    assert leaf["undated"] is True and leaf["describes"] == _ref("event", "evt-revision-a-to-b")
+    assert leaf["describes"] == _ref("event", "evt-revision-a-to-b")
+    assert leaf["undated"] is False and leaf["event_time"] == event["event_time"] == "2026-05-02T01:17:00.000Z"
     assert "unknown_event_time" not in {g["kind"] for g in dated["known_gaps"]}
     gap = next(g for g in undated["known_gaps"] if g["kind"] == "unknown_event_time")
     assert (gap["count"], gap["refs"]) == (1, [_ref("event", "evt-unknown-time-1")])
+
+
+def _leaf_times_graph() -> list[dict[str, Any]]:
+    """small_graph (ev-1 dated T0..T1 with leaf-1's description; ev-2 undated) and a later review whose leaf-2
+    describes ev-1 (a result holding no row of it), ev-2, the entity change ent-a#decided (ev-1's), the summary sum-1
+    and the source reference ref-1."""
+    at = "2026-04-01T00:00:00Z"
+    return [
+        *small_graph(),
+        {"kind": "result", "id": "r-alpha-2", "scope": ALPHA_SMALL, "review_generated_at": at, "recorded_at": at},
+        {
+            "kind": "leaf",
+            "id": "leaf-2",
+            "result_id": "r-alpha-2",
+            "recorded_at": at,
+            "facts": [
+                {"object_ref": _ref("event", "ev-1"), "description": "a later review's wording of the choice"},
+                {"object_ref": _ref("event", "ev-2"), "description": "still an open question"},
+                {"object_ref": _ref("entity_change", "ent-a#decided"), "description": "leaf 2 on the decision"},
+                {"object_ref": _ref("summary", "sum-1"), "description": "leaf 2 on the summary"},
+                {"object_ref": _ref("source_reference", "ref-1"), "description": "leaf 2 on the message"},
+            ],
+        },
+    ]
+
+
+async def test_a_leaf_description_takes_its_event_time(tmp_path: Path) -> None:
+    """A leaf stores no event time, so a dated event's leaf descriptions were undated items: listed after every
+    dated object in the timeline, far from their event, and left out by a time_range that keeps the event (counted
+    among the rows with no time, `event 2` in the header's time_note). A leaf's row now takes the event time of the
+    object it describes, so it stands at that time, and a time_range keeps or
+    drops it with its object; a leaf of an undated event stays undated. Its review and record times stay its own.
+    Read one fragment per page: every row once, in order, whichever page it falls on."""
+    grant = Grant(default_project="alpha")
+    ev1 = {"object_ref": _ref("event", "ev-1"), "mode": "timeline", "page_size": 1}
+    ev2 = {"object_ref": _ref("event", "ev-2"), "mode": "timeline", "page_size": 1}
+    # Meets ev-1 (2026-03-01T10:00Z to 2026-03-02T10:30Z) by its end only: the leaves must carry the whole interval.
+    march_2 = {"time_range": {"from": "2026-03-02T00:00:00Z", "to": "2026-03-02T23:59:59Z"}}
+    async with client_for(imported_graph(tmp_path, _leaf_times_graph()), grant) as client:
+        timeline = await read_all(client, ev1)
+        in_range = await read_all(client, ev1 | march_2)
+        current = await ok(client, CONTEXT, {"object_ref": _ref("event", "ev-1")} | march_2)
+        undated = await read_all(client, ev2)
+        undated_in_range = await read_all(client, ev2 | march_2)
+
+    found = objects(timeline)
+    keys = [(i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"]) for i in timeline["items"]]
+    assert len(keys) == len(set(keys)) == len(found) == timeline["page"]["total_count"]  # one fragment each here
+    event = found[("event", "ev-1", "r-alpha")]
+    leaves = {key: i for key, i in found.items() if i["row_kind"] == "leaf"}
+    assert set(leaves) == {("event", "leaf:leaf-1:ev-1", "r-alpha"), ("event", "leaf:leaf-2:ev-1", "r-alpha-2")}
+    for leaf in leaves.values():
+        assert leaf["undated"] is False
+        assert (leaf["event_time"], leaf["event_interval"]) == (event["event_time"], event["event_interval"])
+        assert leaf["describes"] == _ref("event", "ev-1")
+    assert leaves[("event", "leaf:leaf-2:ev-1", "r-alpha-2")]["review_generated_at"] == "2026-04-01T00:00:00.000Z"
+    # Dated items in (event time, type, id, result) order, then the undated ones; here the leaves follow their event
+    # (same time and type, and "ev-1" < "leaf:…").
+    flags = [i["undated"] for i in timeline["items"]]
+    assert flags == sorted(flags) and timeline["undated_count"] == sum(flags)
+    dated = [(i["event_time"], *key) for i, key in zip(timeline["items"], keys, strict=True) if not i["undated"]]
+    assert dated == sorted(dated)
+    at = keys.index(("event", "ev-1", "r-alpha"))
+    assert set(keys[at + 1 : at + 3]) == set(leaves)
+
+    # With a time_range, the leaves go with their event; the rows left out are those with no time only.
+    kept = objects(in_range)
+    assert set(leaves) | {("event", "ev-1", "r-alpha")} <= set(kept)
+    assert in_range["unknown_time_excluded_count"] == timeline["undated_count"] == len(found) - len(kept)
+    assert "event" not in current["header"]["time_note"].split("rows (")[1]
+
+    # A leaf of an undated event stays undated, is left out by a time_range, and the gap counts its event once.
+    leaf2 = objects(undated)[("event", "leaf:leaf-2:ev-2", "r-alpha-2")]
+    assert (leaf2["undated"], leaf2["event_time"], leaf2["event_interval"]) == (True, None, None)
+    gap = next(g for g in undated["known_gaps"] if g["kind"] == "unknown_event_time")
+    assert (gap["count"], gap["refs"]) == (1, [_ref("event", "ev-2")])
+    assert not any(i["row_kind"] == "leaf" for i in undated_in_range["items"])
+    assert undated_in_range["unknown_time_excluded_count"] == undated["undated_count"]
+
+
+async def test_a_leaf_description_of_a_change_summary_or_source_reference_is_read(tmp_path: Path) -> None:
+    """get_context on an entity change, a summary or a source reference that a leaf describes failed with
+    internal_error in both modes: the selection and the header read the change's event, the summary's open items and
+    the reference's source type from every target row, the leaf's too, which holds none of them. They are read from
+    the objects' own rows now; the leaf's description is its own item, at the object's event time (an entity
+    change's: its event's), and counts as no summary or evidence of its own."""
+    grant = Grant(default_project="alpha")
+    async with client_for(imported_graph(tmp_path, _leaf_times_graph()), grant) as client:
+        read = {
+            (object_type, object_id, mode): await read_all(
+                client, {"object_ref": _ref(object_type, object_id), "mode": mode}
+            )
+            for object_type, object_id in (
+                ("entity_change", "ent-a#decided"),
+                ("summary", "sum-1"),
+                ("source_reference", "ref-1"),
+            )
+            for mode in ("current", "timeline")
+        }
+    for (object_type, object_id, _), page in read.items():
+        leaf = objects(page)[(object_type, f"leaf:leaf-2:{object_id}", "r-alpha-2")]
+        assert leaf["describes"] == _ref(object_type, object_id) and leaf["data"]["leaf_id"] == "leaf-2"
+    rows = objects(read[("entity_change", "ent-a#decided", "timeline")])
+    own = rows[("entity_change", "ent-a#decided", "r-alpha")]
+    leaf = rows[("entity_change", "leaf:leaf-2:ent-a#decided", "r-alpha-2")]
+    assert own["event_time"] == rows[("event", "ev-1", "r-alpha")]["event_time"] == "2026-03-01T10:00:00.000Z"
+    assert (leaf["undated"], leaf["event_interval"]) == (False, own["event_interval"])
+    summary = read[("summary", "sum-1", "current")]["header"]
+    assert [o["text"] for o in summary["open_items"]] == ["benchmark", "备份策略"]
+    reference = read[("source_reference", "ref-1", "current")]["header"]
+    assert reference["evidence_ref_count"] == 1
 
 
 async def test_the_current_header_lists_the_newest_evolution(demo: Path) -> None:

@@ -2,7 +2,8 @@
 
 Selection (every query is bound to the resolved scope's key, so nothing of another scope is read):
 - target rows: the current projection, each result's entity revision, and each successful leaf's
-  independent description (its own item, id 'leaf:<leaf_id>:<object_id>'); none hides another;
+  independent description (its own item, id 'leaf:<leaf_id>:<object_id>', at the object's event time);
+  none hides another;
 - its direct neighbourhood: relations touching it (and, for a relation, its ends), the objects at
   their other ends when those are stored in the scope, entity changes and events (through
   event_entities and the changes' events), summaries that list it, and the saved source references
@@ -280,7 +281,7 @@ async def select(
     target_units = [primary] if primary is not None else []
     if object_type == "entity":
         target_units.extend(await load.entity_revisions(object_id))
-    target_units.extend(await load.leaf_facts(object_type, object_id))
+    target_units.extend(await load.leaf_facts(object_type, object_id, primary.row if primary else None))
     target_units = list(chosen.add(target_units, "target"))
 
     # Whose relations, changes, events and summaries count as the neighbourhood.
@@ -348,10 +349,11 @@ async def select(
         event_ids.extend(await load.column(EVENT_IDS_OF_ENTITIES, ids=entity_ids))
     if object_type == "event":
         chosen.add(await load.changes_of_events([object_id]), "evolution")
+    # A leaf's description of a change (a target row) holds none of the change's fields: the change's own row does.
     event_ids.extend(
         u.value("event_id")
         for u in chosen.units.values()
-        if u.row.object_type == "entity_change" and u.value("event_id")
+        if u.row.object_type == "entity_change" and u.row.row_kind != "leaf" and u.value("event_id")
     )
     chosen.add((await load.primary([("event", i) for i in sorted(set(event_ids))])).values(), "evolution")
 

@@ -121,8 +121,14 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
     ]
     conflicting.sort(key=lambda u: u.row.object_id)
     conflicts = [_conflict(sel, u) for u in conflicting[:HEADER_LIMIT]]
+    # Read the stored fields of the objects' own rows: a leaf's description of a summary or of a source reference (a
+    # target row) holds none of them (no open items, no source type) and is no summary or evidence of its own.
     summaries = sorted(
-        (u for u in sel.units if u.row.object_type == "summary" and u.role in ("summary", "target")),
+        (
+            u
+            for u in sel.units
+            if u.row.object_type == "summary" and u.role in ("summary", "target") and u.row.row_kind != "leaf"
+        ),
         key=lambda u: (u.row.review_generated_at or "", u.row.object_id),
     )
     open_items = [
@@ -141,7 +147,7 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         HEADER_LIMIT - len(dated), (u for u in evolution if u.row.event_time_start is None), key=_time_order
     )
     shown_evolution = sorted(dated, key=_time_order) + undated
-    evidence = [u for u in sel.units if u.row.object_type == "source_reference"]
+    evidence = [u for u in sel.units if u.row.object_type == "source_reference" and u.row.row_kind != "leaf"]
     results = sorted(
         {(u.row.review_generated_at or "", u.row.result_key) for u in sel.target_units if u.row.result_key}
     )
@@ -350,9 +356,9 @@ def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
                 )
             )  # fmt: skip
 
-    # A leaf's description is a row of the object it describes, not an event of its own: it stores no time, and the
-    # described object's own rows (always selected with it) say whether that object's time is known. Counting it
-    # listed a dated event as undated, and one undated event twice.
+    # A leaf's description is a row of the object it describes, not an event of its own: it stores no time (its row
+    # takes the object's, context_rows.leaf_facts), and the described object's own rows (always selected with it)
+    # say whether that object's time is known. Counting it listed one undated event twice (under its leaf's id too).
     undated = [
         u
         for u in sel.units

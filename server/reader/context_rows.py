@@ -252,11 +252,17 @@ class RowLoader:
             units.append(Unit(row, data, sources, basis=basis))
         return units
 
-    async def leaf_facts(self, object_type: str, object_id: str) -> list[Unit]:
+    async def leaf_facts(self, object_type: str, object_id: str, described: ObjectRow | None) -> list[Unit]:
         """Each successful leaf's own description of the object. A leaf stores no evidence of its own (the GoodBuddy
         importer drops the app's, docs/interchange.md), so what it rested on is unknown: each shows the object's
         current evidence marked 'object' (objects.Evidence.of), as search shows a leaf's row, never `[]` as if it
-        had none. One evidence query for all of them."""
+        had none. One evidence query for all of them.
+
+        Nor does a leaf store an event time: what it describes happened when the object did, so its row takes the
+        event time of `described`, the object's own row (None: no row of it in this scope, so unknown), as an entity
+        change's row takes its event's. Its review and record times stay its own. Without this, a dated event's
+        leaf description sat among the undated items of the timeline and a time_range on event_time left it out
+        (counted as having no time) while keeping its event."""
         params = {"object_type": object_type, "object_id": object_id, "scope_key": self.scope_key}
         found = await self.rows(LEAF_FACTS_OF, **params)
         if not found:
@@ -276,6 +282,10 @@ class RowLoader:
                 r["result_id"],
                 self.scope_key,
                 "leaf",
+                event_time_start=described.event_time_start if described else None,
+                event_time_end=described.event_time_end if described else None,
+                event_time_precision=described.event_time_precision if described else None,
+                event_time_basis=described.event_time_basis if described else None,
                 review_generated_at=r["review_generated_at"],
                 recorded_at=r["recorded_at"],
             )

@@ -159,7 +159,7 @@ def _summary(sel: Selection, scope_key: str, time_range_used: bool, coverage: Co
             {
                 u.row.object_id
                 for u in sel.units
-                if u.row.object_type == "source_reference" and u.row.scope_key == scope_key
+                if u.row.object_type == "source_reference" and u.row.scope_key == scope_key and u.row.row_kind != "leaf"
             }
         ),
     )
