@@ -433,6 +433,30 @@ async def test_an_offset_without_its_colon_is_named_as_such_not_as_missing(demo:
     assert "has no UTC offset" in local["problems"][0]["problem"]
 
 
+async def test_rfc_3339_lower_case_and_space_forms_are_the_same_instants(demo: Path) -> None:
+    """`2026-03-10t03:00:00z` and `2026-03-10 03:00:00Z` are RFC 3339 date-times (the `T` and `Z` may be lower case, a
+    space may stand for the `T`); the lower-case `t` was refused as "not an ISO 8601 date-time"."""
+    upper = {"from": "2026-03-10T03:00:00Z", "to": "2026-03-10T04:00:00+00:00"}
+    forms = [
+        {"from": "2026-03-10t03:00:00z", "to": "2026-03-10t04:00:00+00:00"},
+        {"from": "2026-03-10 03:00:00Z", "to": "2026-03-10 04:00:00+00:00"},
+    ]
+    async with client_for(demo) as client:
+        expected = await ok(client, SEARCH, {"query": "Redis", "time_range": upper})
+        answers = [await ok(client, SEARCH, {"query": "Redis", "time_range": form}) for form in forms]
+    assert expected["items"], "the range holds a Redis event"
+    for answer in answers:
+        assert (
+            answer["time_range"]
+            == expected["time_range"]
+            == {
+                "from": "2026-03-10T03:00:00.000Z",
+                "to": "2026-03-10T04:00:00.000Z",
+            }
+        )
+        assert answer["items"] == expected["items"]
+
+
 async def test_a_bare_date_is_answered_with_the_instants_that_cover_that_day(demo: Path) -> None:
     """An agent asked about a day sends `2026-04-14`. The refusal said only "not an ISO 8601 date-time such as
     2026-09-28T10:00:00Z", and the form an agent then reaches for as the end, `2026-04-14T23:59:59Z`, leaves out the

@@ -70,7 +70,8 @@ def parse_instant(value: str) -> str:
         else:
             return value
     text = value.strip()
-    if len(text) < 16 or "T" not in text:
+    # RFC 3339 lets the `T` and `Z` be lower case (and a space stand for the `T`): the same instant.
+    if len(text) < 16 or text[10] not in "Tt ":
         raise ValueError(f"{value!r} is not an ISO 8601 date-time such as 2026-09-28T10:00:00Z")
     try:
         moment = datetime.fromisoformat(text.replace("z", "Z"))
