@@ -286,7 +286,8 @@ class ItemBase(Contract):
     object_ref: ObjectRef
     object_revision: str | Unknown
     result_id: str | None
-    """The result this row belongs to; null for a current projection or a story line."""
+    """The review result this row belongs to; null for a current projection, a story line, a story or an
+    experience (they belong to no result)."""
     # Projects first: most items are stored in a project, and a client validating this anyOf stops at the first
     # alternative that matches (a failed one costs it an error object per item).
     scope: ProjectsScope | GlobalScope

@@ -111,8 +111,9 @@ class RelationEnds(Contract):
 class ContextItem(ItemBase):
     role: Role
     """target: a row of the requested object; relation: a relation touching it; related: an object at the other
-    end of a relation, an entity of a target event, or a fact of a target summary; evolution: entity changes and
-    events; summary: summaries that list it; evidence: saved source references behind any of these."""
+    end of a relation, an entity of a target event, a fact of a target summary, or a story's threads (a thread's
+    feature); evolution: entity changes and events (a story's events; an experience's formed and applied events);
+    summary: summaries that list it; evidence: saved source references behind any of these."""
     row_kind: RowKind
     """current: the current projection (result_id null); result: a row of one review result; leaf: a successful
     leaf's independent description (object_ref.id 'leaf:<leaf_id>:<id>', see `describes`)."""

@@ -1,0 +1,72 @@
+"""What tools/list tells an agent (each tool's description and the descriptions in its output schema) names the
+values the tools really return. Agents read these, not docs/tools.md: a value named there that the tool never
+returns sends an agent looking for the wrong thing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from support import client_for, demo_db, ok
+
+pytestmark = pytest.mark.anyio
+
+READ, CONTEXT, SEARCH = "story_graph_read_source", "story_graph_get_context", "story_graph_search"
+PAIR = {"kind": "projects", "projectIds": ["atlas", "beacon"]}
+
+
+async def listed(client: Client) -> dict[str, Any]:
+    return {tool.name: tool for tool in (await client.list_tools()).tools}
+
+
+def described(schema: dict[str, Any], *path: str) -> str:
+    """The description of a property (output schemas are listed with every reference inlined; a list is its
+    items)."""
+    node = schema
+    for name in path:
+        node = node.get("items", node)["properties"][name]
+    text: str = node["description"]
+    return text
+
+
+async def test_read_source_names_the_availability_and_the_placeholders_it_returns(tmp_path: Path) -> None:
+    """The output schema said a moved source is `moved_out_of_scope` (the tool returns `outside_scope`), and the
+    description said a missing position is "missing" (a range that was not saved is "unknown"; only locator fields
+    are "missing")."""
+    async with client_for(demo_db(tmp_path)) as client:
+        tool = (await listed(client))[READ]
+        moved = await ok(client, READ, {"source_reference_id": "ref-moved-msg"})
+        old = await ok(client, READ, {"source_reference_id": "ref-no-locator"})
+    availability = described(tool.output_schema, "original_source_availability")
+    assert moved["original_source_availability"] == "outside_scope"
+    assert all(value in availability for value in ("available", "deleted", "inaccessible", "outside_scope", "unknown"))
+    assert "moved_out_of_scope" not in availability
+    assert old["source_location"]["message_id"] == "missing" and old["source_location"]["start"] == "missing"
+    assert old["saved_fragment"]["start"] == "unknown" and old["position"]["source_start"] == "unknown"
+    assert 'locator field never saved is "missing"' in tool.description
+    assert 'a range or length not known is "unknown"' in tool.description
+
+
+async def test_item_descriptions_name_what_stories_and_experiences_return(tmp_path: Path) -> None:
+    """`result_id` was described as null only for a current projection or a story line, and `role` named no story
+    or experience: a story's and an experience's own items have no result, its threads come as `related` and its
+    events as `evolution`."""
+    story = {"type": "story", "id": "story-atlas-session-cache"}
+    lesson = {"type": "experience", "id": "exp-edge-box-infra"}
+    async with client_for(demo_db(tmp_path)) as client:
+        tools = await listed(client)
+        found = await ok(client, SEARCH, {"query": "edge box infrastructure", "scope": PAIR})
+        feature = await ok(client, CONTEXT, {"object_ref": story, "page_size": 50})
+        experience = await ok(client, CONTEXT, {"object_ref": lesson, "scope": PAIR, "page_size": 50})
+    own = [i for i in found["items"] if i["object_ref"]["type"] in ("story", "experience")]
+    assert {i["object_ref"]["type"] for i in own} == {"story", "experience"}
+    assert all(i["result_id"] is None for i in own)
+    roles = {(i["object_ref"]["type"], i["role"]) for i in feature["items"][1:] + experience["items"][1:]}
+    assert ("story", "related") in roles and ("event", "evolution") in roles, roles
+    for name in (SEARCH, CONTEXT):
+        result_id = described(tools[name].output_schema, "items", "result_id")
+        assert "a story or an" in result_id and "experience" in result_id, result_id
+    role = described(tools[CONTEXT].output_schema, "items", "role")
+    assert "a story's threads" in role and "a story's events" in role and "an experience's formed" in role, role
