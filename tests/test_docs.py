@@ -309,3 +309,108 @@ def test_every_link_between_the_docs_reaches_its_file_and_heading() -> None:
             elif fragment and linked.suffix == ".md" and fragment not in anchors(linked):
                 broken.append(f"{path.relative_to(REPO)}: {target} (no such heading)")
     assert not broken, "\n".join(broken)
+
+
+def test_every_error_code_in_tools_md_is_one_the_server_has() -> None:
+    """The other direction of test_every_error_code_is_documented: a code the errors table names (or one it kept
+    after a rename) must be one the server can send, or an agent would wait for it in vain."""
+    section = (DOCS / "tools.md").read_text(encoding="utf-8").split("<!-- section: errors -->")[1]
+    listed = re.findall(r"^\| `(\w+)` \| ", section.split("| code | when |")[1], re.MULTILINE)
+    assert listed == list(ERROR_CODES)
+
+
+def argument_tables() -> dict[str, dict[str, tuple[str, str]]]:
+    """Each tool's `### Arguments` table in docs/tools.md: argument name → (type column, default column)."""
+    text = (DOCS / "tools.md").read_text(encoding="utf-8")
+    tables = {}
+    for spec in TOOLS:
+        section = text.split(f"<!-- section: {spec.name} -->")[1].split(f"<!-- /section: {spec.name} -->")[0]
+        table = section.split("### Arguments")[1].split("\n\n")[1]
+        rows = [row.split(" | ") for row in table.splitlines()[2:]]
+        tables[spec.name] = {row[0].strip("| `"): (row[1], row[2]) for row in rows}
+    return tables
+
+
+def test_the_argument_tables_in_tools_md_are_the_input_schemas() -> None:
+    """Every argument a tool's table lists, with its range and default, is the one its listed input schema has
+    (what a client validates against), and the table lists every argument."""
+    for spec in TOOLS:
+        schema = spec.input_model.model_json_schema(by_alias=True)
+        documented = argument_tables()[spec.name]
+        assert set(documented) == set(schema["properties"]), spec.name
+        for name, (kind, default) in documented.items():
+            prop = schema["properties"][name]
+            value = next((b for b in prop.get("anyOf", []) if b != {"type": "null"}), prop)
+            where = f"{spec.name}.{name}: {kind} | {default}"
+            assert (default == "required") == (name in schema["required"]), where
+            if default != "required":
+                shown = default.strip("`").replace(",", "")
+                expected = prop.get("default")
+                nothing = ("none", "all", "current project")
+                assert shown == str(expected) if expected is not None else shown in nothing, where
+            bounds = re.search(r"(\d[\d,]*)–(\d[\d,]*)", kind)
+            if bounds is None:
+                continue
+            low, high = (int(b.replace(",", "")) for b in bounds.groups())
+            if kind.startswith("integer"):
+                assert (value["minimum"], value["maximum"]) == (low, high), where
+            elif kind.startswith("string"):
+                assert (value["minLength"], value["maxLength"]) == (low, high), where
+            else:  # an object_ref: its id
+                ref = schema["$defs"]["ObjectRef"]["properties"]["id"]
+                assert "id " in kind and (ref["minLength"], ref["maxLength"]) == (low, high), where
+
+
+def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
+    """A number docs/tools.md quotes for a cap or a limit is the constant the code uses (a changed constant must
+    change the reference an agent reads)."""
+    from server.app import MAX_RESPONSE_BYTES
+    from server.contracts.common import COVERAGE_LIST_LIMIT, COVERAGE_TEXT_LIMIT, SOURCE_REFERENCES_LISTED
+    from server.contracts.source import SOURCE_COVERAGE_LIST_LIMIT
+    from server.reader.context_header import DESCRIPTION_LIMIT, HEADER_LIMIT, LABEL_LIMIT, REASON_LIMIT
+    from server.reader.context_summary import LISTED_SCOPES_READ
+    from server.reader.objects import SUMMARY_TITLE_LIMIT
+    from server.reader.scope import READABLE_SCOPES_LISTED
+    from server.reader.search import TOTAL_CAP
+    from server.reader.search_items import EVOLUTION_LIMIT
+    from server.reader.search_query import MAX_EXACT_TERMS, MAX_RANGE_MONTHS
+    from server.reader.source import CARRYING_LISTED
+    from server.reader.source_rows import VERSION_LIST_LIMIT
+    from server.tools import context, search
+
+    words = {8: "eight", 10: "ten"}
+    quoted = [
+        f"would exceed {MAX_RESPONSE_BYTES:,} bytes",
+        f"byte budget ({context.MAX_ITEMS_BYTES:,} bytes, less what the frame needs)",
+        f"in id\norder, at most {SOURCE_REFERENCES_LISTED} of them",
+        f"first {SOURCE_REFERENCES_LISTED} ids with `source_reference_count`",
+        f"then\nat most {LISTED_SCOPES_READ} scopes' summaries",
+        f"granted active project; the first {READABLE_SCOPES_LISTED})",
+        f"each list holds {COVERAGE_LIST_LIMIT} entries as examples",
+        f"the last {COVERAGE_LIST_LIMIT} in **review order**",
+        f"lists up to {SOURCE_COVERAGE_LIST_LIMIT} entries",
+        f"capped too, at **{COVERAGE_TEXT_LIMIT} code points**",
+        f"exact up to {TOTAL_CAP - 1:,} matching items",
+        f"lower bound ({TOTAL_CAP:,})",
+        f"a range of up to {MAX_RANGE_MONTHS} months",
+        f"(for queries of up to {words[MAX_EXACT_TERMS]} terms)",
+        f"A query of more than {words[MAX_EXACT_TERMS]} distinct terms",
+        f"(the first {words[search.TERMS_CHECKED]}, each a bounded first-page lookup",
+        f"| ≤ {search.PREVIEW_LIMIT} code points, led by the best matching field",
+        f"starts {search.PREVIEW_HEAD} code points before the match",
+        f"the {search.TERMS_WINDOW}-code-point stretch",
+        f"longer than {SUMMARY_TITLE_LIMIT} code points its sentences that fit (else its first "
+        f"{SUMMARY_TITLE_LIMIT - 1} code points",
+        f"(first {EVOLUTION_LIMIT}, and the total)",
+        f"`header` (lists capped at {HEADER_LIMIT}, with their totals",
+        f"(search's `title`, ≤ {LABEL_LIMIT} code points",
+        f"description (≤ {DESCRIPTION_LIMIT} code points",
+        f"`reason` (≤ {REASON_LIMIT} code points; `reason_is_excerpt`",
+        f"the **newest** {HEADER_LIMIT} dated entries",
+        f"lists them (first {CARRYING_LISTED})",
+        f"(versions: first {VERSION_LIST_LIMIT}, oldest first)",
+    ]
+    text = (DOCS / "tools.md").read_text(encoding="utf-8")
+    flat = re.sub(r"\s+", " ", text)
+    missing = [phrase for phrase in quoted if re.sub(r"\s+", " ", phrase) not in flat]
+    assert not missing, "\n".join(missing)
