@@ -414,3 +414,37 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
     flat = re.sub(r"\s+", " ", text)
     missing = [phrase for phrase in quoted if re.sub(r"\s+", " ", phrase) not in flat]
     assert not missing, "\n".join(missing)
+
+
+def test_every_value_an_output_field_can_take_is_in_tools_md() -> None:
+    """Each closed set of values a tool's output may hold (a gap's kind, an item's role, a coverage status, the
+    placeholders `unknown` and `missing` …) is named in docs/tools.md, quoted, so an agent can look any of them up."""
+    from typing import Literal, get_args, get_origin
+
+    from pydantic import BaseModel
+
+    def values(annotation: Any) -> set[str]:
+        if get_origin(annotation) is Literal:
+            return {v for v in get_args(annotation) if isinstance(v, str)}
+        return {v for arg in get_args(annotation) for v in values(arg)}
+
+    def models(annotation: Any) -> list[type[BaseModel]]:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return [annotation]
+        return [m for arg in get_args(annotation) for m in models(arg)]
+
+    text = (DOCS / "tools.md").read_text(encoding="utf-8")
+    seen: set[type[BaseModel]] = set()
+    todo: list[type[BaseModel]] = [spec.output_model for spec in TOOLS]
+    undocumented = []
+    while todo:
+        model = todo.pop()
+        if model in seen:
+            continue
+        seen.add(model)
+        for name, field in model.model_fields.items():
+            todo += models(field.annotation)
+            missing = [v for v in sorted(values(field.annotation)) if f"`{v}`" not in text and f'"{v}"' not in text]
+            undocumented += [f"{model.__name__}.{name}: {v}" for v in missing]
+    assert len(seen) > 20, seen
+    assert not undocumented, "\n".join(undocumented)
