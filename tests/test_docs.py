@@ -367,7 +367,7 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
     from server.app import MAX_RESPONSE_BYTES
     from server.contracts.common import COVERAGE_LIST_LIMIT, COVERAGE_TEXT_LIMIT, SOURCE_REFERENCES_LISTED
     from server.contracts.source import SOURCE_COVERAGE_LIST_LIMIT
-    from server.reader.context_header import DESCRIPTION_LIMIT, HEADER_LIMIT, LABEL_LIMIT, REASON_LIMIT
+    from server.reader.context_header import DESCRIPTION_LIMIT, GAP_REFS, HEADER_LIMIT, LABEL_LIMIT, REASON_LIMIT
     from server.reader.context_summary import LISTED_SCOPES_READ
     from server.reader.objects import SUMMARY_TITLE_LIMIT
     from server.reader.scope import READABLE_SCOPES_LISTED
@@ -407,6 +407,8 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
         f"description (≤ {DESCRIPTION_LIMIT} code points",
         f"`reason` (≤ {REASON_LIMIT} code points; `reason_is_excerpt`",
         f"the **newest** {HEADER_LIMIT} dated entries",
+        f"`threads` (first {HEADER_LIMIT}) and `thread_count`",
+        f"`refs`: the first {GAP_REFS} of those objects",
         f"lists them (first {CARRYING_LISTED})",
         f"(versions: first {VERSION_LIST_LIMIT}, oldest first)",
     ]
