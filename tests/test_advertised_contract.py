@@ -70,3 +70,37 @@ async def test_item_descriptions_name_what_stories_and_experiences_return(tmp_pa
         assert "a story or an" in result_id and "experience" in result_id, result_id
     role = described(tools[CONTEXT].output_schema, "items", "role")
     assert "a story's threads" in role and "a story's events" in role and "an experience's formed" in role, role
+
+
+SPEC_OUTPUT_NAMES = {
+    # SPEC §5b: the upstream names every result keeps (docs/tools.md: "output names are a superset of its").
+    "frame": {"requested_scope", "resolved_scope", "read_at", "coverage", "page"},
+    "coverage": {"status", "semantic_completeness", "unprocessed_sources", "historical_reconstruction", "note"},
+    "page": {"returned_count", "total_count", "has_more", "complete", "next_cursor", "limit_reason"},
+    "listing": {"time_basis", "time_range", "interpretation", "unknown_time_excluded_count", "items"},
+    "item": {
+        "object_ref", "object_revision", "result_id", "scope", "event_time", "review_generated_at", "recorded_at",
+        "confirmation_state", "validity", "source_reference_ids",
+    },
+    SEARCH: {"matched_fields", "preview", "preview_is_excerpt", "match_position"},
+    CONTEXT: {"mode", "content", "content_format", "position"},
+}  # fmt: skip
+
+
+async def test_search_and_context_list_every_output_name_upstream_has(tmp_path: Path) -> None:
+    async with client_for(demo_db(tmp_path)) as client:
+        tools = await listed(client)
+    for name in (SEARCH, CONTEXT, READ):
+        schema = tools[name].output_schema
+        properties = set(schema["properties"])
+        assert SPEC_OUTPUT_NAMES["frame"] <= properties, name
+        assert SPEC_OUTPUT_NAMES["coverage"] | {"published_result_count"} <= set(
+            schema["properties"]["coverage"]["properties"]
+        )
+        assert SPEC_OUTPUT_NAMES["page"] <= set(schema["properties"]["page"]["properties"])
+        if name == READ:
+            continue
+        assert SPEC_OUTPUT_NAMES["listing"] <= properties, name
+        item = set(schema["properties"]["items"]["items"]["properties"])
+        own = SPEC_OUTPUT_NAMES[name] - properties  # `mode` is the response's, the rest the item's
+        assert SPEC_OUTPUT_NAMES["item"] | own <= item, name
