@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from support import client_for, demo_db, ok
+from support import all_pages, client_for, demo_db, ok
 
 pytestmark = pytest.mark.anyio
 
@@ -104,3 +104,22 @@ async def test_search_and_context_list_every_output_name_upstream_has(tmp_path: 
         item = set(schema["properties"]["items"]["items"]["properties"])
         own = SPEC_OUTPUT_NAMES[name] - properties  # `mode` is the response's, the rest the item's
         assert SPEC_OUTPUT_NAMES["item"] | own <= item, name
+
+
+async def test_the_page_counts_of_get_context_are_described_as_they_are_counted(tmp_path: Path) -> None:
+    """`page.returned_count` and `total_count` were described as items and matches for search and get_context
+    alike; get_context counts the fragments in `items` on the page, and the objects (memory items included) in
+    all."""
+    decision = {"object_ref": {"type": "entity", "id": "ent-decision-b"}, "page_size": 50, "content_page_size": 100}
+    async with client_for(demo_db(tmp_path)) as client:
+        schema = (await listed(client))[CONTEXT].output_schema
+        pages = await all_pages(client, CONTEXT, decision)
+    items = [item for page in pages for item in page["items"]]
+    assert all(page["page"]["returned_count"] == len(page["items"]) for page in pages)
+    assert len(items) > len({(i["object_ref"]["id"], i["result_id"]) for i in items})  # fragments, not objects
+    memories = {m["memory_id"] for page in pages for m in page["background"]}
+    assert memories == {"mem-atlas-boring-tech", "mem-global-answer-style"}
+    objects = {(i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"]) for i in items}
+    assert {page["page"]["total_count"] for page in pages} == {len(objects) + len(memories)}
+    assert "fragments in `items` (get_context" in described(schema, "page", "returned_count")
+    assert "get_context: graph objects and memory items" in described(schema, "page", "total_count")

@@ -134,10 +134,12 @@ class Grant(Contract):
 
 class Page(Contract):
     returned_count: int
-    """Items (search, context) or code points (read_source) on this page."""
+    """On this page: items (search), fragments in `items` (get_context; `background` ones not counted) or code
+    points (read_source)."""
     total_count: int | Unknown
-    """All matches (search, context) or the text length in code points (read_source); 'unknown' when not computed
-    (search counts up to 10,001 matches: see total_count_at_least)."""
+    """All matching items (search), the objects selected (get_context: graph objects and memory items, not
+    fragments) or the text length in code points (read_source); 'unknown' when not computed (search counts up to
+    10,001 matches: see total_count_at_least)."""
     total_count_at_least: int | None = None
     """Set when total_count is 'unknown' but a lower bound is known (search: more matches than were counted)."""
     has_more: bool
