@@ -48,6 +48,9 @@ def test_every_registered_tool_has_a_reference_section() -> None:
     text = (DOCS / "tools.md").read_text(encoding="utf-8")
     for spec in TOOLS:
         assert f"## `{spec.name}`" in text, spec.name
+    # README's table of tools names exactly the registered ones ("exactly three tools").
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert re.findall(r"^\| `(story_graph_\w+)` \|", readme, re.MULTILINE) == [spec.name for spec in TOOLS]
 
 
 def test_every_error_code_is_documented() -> None:
