@@ -453,3 +453,28 @@ def test_every_value_an_output_field_can_take_is_in_tools_md() -> None:
             undocumented += [f"{model.__name__}.{name}: {v}" for v in missing]
     assert len(seen) > 20, seen
     assert not undocumented, "\n".join(undocumented)
+
+
+@pytest.mark.anyio
+async def test_the_error_example_in_tools_md_is_what_the_server_sends(tmp_path: Path) -> None:
+    """The Errors section shows one error result's text item (a client granted Atlas and Beacon, not Global, asking
+    for the inactive project `legacy`): its first line exactly, its JSON payload as trimmed (see elision_mismatches)."""
+    import orjson
+    from mcp.types import TextContent
+
+    from server.contracts.common import Grant
+
+    text = (DOCS / "tools.md").read_text(encoding="utf-8").split("The one text item reads:")[1]
+    shown = re.search(r"```text\n(.*?)\n(.*?)\n```", text, re.DOTALL)
+    assert shown is not None
+    first, payload = shown.groups()
+    grant = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=False)
+    legacy = {"kind": "projects", "projectIds": ["legacy"]}
+    async with client_for(demo_db(tmp_path), grant) as client:
+        result = await client.call_tool("story_graph_search", {"query": "cache", "scope": legacy})
+    item = result.content[0]
+    assert result.is_error and isinstance(item, TextContent)
+    real_first, real_payload = item.text.rsplit("\n", 1)
+    assert first == real_first
+    problems = elision_mismatches(orjson.loads(payload), orjson.loads(real_payload))
+    assert not problems, "\n".join(problems)
