@@ -464,7 +464,7 @@ async def test_the_error_example_in_tools_md_is_what_the_server_sends(tmp_path: 
 
     from server.contracts.common import Grant
 
-    text = (DOCS / "tools.md").read_text(encoding="utf-8").split("The one text item reads:")[1]
+    text = (DOCS / "tools.md").read_text(encoding="utf-8").split("The one text item reads")[1]
     shown = re.search(r"```text\n(.*?)\n(.*?)\n```", text, re.DOTALL)
     assert shown is not None
     first, payload = shown.groups()
