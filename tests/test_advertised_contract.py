@@ -123,3 +123,24 @@ async def test_the_page_counts_of_get_context_are_described_as_they_are_counted(
     assert {page["page"]["total_count"] for page in pages} == {len(objects) + len(memories)}
     assert "fragments in `items` (get_context" in described(schema, "page", "returned_count")
     assert "get_context: graph objects and memory items" in described(schema, "page", "total_count")
+
+
+async def test_page_limit_reason_is_listed_as_the_closed_set_it_is(tmp_path: Path) -> None:
+    """`page.limit_reason` was listed as any string, its values only in prose; a client could not know the set
+    (docs/tools.md lists each value where a tool uses it). It is an enum now, holding every value the tools send."""
+    decision = {"object_ref": {"type": "entity", "id": "ent-decision-b"}}
+    async with client_for(demo_db(tmp_path)) as client:
+        tools = await listed(client)
+        sent = {
+            (await ok(client, SEARCH, {"query": "Redis", "page_size": 1}))["page"]["limit_reason"],
+            (await ok(client, CONTEXT, decision | {"page_size": 1}))["page"]["limit_reason"],
+            (await ok(client, CONTEXT, decision | {"content_page_size": 10}))["page"]["limit_reason"],
+            (await ok(client, READ, {"source_reference_id": "ref-deleted-msg", "content_kind": "current"}))["page"][
+                "limit_reason"
+            ],
+        }
+    assert sent == {"page_size", "content_page_size", "content_unavailable"}
+    reasons = {"page_size", "content_page_size", "response_budget", "work_budget", "content_unavailable", None}
+    for tool in tools.values():
+        limit_reason = tool.output_schema["properties"]["page"]["properties"]["limit_reason"]
+        assert set(limit_reason["enum"]) == reasons, tool.name

@@ -9,6 +9,8 @@ from pydantic import Field, model_validator
 from server.contracts.base import Contract, GlobalScope, Instant, ObjectRef, ProjectsScope, Scope
 
 Unknown = Literal["unknown"]
+LimitReason = Literal["page_size", "content_page_size", "response_budget", "work_budget", "content_unavailable"]
+"""Why a page stopped (Page.limit_reason): a closed set, so the output schema lists it."""
 TimeBasis = Literal["event_time", "review_generated_at", "recorded_at"]
 Cursor = Annotated[
     str, Field(min_length=1, max_length=4096, description="next_cursor from the previous page, passed back unchanged")
@@ -146,7 +148,7 @@ class Page(Contract):
     complete: bool
     """True when this is the last page of the matches (not a claim about coverage)."""
     next_cursor: str | None
-    limit_reason: str | None
+    limit_reason: LimitReason | None
     """Why the page stopped: 'page_size', 'content_page_size', 'response_budget' (the byte budget),
     'work_budget' (search: a query of very many terms checked its candidates' text up to its budget; the next
     page continues the walk), 'content_unavailable' (read_source: the requested text cannot be read), or null on
