@@ -144,3 +144,14 @@ async def test_page_limit_reason_is_listed_as_the_closed_set_it_is(tmp_path: Pat
     for tool in tools.values():
         limit_reason = tool.output_schema["properties"]["page"]["properties"]["limit_reason"]
         assert set(limit_reason["enum"]) == reasons, tool.name
+
+
+async def test_the_query_description_says_it_is_width_insensitive(tmp_path: Path) -> None:
+    """docs/tools.md says matching folds full-width ASCII (as Chinese and Japanese input methods type it); the
+    `query` description an agent reads said only case-insensitive."""
+    async with client_for(demo_db(tmp_path)) as client:
+        query = (await listed(client))[SEARCH].input_schema["properties"]["query"]["description"]
+        wide = await ok(client, SEARCH, {"query": "Ｒｅｄｉｓ"})
+        narrow = await ok(client, SEARCH, {"query": "Redis"})
+    assert wide["page"]["total_count"] == narrow["page"]["total_count"] > 0
+    assert "width-insensitive" in query and "Ｒｅｄｉｓ" in query
