@@ -392,6 +392,8 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
         f"each list holds {COVERAGE_LIST_LIMIT} entries as examples",
         f"the last {COVERAGE_LIST_LIMIT} in **review order**",
         f"lists up to {SOURCE_COVERAGE_LIST_LIMIT} entries",
+        f"`missing` ranges (first {SOURCE_COVERAGE_LIST_LIMIT} entries each; an entry's `fragments` or `ranges` its "
+        f"first {SOURCE_COVERAGE_LIST_LIMIT}",
         f"capped too, at **{COVERAGE_TEXT_LIMIT} code points**",
         f"exact up to {TOTAL_CAP - 1:,} matching items",
         f"lower bound ({TOTAL_CAP:,})",
