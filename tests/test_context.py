@@ -460,6 +460,23 @@ async def test_memory_items_are_labelled_background_for_global_and_the_scopes_ow
     assert not any(i.startswith("mem-") for i in ids(atlas))
 
 
+async def test_the_background_note_of_a_grant_kept_out_of_global_names_no_global_preference(demo: Path) -> None:
+    """A grant kept out of Global is shown none of the Global scope's memory items, but the background note said
+    the preferences were "of the Global scope and of this scope's projects": an agent would take the missing Global
+    preferences to be none."""
+    atlas_only = Grant(default_project="atlas", projects=["atlas"], allow_global=False)
+    async with client_for(demo, atlas_only) as client:
+        kept_out = await read_all(client, {"object_ref": _ref("entity", "ent-decision-b")})
+    async with client_for(demo) as client:
+        granted = await read_all(client, {"object_ref": _ref("entity", "ent-decision-b")})
+    assert [m["memory_id"] for m in kept_out["background"]] == ["mem-atlas-boring-tech"]
+    assert "Global scope and" not in kept_out["background_note"]
+    assert kept_out["background_note"].startswith("Confirmed long-term preferences of this scope's projects (")
+    assert "not events, not history" in kept_out["background_note"]
+    assert "mem-global-answer-style" in {m["memory_id"] for m in granted["background"]}
+    assert "of the Global scope and of this scope's projects" in granted["background_note"]
+
+
 async def test_a_time_range_in_current_mode_says_within_the_selected_evidence(demo: Path) -> None:
     window = {"from": "2026-05-01T00:00:00+08:00", "to": "2026-05-31T23:59:59+08:00"}
     async with client_for(demo) as client:

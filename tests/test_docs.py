@@ -48,6 +48,9 @@ def test_every_registered_tool_has_a_reference_section() -> None:
     text = (DOCS / "tools.md").read_text(encoding="utf-8")
     for spec in TOOLS:
         assert f"## `{spec.name}`" in text, spec.name
+    # README's table of tools names exactly the registered ones ("exactly three tools").
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert re.findall(r"^\| `(story_graph_\w+)` \|", readme, re.MULTILINE) == [spec.name for spec in TOOLS]
 
 
 def test_every_error_code_is_documented() -> None:
@@ -309,3 +312,171 @@ def test_every_link_between_the_docs_reaches_its_file_and_heading() -> None:
             elif fragment and linked.suffix == ".md" and fragment not in anchors(linked):
                 broken.append(f"{path.relative_to(REPO)}: {target} (no such heading)")
     assert not broken, "\n".join(broken)
+
+
+def test_every_error_code_in_tools_md_is_one_the_server_has() -> None:
+    """The other direction of test_every_error_code_is_documented: a code the errors table names (or one it kept
+    after a rename) must be one the server can send, or an agent would wait for it in vain."""
+    section = (DOCS / "tools.md").read_text(encoding="utf-8").split("<!-- section: errors -->")[1]
+    listed = re.findall(r"^\| `(\w+)` \| ", section.split("| code | when |")[1], re.MULTILINE)
+    assert listed == list(ERROR_CODES)
+
+
+def argument_tables() -> dict[str, dict[str, tuple[str, str]]]:
+    """Each tool's `### Arguments` table in docs/tools.md: argument name → (type column, default column)."""
+    text = (DOCS / "tools.md").read_text(encoding="utf-8")
+    tables = {}
+    for spec in TOOLS:
+        section = text.split(f"<!-- section: {spec.name} -->")[1].split(f"<!-- /section: {spec.name} -->")[0]
+        table = section.split("### Arguments")[1].split("\n\n")[1]
+        rows = [row.split(" | ") for row in table.splitlines()[2:]]
+        tables[spec.name] = {row[0].strip("| `"): (row[1], row[2]) for row in rows}
+    return tables
+
+
+def test_the_argument_tables_in_tools_md_are_the_input_schemas() -> None:
+    """Every argument a tool's table lists, with its range and default, is the one its listed input schema has
+    (what a client validates against), and the table lists every argument."""
+    for spec in TOOLS:
+        schema = spec.input_model.model_json_schema(by_alias=True)
+        documented = argument_tables()[spec.name]
+        assert set(documented) == set(schema["properties"]), spec.name
+        for name, (kind, default) in documented.items():
+            prop = schema["properties"][name]
+            value = next((b for b in prop.get("anyOf", []) if b != {"type": "null"}), prop)
+            where = f"{spec.name}.{name}: {kind} | {default}"
+            assert (default == "required") == (name in schema["required"]), where
+            if default != "required":
+                shown = default.strip("`").replace(",", "")
+                expected = prop.get("default")
+                nothing = ("none", "all", "current project")
+                assert shown == str(expected) if expected is not None else shown in nothing, where
+            bounds = re.search(r"(\d[\d,]*)–(\d[\d,]*)", kind)
+            if bounds is None:
+                continue
+            low, high = (int(b.replace(",", "")) for b in bounds.groups())
+            if kind.startswith("integer"):
+                assert (value["minimum"], value["maximum"]) == (low, high), where
+            elif kind.startswith("string"):
+                assert (value["minLength"], value["maxLength"]) == (low, high), where
+            else:  # an object_ref: its id
+                ref = schema["$defs"]["ObjectRef"]["properties"]["id"]
+                assert "id " in kind and (ref["minLength"], ref["maxLength"]) == (low, high), where
+
+
+def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
+    """A number docs/tools.md quotes for a cap or a limit is the constant the code uses (a changed constant must
+    change the reference an agent reads)."""
+    from server.app import MAX_RESPONSE_BYTES
+    from server.contracts.common import COVERAGE_LIST_LIMIT, COVERAGE_TEXT_LIMIT, SOURCE_REFERENCES_LISTED
+    from server.contracts.source import SOURCE_COVERAGE_LIST_LIMIT
+    from server.reader.context_header import DESCRIPTION_LIMIT, GAP_REFS, HEADER_LIMIT, LABEL_LIMIT, REASON_LIMIT
+    from server.reader.context_summary import LISTED_SCOPES_READ
+    from server.reader.objects import SUMMARY_TITLE_LIMIT
+    from server.reader.scope import READABLE_SCOPES_LISTED
+    from server.reader.search import TOTAL_CAP
+    from server.reader.search_items import EVOLUTION_LIMIT
+    from server.reader.search_query import MAX_EXACT_TERMS, MAX_RANGE_MONTHS
+    from server.reader.source import CARRYING_LISTED
+    from server.reader.source_rows import VERSION_LIST_LIMIT
+    from server.tools import context, search
+
+    words = {8: "eight", 10: "ten"}
+    quoted = [
+        f"would exceed {MAX_RESPONSE_BYTES:,} bytes",
+        f"byte budget ({context.MAX_ITEMS_BYTES:,} bytes, less what the frame needs)",
+        f"in id\norder, at most {SOURCE_REFERENCES_LISTED} of them",
+        f"first {SOURCE_REFERENCES_LISTED} ids with `source_reference_count`",
+        f"then\nat most {LISTED_SCOPES_READ} scopes' summaries",
+        f"granted active project; the first {READABLE_SCOPES_LISTED})",
+        f"each list holds {COVERAGE_LIST_LIMIT} entries as examples",
+        f"the last {COVERAGE_LIST_LIMIT} in **review order**",
+        f"lists up to {SOURCE_COVERAGE_LIST_LIMIT} entries",
+        f"`missing` ranges (first {SOURCE_COVERAGE_LIST_LIMIT} entries each; an entry's `fragments` or `ranges` its "
+        f"first {SOURCE_COVERAGE_LIST_LIMIT}",
+        f"capped too, at **{COVERAGE_TEXT_LIMIT} code points**",
+        f"exact up to {TOTAL_CAP - 1:,} matching items",
+        f"lower bound ({TOTAL_CAP:,})",
+        f"a range of up to {MAX_RANGE_MONTHS} months",
+        f"(for queries of up to {words[MAX_EXACT_TERMS]} terms)",
+        f"A query of more than {words[MAX_EXACT_TERMS]} distinct terms",
+        f"(the first {words[search.TERMS_CHECKED]}, each a bounded first-page lookup",
+        f"| ≤ {search.PREVIEW_LIMIT} code points, led by the best matching field",
+        f"starts {search.PREVIEW_HEAD} code points before the match",
+        f"the {search.TERMS_WINDOW}-code-point stretch",
+        f"longer than {SUMMARY_TITLE_LIMIT} code points its sentences that fit (else its first "
+        f"{SUMMARY_TITLE_LIMIT - 1} code points",
+        f"(first {EVOLUTION_LIMIT}, and the total)",
+        f"`header` (lists capped at {HEADER_LIMIT}, with their totals",
+        f"(search's `title`, ≤ {LABEL_LIMIT} code points",
+        f"description (≤ {DESCRIPTION_LIMIT} code points",
+        f"`reason` (≤ {REASON_LIMIT} code points; `reason_is_excerpt`",
+        f"the **newest** {HEADER_LIMIT} dated entries",
+        f"`threads` (first {HEADER_LIMIT}) and `thread_count`",
+        f"`refs`: the first {GAP_REFS} of those objects",
+        f"lists them (first {CARRYING_LISTED})",
+        f"(versions: first {VERSION_LIST_LIMIT}, oldest first)",
+    ]
+    text = (DOCS / "tools.md").read_text(encoding="utf-8")
+    flat = re.sub(r"\s+", " ", text)
+    missing = [phrase for phrase in quoted if re.sub(r"\s+", " ", phrase) not in flat]
+    assert not missing, "\n".join(missing)
+
+
+def test_every_value_an_output_field_can_take_is_in_tools_md() -> None:
+    """Each closed set of values a tool's output may hold (a gap's kind, an item's role, a coverage status, the
+    placeholders `unknown` and `missing` …) is named in docs/tools.md, quoted, so an agent can look any of them up."""
+    from typing import Literal, get_args, get_origin
+
+    from pydantic import BaseModel
+
+    def values(annotation: Any) -> set[str]:
+        if get_origin(annotation) is Literal:
+            return {v for v in get_args(annotation) if isinstance(v, str)}
+        return {v for arg in get_args(annotation) for v in values(arg)}
+
+    def models(annotation: Any) -> list[type[BaseModel]]:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return [annotation]
+        return [m for arg in get_args(annotation) for m in models(arg)]
+
+    text = (DOCS / "tools.md").read_text(encoding="utf-8")
+    seen: set[type[BaseModel]] = set()
+    todo: list[type[BaseModel]] = [spec.output_model for spec in TOOLS]
+    undocumented = []
+    while todo:
+        model = todo.pop()
+        if model in seen:
+            continue
+        seen.add(model)
+        for name, field in model.model_fields.items():
+            todo += models(field.annotation)
+            missing = [v for v in sorted(values(field.annotation)) if f"`{v}`" not in text and f'"{v}"' not in text]
+            undocumented += [f"{model.__name__}.{name}: {v}" for v in missing]
+    assert len(seen) > 20, seen
+    assert not undocumented, "\n".join(undocumented)
+
+
+@pytest.mark.anyio
+async def test_the_error_example_in_tools_md_is_what_the_server_sends(tmp_path: Path) -> None:
+    """The Errors section shows one error result's text item (a client granted Atlas and Beacon, not Global, asking
+    for the inactive project `legacy`): its first line exactly, its JSON payload as trimmed (see elision_mismatches)."""
+    import orjson
+    from mcp.types import TextContent
+
+    from server.contracts.common import Grant
+
+    text = (DOCS / "tools.md").read_text(encoding="utf-8").split("The one text item reads")[1]
+    shown = re.search(r"```text\n(.*?)\n(.*?)\n```", text, re.DOTALL)
+    assert shown is not None
+    first, payload = shown.groups()
+    grant = Grant(default_project="atlas", projects=["atlas", "beacon"], allow_global=False)
+    legacy = {"kind": "projects", "projectIds": ["legacy"]}
+    async with client_for(demo_db(tmp_path), grant) as client:
+        result = await client.call_tool("story_graph_search", {"query": "cache", "scope": legacy})
+    item = result.content[0]
+    assert result.is_error and isinstance(item, TextContent)
+    real_first, real_payload = item.text.rsplit("\n", 1)
+    assert first == real_first
+    problems = elision_mismatches(orjson.loads(payload), orjson.loads(real_payload))
+    assert not problems, "\n".join(problems)

@@ -322,7 +322,7 @@ async def test_a_reference_id_with_whitespace_around_it_names_the_stored_id(db: 
         padded["next_step"] == "The id has whitespace around it; 'ref-revision-2' is stored: call again with that id."
     )
     assert beacon["next_step"].endswith(
-        'call again with that id with scope {"kind":"projects","projectIds":["beacon"]}.'
+        'call again with that id and scope {"kind":"projects","projectIds":["beacon"]}.'
     )
     async with client_for(db, Grant(default_project="atlas", projects=["atlas"], allow_global=False)) as client:
         hidden = await error(client, READ, {"source_reference_id": "\nref-beacon-push"})
@@ -741,7 +741,7 @@ async def test_a_reference_id_in_another_letter_case_names_the_stored_id(db: Pat
         "call again with that id."
     )
     assert beacon["next_step"].endswith(
-        'call again with that id with scope {"kind":"projects","projectIds":["beacon"]}.'
+        'call again with that id and scope {"kind":"projects","projectIds":["beacon"]}.'
     )
     async with client_for(db, Grant(default_project="atlas", projects=["atlas"], allow_global=False)) as client:
         hidden = await error(client, READ, {"source_reference_id": "REF-BEACON-PUSH"})

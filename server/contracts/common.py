@@ -20,6 +20,8 @@ from server.contracts.base import (
 )
 
 Unknown = Literal["unknown"]
+LimitReason = Literal["page_size", "content_page_size", "response_budget", "work_budget", "content_unavailable"]
+"""Why a page stopped (Page.limit_reason): a closed set, so the output schema lists it."""
 TimeBasis = Literal["event_time", "review_generated_at", "recorded_at"]
 Cursor = Annotated[
     str, Field(min_length=1, max_length=4096, description="next_cursor from the previous page, passed back unchanged")
@@ -198,17 +200,19 @@ class Grant(Contract):
 
 class Page(Contract):
     returned_count: int
-    """Items (search, context) or code points (read_source) on this page."""
+    """On this page: items (search), fragments in `items` (get_context; `background` ones not counted) or code
+    points (read_source)."""
     total_count: int | Unknown
-    """All matches (search, context) or the text length in code points (read_source); 'unknown' when not computed
-    (search counts up to 10,001 matches: see total_count_at_least)."""
+    """All matching items (search), the objects selected (get_context: graph objects and memory items, not
+    fragments) or the text length in code points (read_source); 'unknown' when not computed (search counts up to
+    10,001 matches: see total_count_at_least)."""
     total_count_at_least: int | None = None
     """Set when total_count is 'unknown' but a lower bound is known (search: more matches than were counted)."""
     has_more: bool
     complete: bool
     """True when this is the last page of the matches (not a claim about coverage)."""
     next_cursor: str | None
-    limit_reason: str | None
+    limit_reason: LimitReason | None
     """Why the page stopped: 'page_size', 'content_page_size', 'response_budget' (the byte budget),
     'work_budget' (search: a query of very many terms checked its candidates' text up to its budget; the next
     page continues the walk), 'content_unavailable' (read_source: the requested text cannot be read), or null on
@@ -357,7 +361,8 @@ class ItemBase(Contract):
     stored entity_revision), shared by that entity's other changes of it."""
     object_revision_is_excerpt: ExcerptFlag = False
     result_id: str | None
-    """The result this row belongs to; null for a current projection or a story line."""
+    """The review result this row belongs to; null for a current projection, a story line, a story or an
+    experience (they belong to no result)."""
     # Projects first: most items are stored in a project, and a client validating this anyOf stops at the first
     # alternative that matches (a failed one costs it an error object per item).
     scope: ProjectsScope | GlobalScope

@@ -65,11 +65,18 @@ OWN_SCOPE_NOTE = (
     "The events a story or experience lists may be stored in narrower scopes within this one: each item's scope "
     "says where. Quote an event's source_reference_ids with story_graph_read_source in that item's scope."
 )
-BACKGROUND_NOTE = (
-    "Confirmed long-term preferences of the Global scope and of this scope's projects, shown as background only: "
-    "not events, not history, not a replacement. Their updated_at is not an event time and never fills a gap; a "
-    "graph claim that differs from a preference is a difference for you to check."
+_BACKGROUND_ONLY = (
+    "shown as background only: not events, not history, not a replacement. Their updated_at is not an event time "
+    "and never fills a gap; a graph claim that differs from a preference is a difference for you to check."
 )
+BACKGROUND_NOTE = (
+    "Confirmed long-term preferences of the Global scope and of this scope's projects, " + _BACKGROUND_ONLY
+)
+PROJECT_BACKGROUND_NOTE = (
+    "Confirmed long-term preferences of this scope's projects (this client does not read the Global scope's), "
+    + _BACKGROUND_ONLY
+)
+"""For a grant kept out of Global, which is shown none of its memory items: the note must not say it was."""
 
 
 class ContextArgs(ToolArgs):
@@ -124,8 +131,9 @@ class RelationEnds(Contract):
 class ContextItem(ItemBase):
     role: Role
     """target: a row of the requested object; relation: a relation touching it; related: an object at the other
-    end of a relation, an entity of a target event, or a fact of a target summary; evolution: entity changes and
-    events; summary: summaries that list it; evidence: saved source references behind any of these."""
+    end of a relation, an entity of a target event, a fact of a target summary, or a story's threads (a thread's
+    feature); evolution: entity changes and events (a story's events; an experience's formed and applied events);
+    summary: summaries that list it; evidence: saved source references behind any of these."""
     row_kind: RowKind
     """current: the current projection (result_id null); result: a row of one review result; leaf: a successful
     leaf's independent description (object_ref.id 'leaf:<leaf_id>:<id>', see `describes`)."""
@@ -330,7 +338,7 @@ class Header(Contract):
     result_ids: list[str]
     """The review results that hold a row of the target, oldest review first; each row is its own item."""
     background_count: int
-    """Memory items in `background` (Global and this scope's projects)."""
+    """Memory items in `background`: this scope's projects', and the Global scope's for a grant that reads Global."""
     story: StoryView | None = None
     """For a story: its state (with the event that set it), level, span, feature or threads."""
     experience: ExperienceView | None = None

@@ -22,8 +22,9 @@ from server.contracts.common import (
 
 class SearchArgs(ToolArgs):
     query: Annotated[str, Field(min_length=1, max_length=4000)]
-    """Text to find, any script, case-insensitive; 1–4,000 characters after trimming. Two to four keywords work
-    well; short Chinese queries such as 方案 are normal."""
+    """Text to find, any script, case-insensitive and width-insensitive (full-width ASCII such as Ｒｅｄｉｓ matches
+    Redis); 1–4,000 characters after trimming. Two to four keywords work well; short Chinese queries such as 方案
+    are normal."""
     scope: ScopeArg = None
     object_types: Annotated[list[ObjectType] | None, Field(min_length=1)] = None
     """Restrict to these object types (default: all), e.g. ["story", "experience"] for long-lived work and lessons."""

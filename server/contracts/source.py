@@ -169,8 +169,8 @@ class ReadSourceResponse(Frame):
     """The reference's stored availability (e.g. available, source_deleted)."""
     availability_is_excerpt: ExcerptFlag = False
     original_source_availability: str
-    """The original source now: available, deleted, inaccessible, moved_out_of_scope, or unknown when no
-    source record is stored."""
+    """The original source now: its stored status (available, deleted, inaccessible), outside_scope when it has
+    moved out of the requested scope (nothing says where), or unknown when no source record is stored."""
     original_source_availability_is_excerpt: ExcerptFlag = False
     source_record_time: str | None
     """The source record's own time, as stored (not normalised)."""

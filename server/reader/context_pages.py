@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from server.contracts.common import LimitReason
 from server.contracts.errors import invalid_cursor
 from server.reader.context_arms import SortKey
 from server.reader.context_rows import Memory, Unit
@@ -42,7 +43,7 @@ class Fragment:
 class Window:
     fragments: list[Fragment]
     next_position: tuple[SortKey, int] | None
-    limit_reason: str | None
+    limit_reason: LimitReason | None
 
 
 def compact(data: dict[str, Any]) -> str:

@@ -32,6 +32,7 @@ from typing import Final
 
 import aiosqlite
 
+from server.contracts.common import LimitReason
 from server.reader.db import scalar
 from server.reader.fold import Folder, narrow
 from server.reader.memo import GRAPH, Memo, weight_of
@@ -123,7 +124,7 @@ class SearchPage:
     unknown_time_excluded: Total | None
     next_position: tuple[int, int] | None
     """(class, item id after which the next page starts); None on the last page."""
-    limit_reason: str | None
+    limit_reason: LimitReason | None
 
     @property
     def has_more(self) -> bool:
@@ -278,7 +279,7 @@ async def _whole_items(
 
 async def _page(
     q: Query, page_size: int, position: tuple[int, int] | None
-) -> tuple[list[Hit], tuple[int, int] | None, str | None]:
+) -> tuple[list[Hit], tuple[int, int] | None, LimitReason | None]:
     """The next page_size hits after `position`, the position after them (None on the last page) and why the
     page stopped. One hit more than the page is looked for, to know whether another page follows."""
     start_class, after = position if position is not None else (0, None)

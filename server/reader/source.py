@@ -267,7 +267,7 @@ async def _near_reference(conn: aiosqlite.Connection, grant: Grant, scope: Resol
         if key != scope.key:
             if not await is_readable(conn, grant, scope_from_key(key)):
                 continue
-            where = f" with scope {orjson.dumps(scope_from_key(key).model_dump(by_alias=True)).decode()}"
+            where = f" and scope {orjson.dumps(scope_from_key(key).model_dump(by_alias=True)).decode()}"
         return f"{id_difference(some_id, near)}; {near!r} is stored: call again with that id{where}."
     return None
 

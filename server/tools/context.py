@@ -12,6 +12,7 @@ from server.contracts.common import INTERPRETATION, TEXT_LIMIT, Page, capped_tex
 from server.contracts.context import (
     BACKGROUND_NOTE,
     OWN_SCOPE_NOTE,
+    PROJECT_BACKGROUND_NOTE,
     REASSEMBLY_NOTE,
     TIME_FILTER_NOTE,
     TIMELINE_NOTE,
@@ -139,7 +140,9 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
         items=[],
         undated_count=summary.undated_count,
         background=[],
-        background_note=BACKGROUND_NOTE if args.mode == "current" and summary.memories else None,
+        background_note=(BACKGROUND_NOTE if call.grant.allow_global else PROJECT_BACKGROUND_NOTE)
+        if args.mode == "current" and summary.memories
+        else None,
         header=summary.header if args.mode == "current" and args.cursor is None else None,
         known_gaps=gaps,
         notes=notes,
