@@ -369,7 +369,7 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
     change the reference an agent reads)."""
     from server.app import MAX_RESPONSE_BYTES
     from server.contracts.common import COVERAGE_LIST_LIMIT, COVERAGE_TEXT_LIMIT, SOURCE_REFERENCES_LISTED
-    from server.contracts.source import SOURCE_COVERAGE_LIST_LIMIT
+    from server.contracts.source import SOURCE_COVERAGE_BYTES, SOURCE_COVERAGE_LIST_LIMIT
     from server.reader.context_header import DESCRIPTION_LIMIT, GAP_REFS, HEADER_LIMIT, LABEL_LIMIT, REASON_LIMIT
     from server.reader.context_summary import LISTED_SCOPES_READ
     from server.reader.objects import SUMMARY_TITLE_LIMIT
@@ -392,8 +392,9 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
         f"each list holds {COVERAGE_LIST_LIMIT} entries as examples",
         f"the last {COVERAGE_LIST_LIMIT} in **review order**",
         f"lists up to {SOURCE_COVERAGE_LIST_LIMIT} entries",
-        f"`missing` ranges (first {SOURCE_COVERAGE_LIST_LIMIT} entries each; an entry's `fragments` or `ranges` its "
-        f"first {SOURCE_COVERAGE_LIST_LIMIT}",
+        f"`missing` ranges (each list its first entries that fit in **{SOURCE_COVERAGE_BYTES:,} bytes** of JSON, "
+        f"at most {SOURCE_COVERAGE_LIST_LIMIT}, and `processed_count` / `missing_count` how many there are; an entry's "
+        f"`fragments` or `ranges` its first {SOURCE_COVERAGE_LIST_LIMIT}",
         f"capped too, at **{COVERAGE_TEXT_LIMIT} code points**",
         f"exact up to {TOTAL_CAP - 1:,} matching items",
         f"lower bound ({TOTAL_CAP:,})",
