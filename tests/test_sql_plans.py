@@ -134,3 +134,14 @@ def test_an_import_compares_only_the_stored_references_naming_a_version_it_write
         for sql in (STORED_FRAGMENT, STORED_FRAGMENT_COUNTS):
             plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, {"before": 0})]
             assert [step for step in plan if step.startswith("SCAN")] == ["SCAN v"], plan
+
+
+def test_source_version_required_reads_one_sources_versions_by_its_primary_key(migrated_db: Path) -> None:
+    """The refusal's newest versions are the source's own rows (a primary-key range), sorted: never a scan."""
+    from server.reader.source_rows import NEWEST_VERSIONS
+
+    with sqlite3.connect(migrated_db) as conn:
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + NEWEST_VERSIONS, {"source_id": "s", "limit": 5})]
+    assert [step for step in plan if step.startswith("SCAN")] == [], plan
+    assert any(step.startswith("SEARCH source_versions USING PRIMARY KEY (source_id=?)") for step in plan), plan
+
