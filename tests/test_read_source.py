@@ -747,3 +747,61 @@ async def test_a_reference_id_in_another_letter_case_names_the_stored_id(db: Pat
         hidden = await error(client, READ, {"source_reference_id": "REF-BEACON-PUSH"})
         missing = await error(client, READ, {"source_reference_id": "REF-NO-SUCH-REFERENCE"})
     assert hidden["next_step"] == missing["next_step"]  # Beacon is not granted: nothing about it
+
+
+async def test_source_version_required_names_the_versions_that_can_be_sent(db: Path) -> None:
+    """The refusal said to pass 'a reference_version from an earlier read', but ref-no-locator's reference_version
+    is 'unknown' (saved without one): following the hint led nowhere. It now names the source's stored versions,
+    newest first (the current one and the reference's own marked), and the reference's version when recorded."""
+    async with client_for(db) as client:
+        old = await error(client, READ, {"source_reference_id": "ref-no-locator", "content_kind": "version"})
+        changed = await error(client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "version"})
+        sent = await ok(
+            client,
+            READ,
+            {
+                "source_reference_id": "ref-no-locator",
+                "content_kind": "version",
+                "source_version": old["newest_versions"][0],
+            },
+        )
+    assert old["error"] == "source_version_required" and old["field"] == "source_version"
+    assert old["newest_versions"] == ["v1"] and old["available_version_count"] == 1
+    assert old["reference_version"] == "unknown"
+    assert "'src-old-standup': 'v1' (current)" in old["next_step"] and "is not recorded" in old["next_step"]
+    assert "earlier read" not in old["next_step"]
+    assert sent["content"] == stored_text(db, "src-old-standup", "v1")  # what the refusal named is readable
+    assert changed["newest_versions"] == ["v2", "v1"] and changed["reference_version"] == "v1"
+    assert "newest first: 'v2' (current), 'v1' (reference_version)." in changed["next_step"]
+
+
+async def test_source_version_required_lists_the_newest_few_and_counts_the_others(db: Path) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.executemany(
+            "INSERT INTO source_versions (source_id, version, length, recorded_at) VALUES ('src-changed-msg', ?, 0, ?)",
+            [(f"v{n}", f"2026-06-{n:02d}T00:00:00.000Z") for n in range(3, 13)],
+        )
+    async with client_for(db) as client:
+        refused = await error(client, READ, {"source_reference_id": "ref-changed-msg", "content_kind": "version"})
+    assert refused["newest_versions"] == ["v12", "v11", "v10", "v9", "v8"]
+    assert refused["available_version_count"] == 12
+    assert (
+        "'v8' (and 7 older; a read's available_versions lists the oldest 50); this reference was saved from 'v1'"
+        in (refused["next_step"])
+    )
+
+
+async def test_source_version_required_names_no_version_of_a_source_this_scope_cannot_read(db: Path) -> None:
+    """A source moved out of the scope (or deleted) has no version this scope may read: none is named, nothing about
+    it is said, and the saved fragment is offered."""
+    async with client_for(db) as client:
+        moved = await error(client, READ, {"source_reference_id": "ref-moved-msg", "content_kind": "version"})
+        deleted = await error(client, READ, {"source_reference_id": "ref-deleted-msg", "content_kind": "version"})
+    for refused in (moved, deleted):
+        assert refused["error"] == "source_version_required"
+        assert refused["newest_versions"] == [] and refused["available_version_count"] == 0
+        assert refused["reference_version"] == "v1"
+        assert refused["next_step"] == (
+            "No version of this reference's source can be read in this scope (this reference was saved from 'v1'): "
+            "read content_kind 'snapshot', the fragment saved with this reference."
+        )

@@ -1238,3 +1238,53 @@ async def test_a_preview_is_cut_between_words_and_character_clusters_and_marks_i
         assert description.endswith(shown) and "NEEDLE" in shown
         first = description.index(shown)
         assert unicodedata.category(shown[0]) not in ("Mn", "Me", "Mc", "Cf") and description[first - 1] != "\u200d"
+
+
+async def test_a_story_or_experience_counts_the_events_get_context_lists_as_its_evolution(tmp_path: Path) -> None:
+    """Search gave every story and experience evolution_ref_count 0 (it counted changes and relations only) while
+    get_context's header listed their events (3 for story-atlas-sqlite-wal): an agent read 0 as 'this story has no
+    evolution' and skipped it. The count is now what the header lists (plus relations), in the same one query."""
+    async with client_for(demo_db(tmp_path)) as client:
+        for object_type, object_id, scope in (
+            ("story", "story-atlas-sqlite-wal", None),
+            ("story", "story-atlas-session-cache", None),  # a feature: its own and its threads' primary events
+            ("story", "story-pair-edge-stack", {"kind": "projects", "projectIds": ["atlas", "beacon"]}),
+            ("experience", "exp-edge-box-infra", {"kind": "projects", "projectIds": ["atlas", "beacon"]}),
+        ):
+            where = {"scope": scope} if scope else {}
+            found = await ok(client, SEARCH, {"query": object_id, "object_types": [object_type]} | where)
+            ref = {"type": object_type, "id": object_id}
+            header = (await ok(client, "story_graph_get_context", {"object_ref": ref} | where))["header"]
+            item = next(i for i in found["items"] if i["object_ref"] == ref)
+            assert item["evolution_ref_count"] == header["evolution_ref_count"] + header["relation_count"] > 0, ref
+            events = sorted(r["id"] for r in header["evolution_refs"])
+            assert sorted(r["id"] for r in item["evolution_refs"] if r["type"] == "event") == events, ref
+    assert item["evolution_ref_count"] == 4  # the experience: two events formed it, it was applied in two
+
+
+async def test_a_story_line_counts_its_own_events(tmp_path: Path) -> None:
+    """A story line's item counted 0 although it has events; it now counts its own events (its entities' changes
+    are get_context's to list, as documented)."""
+    async with client_for(demo_db(tmp_path)) as client:
+        found = await ok(client, SEARCH, {"query": "sl-beacon-sync", "object_types": ["story_line"],
+                                          "scope": {"kind": "projects", "projectIds": ["beacon"]}})  # fmt: skip
+    item = found["items"][0]
+    assert item["object_ref"] == {"type": "story_line", "id": "sl-beacon-sync"}
+    assert item["evolution_ref_count"] == 3 and {r["type"] for r in item["evolution_refs"]} == {"event"}
+
+
+async def test_an_entity_or_change_counts_the_events_get_context_lists_with_it(tmp_path: Path) -> None:
+    """ent-beacon-offline-queue and each change carried by an event were given evolution_ref_count 0 while
+    get_context's header listed the event: the same 'no evolution' misreading as for a story."""
+    beacon = {"kind": "projects", "projectIds": ["beacon"]}
+    async with client_for(demo_db(tmp_path)) as client:
+        entity = await ok(
+            client, SEARCH, {"query": "ent-beacon-offline-queue", "object_types": ["entity"], "scope": beacon}
+        )
+        change = await ok(
+            client, SEARCH, {"query": "ent-decision-a#revised-2026-05", "object_types": ["entity_change"]}
+        )
+    assert entity["items"][0]["evolution_ref_count"] == 1
+    assert [r["type"] for r in entity["items"][0]["evolution_refs"]] == ["event"]
+    item = next(i for i in change["items"] if i["object_ref"]["id"] == "ent-decision-a#revised-2026-05")
+    assert item["evolution_refs"] == [{"type": "event", "id": "evt-revision-a-to-b"}]

@@ -134,3 +134,28 @@ def test_an_import_compares_only_the_stored_references_naming_a_version_it_write
         for sql in (STORED_FRAGMENT, STORED_FRAGMENT_COUNTS):
             plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, {"before": 0})]
             assert [step for step in plan if step.startswith("SCAN")] == ["SCAN v"], plan
+
+
+def test_source_version_required_reads_one_sources_versions_by_its_primary_key(migrated_db: Path) -> None:
+    """The refusal's newest versions are the source's own rows (a primary-key range), sorted: never a scan."""
+    from server.reader.source_rows import NEWEST_VERSIONS
+
+    with sqlite3.connect(migrated_db) as conn:
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + NEWEST_VERSIONS, {"source_id": "s", "limit": 5})]
+    assert [step for step in plan if step.startswith("SCAN")] == [], plan
+    assert any(step.startswith("SEARCH source_versions USING PRIMARY KEY (source_id=?)") for step in plan), plan
+
+
+def test_a_search_pages_evolution_refs_reach_every_object_by_index(migrated_db: Path) -> None:
+    """One statement reads the evolution of a page's objects (changes, a story's or experience's listed events, a
+    story line's events, relations): every table is reached by an index from the page's ids."""
+    from server.reader.search_items import EVOLUTION_REFS
+
+    params = {"objects": '[["story","x"]]', "scope_key": "global", "limit": 20}
+    with sqlite3.connect(migrated_db) as conn:
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + EVOLUTION_REFS, params)]
+    # w and json_each are the page's ids; refs and the window's subqueries hold only the page's refs. An index on the
+    # scope alone reads every story (or event) of the scope.
+    scans = [step for step in plan if step.startswith("SCAN") and not re.match(r"SCAN (w|json_each|refs|\(sub)", step)]
+    assert scans == [], plan
+    assert [step for step in plan if step.endswith("(scope_key=?)")] == [], plan

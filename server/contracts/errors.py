@@ -72,6 +72,13 @@ class ErrorPayload(Contract):
     """For scope_required / scope_unavailable: scopes this caller's grant can read now (never others)."""
     readable_scope_count: int | None = None
     """How many readable scopes exist in all (readable_scopes lists the first ones)."""
+    newest_versions: list[str] | None = None
+    """For source_version_required: the newest stored versions of the reference's source (at most 5, newest first),
+    each a value source_version accepts; empty when this scope can read no version of it."""
+    available_version_count: int | None = None
+    """For source_version_required: how many stored versions of the source this scope can read."""
+    reference_version: str | None = None
+    """For source_version_required: the version the reference was saved from, or 'unknown' when not recorded."""
 
 
 class StoryGraphError(ToolError):

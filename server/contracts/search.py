@@ -77,10 +77,16 @@ class SearchItem(ItemBase):
     points, `title_is_excerpt: true` when cut."""
     title_is_excerpt: ExcerptFlag = False
     evolution_refs: list[ObjectRef]
-    """Entity changes (an entity's own, or those an event carried) and relations that touch this object (the first
-    20)."""
+    """The object's evolution, then the relations touching it (the first 20, by type then id). Per type: an entity
+    its entity changes and the events linked to it or carrying them; an event the changes it carried; a change the
+    event that carried it; a story the events get_context lists for it (its primary events, its threads' and the
+    event that set its state; a cross story every linked event); an experience the events that formed it or where
+    it was applied; a story line its own events only (its entities' changes and their events: get_context). Other
+    types: relations only."""
     evolution_ref_count: int
-    """How many there are in all; get_context returns every one."""
+    """How many evolution_refs there are in all (0: none of the kinds above is stored for it); get_context lists
+    every one. For a story, experience, event or change it is get_context's header evolution_ref_count plus
+    relation_count; for a story line a lower bound."""
 
 
 class SearchResponse(Frame):

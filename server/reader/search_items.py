@@ -1,5 +1,5 @@
-"""The items of a search page: their stored texts (field by field, as the index holds them) and the entity changes
-and relations touching each object, one query each for the whole page."""
+"""The items of a search page: their stored texts (field by field, as the index holds them) and each object's
+evolution (entity changes, listed events, relations touching it), one query each for the whole page."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ ITEM_TEXTS: Final = """
 SELECT item_id, object_type, object_id, result_key, hi, lo, hi_fields, lo_fields FROM search_items
  WHERE item_id IN (SELECT value FROM json_each(:ids))
 """
-# Entity changes and relations touching each object, the first EVOLUTION_LIMIT per object and how many.
+# Each object's evolution as get_context's header lists it, the first EVOLUTION_LIMIT per object and how many: an
+# entity's changes and their events, the changes an event carried, a change's event, the events a story or experience
+# lists, a story line's own events (not its members': two hops per member); and the relations touching any object.
+# One statement for the whole page, each arm on an index.
 EVOLUTION_REFS: Final = """
 WITH wanted (object_type, object_id) AS (
   SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:objects)
@@ -24,10 +27,62 @@ refs (object_type, object_id, ref_type, ref_id) AS (
     FROM wanted AS w JOIN entity_changes AS c ON c.entity_id = w.object_id
    WHERE w.object_type = 'entity' AND c.scope_key = :scope_key
   UNION
+  -- the events get_context's header lists with an entity's changes: those linked to the entity, and those that
+  -- carried its changes (each read in this scope, as the header reads it)
+  SELECT w.object_type, w.object_id, 'event', e.id
+    FROM wanted AS w CROSS JOIN event_entities AS l ON l.entity_id = w.object_id AND l.scope_key = :scope_key
+    JOIN events AS e ON e.id = l.event_id AND e.scope_key = :scope_key
+   WHERE w.object_type = 'entity'
+  UNION
+  SELECT w.object_type, w.object_id, 'event', e.id
+    FROM wanted AS w CROSS JOIN entity_changes AS c ON c.entity_id = w.object_id AND c.scope_key = :scope_key
+    JOIN events AS e ON e.id = c.event_id AND e.scope_key = :scope_key
+   WHERE w.object_type = 'entity'
+  UNION
+  -- the event that carried a change
+  SELECT w.object_type, w.object_id, 'event', e.id
+    FROM wanted AS w CROSS JOIN entity_changes AS c
+      ON c.entity_id || '#' || c.association_key = w.object_id AND c.scope_key = :scope_key
+    JOIN events AS e ON e.id = c.event_id AND e.scope_key = :scope_key
+   WHERE w.object_type = 'entity_change'
+  UNION
   -- the changes an event carried: the revision event's evolution, as get_context lists it
   SELECT w.object_type, w.object_id, 'entity_change', c.entity_id || '#' || c.association_key
     FROM wanted AS w JOIN entity_changes AS c ON c.event_id = w.object_id
    WHERE w.object_type = 'event' AND c.scope_key = :scope_key
+  UNION
+  -- the events get_context's header lists as a story's evolution: its own primary events (every linked event for a
+  -- cross story), its threads' primary events and the event that set its state, each stored in its own scope. The
+  -- unary + keeps SQLite on the id and parent indexes and CROSS JOIN on this order: else it read every story of the
+  -- scope, or every primary link, first.
+  SELECT w.object_type, w.object_id, 'event', l.event_id
+    FROM wanted AS w JOIN stories AS s ON s.id = w.object_id AND +s.scope_key = :scope_key
+    JOIN story_events AS l
+      ON l.story_id = s.id AND l.scope_key = s.scope_key AND (l.is_primary = 1 OR s.level = 'cross')
+    JOIN events AS e ON e.id = l.event_id AND e.scope_key = l.event_scope_key
+   WHERE w.object_type = 'story'
+  UNION
+  SELECT w.object_type, w.object_id, 'event', l.event_id
+    FROM wanted AS w CROSS JOIN stories AS t ON t.parent_story_id = w.object_id AND +t.scope_key = :scope_key
+    CROSS JOIN story_events AS l ON l.story_id = t.id AND l.is_primary = 1
+    JOIN events AS e ON e.id = l.event_id AND e.scope_key = l.event_scope_key
+   WHERE w.object_type = 'story'
+  UNION
+  SELECT w.object_type, w.object_id, 'event', e.id
+    FROM wanted AS w JOIN stories AS s ON s.id = w.object_id AND +s.scope_key = :scope_key
+    JOIN events AS e ON e.id = s.state_event_id
+   WHERE w.object_type = 'story'
+  UNION
+  -- an experience's events (formed or applied), as get_context's header lists them
+  SELECT w.object_type, w.object_id, 'event', l.event_id
+    FROM wanted AS w JOIN experience_events AS l ON l.experience_id = w.object_id AND l.scope_key = :scope_key
+    JOIN events AS e ON e.id = l.event_id AND e.scope_key = l.event_scope_key
+   WHERE w.object_type = 'experience'
+  UNION
+  -- a story line's own events (its member entities' changes and their events are get_context's to list)
+  SELECT w.object_type, w.object_id, 'event', e.id
+    FROM wanted AS w JOIN events AS e ON e.story_line_id = w.object_id AND +e.scope_key = :scope_key
+   WHERE w.object_type = 'story_line'
   UNION
   SELECT w.object_type, w.object_id, 'relation', r.id
     FROM wanted AS w JOIN relations AS r ON r.from_id = w.object_id AND r.from_type = w.object_type
@@ -87,8 +142,7 @@ def _split(joined: str) -> list[str]:
 @dataclass(frozen=True)
 class Evolution:
     refs: list[tuple[str, str]]
-    """The first EVOLUTION_LIMIT entity changes (an entity's own, or those an event carried) and relations touching
-    the object, in (type, id) order."""
+    """The first EVOLUTION_LIMIT of the object's evolution refs (EVOLUTION_REFS), in (type, id) order."""
     total: int
 
 

@@ -46,12 +46,22 @@ from server.reader.source_fields import (
     state_digest,
     unavailable,
 )
-from server.reader.source_rows import Reference, Source, Stored, StoredTextBroken, read_slice, read_stored
+from server.reader.source_rows import (
+    VERSION_LIST_LIMIT,
+    Reference,
+    Source,
+    Stored,
+    StoredTextBroken,
+    newest_versions,
+    read_slice,
+    read_stored,
+)
 
 __all__ = ["TOOL", "StoredTextBroken", "read"]
 
 TOOL: Final = "story_graph_read_source"
 CARRYING_LISTED: Final = 10
+NEWEST_LISTED: Final = 5  # versions source_version_required names (newest first), with a count of the others
 REFERENCE_SCOPE: Final = "SELECT scope_key FROM source_references WHERE id = :id"
 # One statement per kind of id (each on its own index), so the error path costs a few index lookups.
 REFERENCES_CARRYING: Final = """
@@ -75,13 +85,6 @@ LIMIT 1
 async def read(
     db: Database, grant: Grant, cursors: CursorCodec, memo: Memo, args: ReadSourceArgs, read_at: str
 ) -> ReadSourceResponse:
-    if args.content_kind == "version" and args.source_version is None:
-        raise StoryGraphError(
-            "source_version_required",
-            "content_kind 'version' needs source_version.",
-            field="source_version",
-            next_step="Pass source_version (e.g. a reference_version from an earlier read), or read 'snapshot'.",
-        )
     request = request_digest(
         TOOL,
         {
@@ -109,6 +112,9 @@ async def read(
         reference, source = stored.reference, stored.source
         in_scope = source is not None and _located_in(scope, source)
         readable = source is not None and in_scope and source.status == READABLE_STATUS
+        if args.content_kind == "version" and args.source_version is None:
+            # Checked once the reference is known in this scope, so the refusal names the versions that can be sent.
+            raise await _version_required(conn, stored, readable)
 
         wanted = _wanted_version(args, source)
         version_row = stored.version if wanted else None
@@ -292,6 +298,70 @@ async def _references_carrying(conn: aiosqlite.Connection, scope_key: str, some_
     params = {"id": some_id, "scope_key": scope_key, "limit": CARRYING_LISTED}
     rows = await conn.execute_fetchall(REFERENCES_CARRYING, params)
     return [str(row[0]) for row in rows]
+
+
+async def _version_required(conn: aiosqlite.Connection, stored: Stored, readable: bool) -> StoryGraphError:
+    """content_kind 'version' without source_version, naming what can be sent: the source's newest stored versions
+    (only when this scope may read the source: nothing about a source outside it is said) and the one the reference
+    was saved from. The reference's reference_version alone is no answer: it is 'unknown' for a reference saved
+    without one, and may name a version that is not stored."""
+    reference, source = stored.reference, stored.source
+    saved = reference.source_version
+    newest = await newest_versions(conn, reference.original_source_id, NEWEST_LISTED) if readable else []
+    if saved is None:
+        origin = "the version this reference was saved from is not recorded (reference_version 'unknown')"
+    elif not readable:
+        origin = f"this reference was saved from {saved!r}"
+    elif not stored.reference_version_stored:
+        origin = f"this reference was saved from {saved!r}, which is not stored"
+    elif saved not in newest:
+        origin = f"this reference was saved from {saved!r}, an older stored version"
+    else:
+        origin = ""
+    if newest and source is not None:
+
+        def marked(name: str) -> str:
+            marks = [
+                mark
+                for mark, is_it in (("current", name == source.current_version), ("reference_version", name == saved))
+                if is_it
+            ]
+            return f"{name!r}" + (f" ({', '.join(marks)})" if marks else "")
+
+        count = stored.version_count
+        listed = ", ".join(marked(name) for name in newest)
+        if count > len(newest):
+            listed += (
+                f" (and {count - len(newest)} older; a read's available_versions lists the oldest {VERSION_LIST_LIMIT})"
+            )
+        which = "the one stored version" if count == 1 else f"one of the {count} stored versions"
+        current = "'current' (its current text) or " if source.current_version is not None else ""
+        next_step = (
+            f"Pass source_version, {which} of source {reference.original_source_id!r}"
+            + (", newest first" if count > 1 else "")
+            + f": {listed}"
+            + (f"; {origin}" if origin else "")
+            + f". Or read content_kind {current}'snapshot' (the fragment saved with this reference)."
+        )
+    else:
+        next_step = (
+            f"No version of this reference's source can be read in this scope ({origin}): read content_kind "
+            "'snapshot', the fragment saved with this reference."
+        )
+    error = StoryGraphError(
+        "source_version_required",
+        "content_kind 'version' needs source_version.",
+        field="source_version",
+        next_step=next_step,
+    )
+    error.payload = error.payload.model_copy(
+        update={
+            "newest_versions": newest,
+            "available_version_count": stored.version_count if readable else 0,
+            "reference_version": saved if saved is not None else "unknown",
+        }
+    )
+    return error
 
 
 def _wanted_version(args: ReadSourceArgs, source: Source | None) -> str | None:

@@ -38,6 +38,10 @@ SELECT r.id, r.result_id, r.scope_key, r.source_type, r.original_source_id, r.so
    AND v.version = CASE :kind WHEN 'version' THEN :version WHEN 'current' THEN s.current_version END
   LEFT JOIN source_versions AS rv ON rv.source_id = r.original_source_id AND rv.version = r.source_version
  WHERE r.id = :reference_id"""
+# The newest versions of a source (source_version_required names them): the source's versions on its primary key,
+# sorted; a source keeps few versions, and this runs on that error's path only.
+NEWEST_VERSIONS: Final = """
+SELECT version FROM source_versions WHERE source_id = :source_id ORDER BY recorded_at DESC, version DESC LIMIT :limit"""
 # The chunks overlapping [start, end): from the last chunk starting at or before `start` (one index seek)
 # up to the last one starting before `end` (an index range). Chunk sizes are not assumed.
 SOURCE_CHUNKS: Final = """
@@ -109,6 +113,8 @@ class Stored:
     version_count: int
     versions: list[str]
     """The first VERSION_LIST_LIMIT versions, oldest first."""
+    reference_version_stored: bool
+    """Whether the version the reference was saved from is stored (False when it is unknown)."""
 
 
 async def read_stored(conn: aiosqlite.Connection, reference_id: str, kind: str, version: str | None) -> Stored | None:
@@ -172,7 +178,20 @@ async def read_stored(conn: aiosqlite.Connection, reference_id: str, kind: str, 
         )
     )
     listed = sorted((str(at), str(name)) for at, name in orjson.loads(row["versions"]))
-    return Stored(reference, source, wanted, int(row["version_count"]), [name for _, name in listed])
+    return Stored(
+        reference,
+        source,
+        wanted,
+        int(row["version_count"]),
+        [name for _, name in listed],
+        reference_version_stored=row["reference_version_length"] is not None,
+    )
+
+
+async def newest_versions(conn: aiosqlite.Connection, source_id: str, limit: int) -> list[str]:
+    """The source's `limit` newest stored versions, newest first (by recorded time, then name)."""
+    rows = await conn.execute_fetchall(NEWEST_VERSIONS, {"source_id": source_id, "limit": limit})
+    return [str(row[0]) for row in rows]
 
 
 async def read_slice(conn: aiosqlite.Connection, source_id: str, version: str, start: int, end: int) -> str:
