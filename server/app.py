@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from server import package_version
 from server.contracts.base import Contract, format_utc
-from server.contracts.common import Grant
+from server.contracts.common import MAX_RESPONSE_BYTES, Grant
 from server.contracts.errors import StoryGraphError, internal_error, story_graph_unavailable, unsupported_mode
 from server.contracts.json_schema import output_schema
 from server.health import FileIdentity, ReadFailure, classify, file_changed, identity, probe, same_file_state
@@ -51,7 +51,6 @@ from server.tools.base import Call, ToolSpec
 
 log = logging.getLogger("story_graph_mcp.calls")
 
-MAX_RESPONSE_BYTES = 100_000
 SERVER_INSTRUCTIONS = (
     "Read-only access to a temporal story graph: stored decisions, events, entities, how they changed, the stories "
     "that tie events together, experiences (lessons learned from events), and the exact source text behind each "

@@ -367,8 +367,12 @@ def test_the_argument_tables_in_tools_md_are_the_input_schemas() -> None:
 def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
     """A number docs/tools.md quotes for a cap or a limit is the constant the code uses (a changed constant must
     change the reference an agent reads)."""
-    from server.app import MAX_RESPONSE_BYTES
-    from server.contracts.common import COVERAGE_LIST_LIMIT, COVERAGE_TEXT_LIMIT, SOURCE_REFERENCES_LISTED
+    from server.contracts.common import (
+        COVERAGE_LIST_LIMIT,
+        COVERAGE_TEXT_LIMIT,
+        MAX_RESPONSE_BYTES,
+        SOURCE_REFERENCES_LISTED,
+    )
     from server.contracts.source import SOURCE_COVERAGE_BYTES, SOURCE_COVERAGE_LIST_LIMIT
     from server.reader.context_header import DESCRIPTION_LIMIT, GAP_REFS, HEADER_LIMIT, LABEL_LIMIT, REASON_LIMIT
     from server.reader.context_summary import LISTED_SCOPES_READ

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Annotated, Any, Final, Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Annotated, Any, Final, Literal, TypeVar
 
-from pydantic import BeforeValidator, Field, ModelWrapValidatorHandler, model_validator
+import orjson
+from pydantic import BaseModel, BeforeValidator, Field, ModelWrapValidatorHandler, model_validator
 
 from server.contracts.base import (
     Contract,
@@ -38,10 +39,19 @@ ScopeArg = Annotated[
 INTERPRETATION = (
     "Stored claims within the selected evidence scope; no inferred supersession, completion, or historical state."
 )
+MAX_RESPONSE_BYTES: Final = 100_000
+"""The most a tool answer may be, as compact JSON: over it a call answers response_too_large (docs/tools.md)."""
 COVERAGE_LIST_LIMIT = 10
 """How many entries each list of the scope's coverage holds. Every response repeats that block, so its lists are
 examples beside exact counts: at 50 a scope with many count-only records sent ~6 KB of result ids on every page
 (a third of a 10-item search page, and of the client's time spent checking it against the output schema)."""
+COVERAGE_LIST_BYTES = 6_000
+"""And how much JSON each of those lists (processed_source_versions, missing, results_without_detail,
+source_types_not_included) may hold: its newest entries that fit (`fitting`), its count still of all. By count alone
+the block was over the response limit with legal records: an id of 256 code points is up to 1,538 bytes of JSON
+(each a 6-byte escape), an entry up to about 5,200, and four lists of 10 such entries about 140 KB on every
+response. One such entry fits; ordinary entries (a few hundred bytes) are all listed, so ordinary answers are
+unchanged. The two lists of times (processed_ranges, uncovered_parts) are at most 10 × 63 bytes by themselves."""
 COVERAGE_TEXT_LIMIT = 256
 """How many code points each text of a coverage entry keeps (a missing part's `reason`, a `source_id`, a
 `source_version`, a `status`): every response repeats the coverage block, so one review record with a
@@ -51,9 +61,10 @@ COVERAGE_TEXT_LIMIT code points and marked `<field>_is_excerpt` (as get_context'
 COVERAGE_NOTE = (
     "Exact stored scope only. Coverage reports what the stored review records say; reading every page proves all "
     f"matches were read, not that every source was processed or every fact recognised. Lists are capped at "
-    f"{COVERAGE_LIST_LIMIT}, the newest (the latest reviews' entries, the latest ranges and gaps), oldest first; an "
-    f"entry's own fragments or ranges are its first {COVERAGE_LIST_LIMIT}, its texts their first {COVERAGE_TEXT_LIMIT} "
-    "code points (<field>_is_excerpt: true when cut). The *_count fields give the totals."
+    f"{COVERAGE_LIST_LIMIT}, the newest (the latest reviews' entries, the latest ranges and gaps), oldest first, "
+    f"those that fit in {COVERAGE_LIST_BYTES:,} bytes of JSON; an entry's own fragments or ranges are its first "
+    f"{COVERAGE_LIST_LIMIT}, its texts their first {COVERAGE_TEXT_LIMIT} code points (<field>_is_excerpt: true when "
+    "cut). The *_count fields give the totals."
 )
 
 
@@ -82,6 +93,36 @@ def capped_texts(entry: dict[str, Any], limit: int = COVERAGE_TEXT_LIMIT) -> dic
         if isinstance(value, str) and len(value) > limit:
             capped[key], capped[f"{key}_is_excerpt"] = excerpt(value, limit)
     return capped
+
+
+Entry = TypeVar("Entry")
+
+
+def fitting(entries: Iterable[Entry], *, limit: int, budget: int) -> list[Entry]:
+    """The first entries (at most `limit`) whose JSON list fits in `budget` bytes: one mechanism for every list a
+    response shows beside a count of the whole (`*_count`), so a list of legal but long entries (ids of 256 code
+    points cost up to 1,538 bytes of JSON each, in escapes) can never fill the response. Entries are dicts, texts or
+    models, each measured as the response writes it (compact JSON)."""
+    listed: list[Entry] = []
+    used = 2  # the brackets
+    for entry in entries:
+        size = len(orjson.dumps(entry, default=_as_json)) + 1  # and a comma
+        if len(listed) == limit or used + size > budget:
+            break
+        listed.append(entry)
+        used += size
+    return listed
+
+
+def newest_fitting(entries: Sequence[Entry], *, limit: int, budget: int) -> list[Entry]:
+    """As `fitting`, for a list that keeps its newest (last) entries: the last that fit, still oldest first."""
+    return fitting(reversed(entries), limit=limit, budget=budget)[::-1]
+
+
+def _as_json(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    raise TypeError(type(value))
 
 
 def capped_name(text: str, limit: int = COVERAGE_TEXT_LIMIT) -> str:
@@ -346,9 +387,16 @@ it has. Without the cap one object citing a few thousand sources would be over t
 any page size, and could not be read at all."""
 
 
+SOURCE_REFERENCE_IDS_BYTES = 6_000
+"""And at most this much JSON: the first ids that fit. 100 ids of 256 code points were up to 154 KB (each a 6-byte
+escape), over the response limit with one item; 100 ordinary ids (up to 57 ASCII characters each) are all listed."""
+
+
 def listed_sources(ids: list[str]) -> dict[str, Any]:
-    """`source_reference_ids` (the first SOURCE_REFERENCES_LISTED) and `source_reference_count` (all of them)."""
-    return {"source_reference_ids": ids[:SOURCE_REFERENCES_LISTED], "source_reference_count": len(ids)}
+    """`source_reference_ids` (the first SOURCE_REFERENCES_LISTED that fit in SOURCE_REFERENCE_IDS_BYTES) and
+    `source_reference_count` (all of them)."""
+    listed = fitting(ids, limit=SOURCE_REFERENCES_LISTED, budget=SOURCE_REFERENCE_IDS_BYTES)
+    return {"source_reference_ids": listed, "source_reference_count": len(ids)}
 
 
 class ItemBase(Contract):

@@ -45,6 +45,12 @@ text at most TEXT_LIMIT code points, and `external_is_excerpt: true`; get_contex
 it whole."""
 
 
+AVAILABLE_VERSIONS_BYTES = 4_000
+"""How much JSON `available_versions` may hold: its first names (at most 50) that fit. A version name is an id, up to
+256 code points and 1,538 bytes of JSON (in 6-byte escapes), so 50 of them were 77 KB, with the rest of an answer
+over the response limit at any page_size; 50 ordinary names (a UUID each) are under 2,000 bytes, all listed."""
+
+
 class SourceLocation(Contract):
     """Where the text comes from. Fields never saved are 'missing'; no link or position is invented. Each text is at
     most TEXT_LIMIT (256) code points, with `<field>_is_excerpt: true` beside one that was cut."""
@@ -194,7 +200,8 @@ class ReadSourceResponse(Frame):
     available_content_kinds: list[ContentKind]
     """The kinds that can be read for this reference in this scope now."""
     available_versions: list[str]
-    """Readable stored versions of the source (first 50, oldest first); empty when version reads are refused."""
+    """Readable stored versions of the source (first 50, oldest first, as many as fit in AVAILABLE_VERSIONS_BYTES
+    (4,000) of JSON: `available_version_count` counts them all); empty when version reads are refused."""
     available_version_count: int
     error: Unavailable | None = Field(default=None, exclude_if=lambda value: value is None)
     """Present only when the requested kind cannot be read (a normal result; content is null); omitted on

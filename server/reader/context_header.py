@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from server.contracts.base import ObjectRef, scope_from_key
-from server.contracts.common import TEXT_LIMIT, Coverage, capped_texts, listed_sources
+from server.contracts.common import TEXT_LIMIT, Coverage, capped_texts, fitting, listed_sources
 from server.contracts.context import (
     TIME_FILTER_NOTE,
     Claim,
@@ -35,6 +35,10 @@ REASON_LIMIT: Final = 400
 DESCRIPTION_LIMIT: Final = 600
 HEADER_LIMIT: Final = 10
 GAP_REFS: Final = 10
+GAP_REFS_BYTES: Final = 4_000
+"""A gap's `refs` are its first GAP_REFS that fit in this much JSON (its `count` counts them all): ten ids of 256
+code points in 6-byte escapes are 15 KB a gap, and two gaps of them with the coverage block and one content page
+went over the response limit, so the first page of get_context could not be read at any page size."""
 CONFLICT_TYPES: Final = frozenset({"contrasts", "contradicts"})
 _DESCRIPTION_FIELD: Final[dict[str, str]] = {
     "entity": "description",
@@ -332,11 +336,16 @@ def with_listed_event_coverage(gaps: list[Gap], states: list[ScopeState]) -> lis
             f"this scope's only): {', '.join(said)}. Their reviews may not have processed every source, so history "
             "of these events may be missing; a call in such a scope shows its coverage."
         ),
-        refs=[object_ref(r) for r in refs[:GAP_REFS]],
+        refs=gap_refs(refs),
     )
     # After the scope's own coverage gap (known_gaps lists it, and the unknown event times, first).
     at = sum(1 for g in gaps if g.kind in GAPS_BEFORE_LISTED)
     return [*gaps[:at], gap, *gaps[at:]]
+
+
+def gap_refs(refs: Sequence[Ref]) -> list[ObjectRef]:
+    """The refs a gap lists: the first GAP_REFS that fit in GAP_REFS_BYTES (`fitting`, as every counted list)."""
+    return fitting((object_ref(r) for r in refs), limit=GAP_REFS, budget=GAP_REFS_BYTES)
 
 
 def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
@@ -348,7 +357,7 @@ def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
         # count is of objects, as refs lists them, so a count above the refs listed means more than GAP_REFS.
         distinct = list(dict.fromkeys(units_or_refs))
         if distinct or count:
-            refs = [object_ref(r) for r in distinct[:GAP_REFS]]
+            refs = gap_refs(distinct)
             gaps.append(
                 Gap.model_validate(
                     {"kind": kind, "count": count if count is not None else len(distinct), "detail": detail,

@@ -28,12 +28,11 @@ from server.contracts.context import Gap, Header
 from server.reader.context import Selection, select
 from server.reader.context_arms import BoundArm, Candidate, Mode, SortKey, sort_key
 from server.reader.context_header import (
-    GAP_REFS,
     SOURCE_NOT_AVAILABLE_DETAIL,
     ScopeState,
     build_header,
+    gap_refs,
     known_gaps,
-    object_ref,
     with_listed_event_coverage,
 )
 from server.reader.context_pages import Piece, compact
@@ -251,7 +250,7 @@ async def _with_source_states(
             kind=kind,
             count=len(ids),
             detail=detail,
-            refs=[object_ref(("source_reference", i)) for i in ids[:GAP_REFS]],
+            refs=gap_refs([("source_reference", i) for i in ids]),
         )
         for kind, ids, detail in (
             ("source_not_available", states[0], SOURCE_NOT_AVAILABLE_DETAIL),

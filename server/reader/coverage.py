@@ -6,13 +6,14 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import aiosqlite
 import orjson
 
 from server.contracts.base import format_utc
 from server.contracts.common import (
+    COVERAGE_LIST_BYTES,
     COVERAGE_LIST_LIMIT,
     COVERAGE_TEXT_LIMIT,
     Coverage,
@@ -21,6 +22,8 @@ from server.contracts.common import (
     capped_name,
     capped_texts,
     excerpt,
+    fitting,
+    newest_fitting,
 )
 from server.reader.memo import Memo, weight_of
 
@@ -33,6 +36,7 @@ MEETS: Final = timedelta(seconds=1)
 covers that second), and no more: one ending 12:00:00.500 covers until 12:00:01, not 12:00:01.500."""
 
 Spans = list[tuple[datetime, datetime]]
+Entry = TypeVar("Entry")
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,9 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
     # Each entry's ranges are capped too: every response repeats this block, so a record naming thousands of ranges
     # made every call of its scope response_too_large, which no smaller page could fix.
     # And so are its texts (COVERAGE_TEXT_LIMIT): a 300,000-character reason did the same.
-    missing = [_missing(result_id, part) for result_id, part in parts[-COVERAGE_LIST_LIMIT:]]
+    # And each list holds only what fits in COVERAGE_LIST_BYTES (`_listed`): ten entries of ids of 256 code points
+    # in 6-byte escapes are about 50 KB, so the block could still leave no room for a page.
+    missing = _listed([_missing(result_id, part) for result_id, part in parts[-COVERAGE_LIST_LIMIT:]])
     unprocessed_values = [record.get("unprocessed_sources") for record in detailed.values()]
     unprocessed: int | str = (
         sum(int(v) for v in unprocessed_values if v is not None)
@@ -217,17 +223,21 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
             "processed_range_count": len(merged) if merged is not None else "unknown",
             "processed_source_version_count": len(versions) if isinstance(versions, list) else "unknown",
             "processed_source_versions": (
-                [capped_texts(_capped_fragments(v)) for v in versions[-COVERAGE_LIST_LIMIT:]]
+                _listed([capped_texts(_capped_fragments(v)) for v in versions[-COVERAGE_LIST_LIMIT:]])
                 if isinstance(versions, list)
                 else versions
             ),
             "missing_count": len(parts) if all_detailed else "unknown",
             "missing": missing,
-            "results_without_detail": list(without_detail),
+            "results_without_detail": _listed(list(without_detail)),
             "results_without_detail_count": counts["legacy_count"] + counts["absent"],
             # A list of names like the others: the first in name order (counted whole, then capped), each name capped.
             "source_types_not_included": (
-                [capped_name(t) for t in not_included[:COVERAGE_LIST_LIMIT]]
+                fitting(
+                    (capped_name(t) for t in not_included),
+                    limit=COVERAGE_LIST_LIMIT,
+                    budget=COVERAGE_LIST_BYTES,
+                )
                 if isinstance(not_included, list)
                 else not_included
             ),
@@ -236,6 +246,12 @@ def summarise(records: dict[str, dict[str, Any] | None], generated: dict[str, st
         }
     )
     return ScopeCoverage(coverage, merged, recorded)
+
+
+def _listed(newest: list[Entry]) -> list[Entry]:
+    """The newest entries of a coverage list (at most COVERAGE_LIST_LIMIT, oldest first) that fit in
+    COVERAGE_LIST_BYTES of JSON; its `*_count` field still counts them all."""
+    return newest_fitting(newest, limit=COVERAGE_LIST_LIMIT, budget=COVERAGE_LIST_BYTES)
 
 
 def _missing(result_id: str, part: dict[str, Any]) -> CoverageMissing:

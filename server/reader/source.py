@@ -20,7 +20,7 @@ import aiosqlite
 import orjson
 
 from server.contracts.base import GlobalScope, scope_from_key
-from server.contracts.common import TEXT_LIMIT, Grant, Page, capped_texts
+from server.contracts.common import MAX_RESPONSE_BYTES, TEXT_LIMIT, Grant, Page, capped_texts
 from server.contracts.errors import (
     StoryGraphError,
     id_difference,
@@ -41,8 +41,11 @@ from server.reader.source_fields import (
     common_fields,
     cursor_revision,
     differs,
+    fitting_prefix,
+    json_size,
     note,
     object_revision,
+    response_size,
     state_digest,
     unavailable,
 )
@@ -62,6 +65,8 @@ __all__ = ["TOOL", "StoredTextBroken", "read"]
 TOOL: Final = "story_graph_read_source"
 CARRYING_LISTED: Final = 10
 NEWEST_LISTED: Final = 5  # versions source_version_required names (newest first), with a count of the others
+READ_SOURCE_CURSOR_RESERVE: Final = 4_400
+"""Room a page cut to the byte budget keeps for a next_cursor it may gain (its scope key, offset and revision)."""
 REFERENCE_SCOPE: Final = "SELECT scope_key FROM source_references WHERE id = :id"
 # One statement per kind of id (each on its own index), so the error path costs a few index lookups.
 REFERENCES_CARRYING: Final = """
@@ -158,61 +163,73 @@ async def read(
 
         offset = _offset(position, text.length) if args.cursor is not None else 0
         end = min(offset + args.page_size, text.length)
-        content = await _page(conn, reference, text, offset, end)
+        page = await _page(conn, reference, text, offset, end)
         matches: bool | str | None = None
         if args.content_kind == "current":
             # Worked out once, on the first page, and carried in the signed cursor: it is bound to the same
             # source state, and later pages then read only the chunks they overlap.
             matches = _carried(position) if "matches" in position else await _fragment_matches(conn, reference, text)
 
-    has_more = end < text.length
-    next_cursor = (
-        cursors.encode(
-            tool=TOOL,
-            request=request,
-            scope_key=scope.key,
-            revision=revision,
-            position={"offset": end} | ({"matches": matches} if matches is not None else {}),
+    def answer(end: int, limit_reason: str) -> ReadSourceResponse:
+        content = page[: end - offset]
+        has_more = end < text.length
+        next_cursor = (
+            cursors.encode(
+                tool=TOOL,
+                request=request,
+                scope_key=scope.key,
+                revision=revision,
+                position={"offset": end} | ({"matches": matches} if matches is not None else {}),
+            )
+            if has_more
+            else None
         )
-        if has_more
-        else None
-    )
-    snapshot = args.content_kind == "snapshot"
-    base = reference.fragment_start if snapshot else 0
-    # A snapshot page maps into the source only through a whole saved range (read_stored drops a contradictory one).
-    exact = not snapshot or reference.fragment_end is not None
-    return ReadSourceResponse(
-        **common,
-        page=Page(
-            returned_count=end - offset,
-            total_count=text.length,
-            has_more=has_more,
-            complete=not has_more,
-            next_cursor=next_cursor,
-            limit_reason="page_size" if has_more else None,
-        ),
-        content_extent="saved_fragment" if snapshot else "source_record",
-        **capped_texts(
-            {"source_version": (reference.source_version or "unknown") if snapshot else text.version}, TEXT_LIMIT
-        ),
-        differs_from_reference=differs(reference.source_version, None if snapshot else text.version),
-        object_revision=revision_of_object,
-        content=content,
-        position=TextPosition(
-            start=offset,
-            end=end,
-            source_start=base + offset if base is not None and exact else "unknown",
-            source_end=base + end if base is not None and exact else "unknown",
-        ),
-        original_source_length=(reference.source_length if reference.source_length is not None else "unknown")
-        if snapshot
-        else text.length,
-        fragment_matches_current=matches,
-        error=None,
-        content_note=note(
-            args.content_kind, reference, source, in_scope, text, offset, end, has_more, args.source_version
-        ),
-    )
+        snapshot = args.content_kind == "snapshot"
+        base = reference.fragment_start if snapshot else 0
+        # A snapshot page maps into the source only through a whole saved range (read_stored drops a contradictory one).
+        exact = not snapshot or reference.fragment_end is not None
+        return ReadSourceResponse(
+            **common,
+            page=Page(
+                returned_count=end - offset,
+                total_count=text.length,
+                has_more=has_more,
+                complete=not has_more,
+                next_cursor=next_cursor,
+                limit_reason=limit_reason if has_more else None,
+            ),
+            content_extent="saved_fragment" if snapshot else "source_record",
+            **capped_texts(
+                {"source_version": (reference.source_version or "unknown") if snapshot else text.version}, TEXT_LIMIT
+            ),
+            differs_from_reference=differs(reference.source_version, None if snapshot else text.version),
+            object_revision=revision_of_object,
+            content=content,
+            position=TextPosition(
+                start=offset,
+                end=end,
+                source_start=base + offset if base is not None and exact else "unknown",
+                source_end=base + end if base is not None and exact else "unknown",
+            ),
+            original_source_length=(reference.source_length if reference.source_length is not None else "unknown")
+            if snapshot
+            else text.length,
+            fragment_matches_current=matches,
+            error=None,
+            content_note=note(
+                args.content_kind, reference, source, in_scope, text, offset, end, has_more, args.source_version
+            ),
+        )
+
+    # The page is counted in code points, the response limit in bytes: a page of 8,000 control characters is 48,000
+    # bytes of JSON (each a 6-byte escape), and beside a frame of long ids and texts that was over the limit. Such a
+    # page holds the code points that fit (at least one), limit_reason 'response_budget'; the next page reads on.
+    response, room = answer(end, "page_size"), json_size(page)
+    while (excess := response_size(response) - MAX_RESPONSE_BYTES) > 0 and response.page.returned_count > 1:
+        # Measured again after the cut: the cut page gains a next_cursor (sized by the scope's project ids).
+        room -= excess + READ_SOURCE_CURSOR_RESERVE
+        response = answer(offset + fitting_prefix(page, room), "response_budget")
+    return response
 
 
 async def _stored_in_scope(

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
+from pydantic import BaseModel
 
-from server.contracts.common import TEXT_LIMIT, Page, capped_name, capped_texts
+from server.contracts.common import TEXT_LIMIT, Page, capped_name, capped_texts, fitting
 from server.contracts.source import (
+    AVAILABLE_VERSIONS_BYTES,
     EXTERNAL_LOCATOR_BYTES,
     SOURCE_COVERAGE_BYTES,
     SOURCE_COVERAGE_LIST_LIMIT,
@@ -27,7 +29,7 @@ from server.contracts.source import (
     Unavailable,
 )
 from server.reader.scope import ResolvedScope
-from server.reader.source_rows import Reference, Source, Version
+from server.reader.source_rows import VERSION_LIST_LIMIT, Reference, Source, Version
 
 READABLE_STATUS: Final = "available"
 OUTSIDE_SCOPE_STATE: Final = "outside_scope"
@@ -154,7 +156,8 @@ def common_fields(
         ),
         "reviewed_source_length": reference.source_length if reference.source_length is not None else "unknown",
         "available_content_kinds": kinds,
-        "available_versions": versions,
+        # Version names are ids (256 code points, up to 1,538 bytes of JSON): 50 of them were 77 KB.
+        "available_versions": fitting(versions, limit=VERSION_LIST_LIMIT, budget=AVAILABLE_VERSIONS_BYTES),
         "available_version_count": version_count,
         "source_coverage": source_coverage(reference),
     }
@@ -227,25 +230,37 @@ def source_coverage(reference: Reference) -> SourceCoverage:
         record="detailed",
         # An entry's own ranges are capped alike (with their count): thousands of them made the read too large.
         # So are its texts (a reason, a version: COVERAGE_TEXT_LIMIT code points, `<field>_is_excerpt` when cut).
-        processed=_fitting(capped_texts(_capped(s, "fragments", "fragment_count")) for s in processed),
+        processed=_source_coverage_fitting(capped_texts(_capped(s, "fragments", "fragment_count")) for s in processed),
         processed_count=len(processed),
-        missing=_fitting(capped_texts(_capped(m, "ranges", "range_count")) for m in missing),
+        missing=_source_coverage_fitting(capped_texts(_capped(m, "ranges", "range_count")) for m in missing),
         missing_count=len(missing),
     )
 
 
-def _fitting(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def json_size(value: Any) -> int:
+    """Bytes of `value` as the response writes it (compact JSON)."""
+    return len(orjson.dumps(value))
+
+
+def response_size(response: BaseModel) -> int:
+    return json_size(response.model_dump(mode="json", by_alias=True))
+
+
+def fitting_prefix(text: str, budget: int) -> int:
+    """How many leading code points of `text` fit in `budget` bytes of JSON (a control character costs 6, an emoji
+    4); at least one, so every page reads on."""
+    used = 2  # the quotes
+    for count, char in enumerate(text):
+        used += len(orjson.dumps(char)) - 2
+        if used > budget:
+            return max(count, 1)
+    return len(text)
+
+
+def _source_coverage_fitting(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The first entries (at most SOURCE_COVERAGE_LIST_LIMIT) whose JSON fits in SOURCE_COVERAGE_BYTES: 50 entries of
     50 ranges each were over the response limit by themselves (the count beside the list gives them all)."""
-    listed: list[dict[str, Any]] = []
-    used = 2  # the brackets
-    for entry in entries:
-        size = len(orjson.dumps(entry)) + 1  # and a comma
-        if len(listed) == SOURCE_COVERAGE_LIST_LIMIT or used + size > SOURCE_COVERAGE_BYTES:
-            break
-        listed.append(entry)
-        used += size
-    return listed
+    return fitting(entries, limit=SOURCE_COVERAGE_LIST_LIMIT, budget=SOURCE_COVERAGE_BYTES)
 
 
 def _capped(entry: dict[str, Any], key: str, count_key: str) -> dict[str, Any]:

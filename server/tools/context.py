@@ -8,7 +8,7 @@ import orjson
 from pydantic import BaseModel
 
 from server.contracts.base import GlobalScope, ProjectsScope, scope_from_key
-from server.contracts.common import INTERPRETATION, TEXT_LIMIT, Page, capped_texts
+from server.contracts.common import INTERPRETATION, MAX_RESPONSE_BYTES, TEXT_LIMIT, Page, capped_texts
 from server.contracts.context import (
     BACKGROUND_NOTE,
     OWN_SCOPE_NOTE,
@@ -39,7 +39,6 @@ from server.tools.items import item_base
 
 NAME: Final = "story_graph_get_context"
 MAX_ITEMS_BYTES: Final = 90_000
-MAX_RESPONSE_BYTES: Final = 100_000
 CURSOR_RESERVE: Final = 4_400  # the longest next_cursor (4,096) plus its page fields
 DESCRIPTION = """Read what is stored about one object (from story_graph_search): mode "current" (default) gives \
 its current description, explicit decision and work status, related entities and relations (raw types and \

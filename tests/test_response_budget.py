@@ -1,0 +1,260 @@
+"""Every id and text at its maximum legal length, in its costliest JSON, and every tool still answers at page_size 1
+within the 100,000-byte response limit (docs/tools.md, get_context "Sizes").
+
+An id is at most 256 code points; in U+0001 each is a 6-byte JSON escape (\\u0001), so one id is 1,538 bytes of
+JSON. The scope's coverage block, which every response repeats, then held four lists of 10 entries of such ids:
+about 140 KB, response_too_large for every call of the scope at any page size. So did an item's 100
+`source_reference_ids` (154 KB) and read_source's 50 `available_versions` (77 KB).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from jsonl_graph import imported_graph
+from mcp import Client
+from support import all_pages, client_for
+
+from server.contracts.common import Grant
+
+pytestmark = pytest.mark.anyio
+
+LIMIT = 100_000
+T = "2026-05-01T08:00:00Z"
+EXTREME = [-(2**63), 2**63 - 1]
+"""The widest range a record may hold: 44 bytes of JSON with its comma."""
+COSTLY = "\x01"
+"""A code point whose JSON costs the most: \\u0001, 6 bytes."""
+
+
+def max_id(tag: str) -> str:
+    """An id of 256 code points (the interchange limit), all but its tag in 6-byte escapes."""
+    return COSTLY * (256 - len(tag)) + tag
+
+
+PROJECT = max_id("p")
+SCOPE = {"kind": "projects", "projectIds": [PROJECT]}
+SOURCE = max_id("src")
+REFERENCE = max_id("ref")
+EVENT = max_id("ev")
+ENTITY = max_id("ent")
+LINE = max_id("sl")
+TEXT = COSTLY * 300
+"""Free text over every cap (256 code points), in 6-byte escapes."""
+PAGE = "🚀" * 9_000
+"""Text whose code points cost the most UTF-8 (4 bytes): a get_context fragment's costliest content."""
+SOURCE_TEXT = COSTLY * 9_000
+"""A source's raw text in 6-byte escapes: a read_source page of 8,000 code points is 48,000 bytes of JSON."""
+
+
+def _coverage(index: int) -> dict[str, Any]:
+    """A detailed record whose every list is over the coverage block's caps, with every text at its longest."""
+    return {
+        "kind": "detailed",
+        "processed_range": {"from": T, "to": T},
+        "unprocessed_sources": 1,
+        "sources": [
+            {
+                "source_id": max_id(f"s{index}-{n}"),
+                "source_version": max_id(f"v{index}-{n}"),
+                "fragments": [EXTREME] * 12,
+                "status": "unprocessed",
+            }
+            for n in range(12)
+        ],
+        "missing": [
+            {"source_id": max_id(f"m{index}-{n}"), "ranges": [EXTREME] * 12, "reason": TEXT} for n in range(12)
+        ],
+        "source_types_not_included": [TEXT + f"{index}-{n}" for n in range(12)],
+    }
+
+
+def worst_graph() -> list[dict[str, Any]]:
+    results = [max_id(f"r{n:02}") for n in range(12)]
+    references = [max_id(f"ref{n:03}") for n in range(110)]
+    versions = [max_id(f"ver{n:02}") for n in range(60)]
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": PROJECT, "name": TEXT},
+        {"kind": "scope", "scope": SCOPE},
+        *(
+            {
+                "kind": "result",
+                "id": result,
+                "scope": SCOPE,
+                "review_generated_at": T,
+                "recorded_at": T,
+                "revision": TEXT,
+                "coverage": _coverage(n),
+            }
+            for n, result in enumerate(results)
+        ),
+        {
+            "kind": "source",
+            "id": SOURCE,
+            "source_type": TEXT,
+            "project_id": PROJECT,
+            "conversation_id": max_id("conv"),
+            "title": TEXT,
+            "current_version": versions[-1],
+            "updated_at": T,
+        },
+        *(
+            {"kind": "source_version", "source_id": SOURCE, "version": version, "text": SOURCE_TEXT, "recorded_at": T}
+            for version in versions
+        ),
+        *(
+            {
+                "kind": "source_reference",
+                "id": reference,
+                "result_id": results[0],
+                "source_type": TEXT,
+                "original_source_id": SOURCE,
+                "source_version": versions[0],
+                "locator": dict.fromkeys(
+                    ("project_id", "conversation_id", "message_id", "role", "document_id", "chunk_id", "task_id"),
+                    TEXT,
+                ),
+                "title": TEXT,
+                "fragment": {"text": SOURCE_TEXT},
+                "availability": TEXT,
+                "source_record_time": TEXT,
+                "recorded_at": T,
+            }
+            for reference in [REFERENCE, *references]
+        ),
+        {"kind": "story_line", "id": LINE, "scope": SCOPE, "topic": TEXT, "recorded_at": T},
+        {
+            "kind": "entity",
+            "id": ENTITY,
+            "story_line_id": LINE,
+            "entity_type": TEXT,
+            "canonical_label": "word " + TEXT,
+            "description": PAGE,
+            "confirmation_state": TEXT,
+            "decision_status": TEXT,
+            "work_status": TEXT,
+            "revision": TEXT,
+            "updated_at": T,
+            "source_reference_ids": references,
+        },
+        {
+            "kind": "event",
+            "id": EVENT,
+            "result_id": results[0],
+            "event_type": TEXT,
+            "title": "word " + TEXT,
+            "description": PAGE,
+            "confirmation_state": TEXT,
+            "revision": TEXT,
+            "event_time": {"start": T, "precision": TEXT, "basis": TEXT},
+            "recorded_at": T,
+            "entity_ids": [ENTITY],
+            "source_reference_ids": references,
+        },
+    ]
+    return lines
+
+
+@pytest.fixture
+async def worst_client(tmp_path: Path) -> Any:
+    db = imported_graph(tmp_path, worst_graph())
+    async with client_for(db, Grant(default_project=PROJECT)) as client:
+        yield client
+
+
+async def _size(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    result = await client.call_tool(tool, arguments)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert not result.is_error, text[:300]
+    return len(text.encode()), orjson.loads(text)
+
+
+async def test_every_tool_answers_page_size_1_with_every_id_and_text_at_its_costliest(worst_client: Client) -> None:
+    """Before: every call of the scope was response_too_large (the coverage block alone was about 140 KB)."""
+    event = {"type": "event", "id": EVENT}
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("story_graph_search", {"query": "word"}),
+        ("story_graph_get_context", {"object_ref": event, "content_page_size": 8000}),
+        ("story_graph_get_context", {"object_ref": event, "mode": "timeline", "content_page_size": 8000}),
+        ("story_graph_get_context", {"object_ref": {"type": "entity", "id": ENTITY}, "content_page_size": 8000}),
+        ("story_graph_get_context", {"object_ref": {"type": "source_reference", "id": REFERENCE}}),
+        *(
+            ("story_graph_read_source", {"source_reference_id": REFERENCE, "content_kind": kind})
+            for kind in ("snapshot", "current")
+        ),
+    ]
+    sizes = {}
+    for tool, arguments in calls:
+        size, answer = await _size(worst_client, tool, arguments | {"page_size": 1})
+        sizes[(tool, orjson.dumps(arguments).decode()[-40:])] = (size, len(orjson.dumps(answer["coverage"])))
+        assert size < LIMIT
+        coverage = answer["coverage"]
+        assert len(orjson.dumps(coverage)) < 30_000
+        # Nothing is hidden: each list is shorter than its count says.
+        assert coverage["processed_source_version_count"] == coverage["missing_count"] == 144
+        assert coverage["source_types_not_included_count"] == 144
+        for name in ("processed_source_versions", "missing", "source_types_not_included"):
+            assert 1 <= len(coverage[name]) < 10 and len(orjson.dumps(coverage[name])) <= 6_000, name
+    print(sizes)
+
+
+async def test_coverage_lists_keep_their_newest_entries_that_fit(worst_client: Client) -> None:
+    _, answer = await _size(worst_client, "story_graph_search", {"query": "word", "page_size": 1})
+    coverage = answer["coverage"]
+    newest = max_id("r11")
+    listed = coverage["processed_source_versions"]
+    assert [(e["result_id"], e["source_id"]) for e in listed] == [
+        (newest, max_id(f"s11-{n}")) for n in range(12 - len(listed), 12)
+    ]
+    missing = coverage["missing"]
+    assert [(e["result_id"], e["source_id"]) for e in missing] == [
+        (newest, max_id(f"m11-{n}")) for n in range(12 - len(missing), 12)
+    ]
+    names = coverage["source_types_not_included"]
+    assert names == [TEXT[:255] + "…"] * len(names)
+
+
+async def test_source_reference_ids_and_available_versions_list_what_fits_beside_their_counts(
+    worst_client: Client,
+) -> None:
+    _, search = await _size(worst_client, "story_graph_search", {"query": "word", "page_size": 1})
+    [item] = search["items"]
+    assert item["source_reference_count"] == 110
+    listed = item["source_reference_ids"]
+    assert 1 <= len(listed) < 100 and len(orjson.dumps(listed)) <= 6_000
+    assert listed == sorted(max_id(f"ref{n:03}") for n in range(110))[: len(listed)]
+    _, read = await _size(worst_client, "story_graph_read_source", {"source_reference_id": REFERENCE, "page_size": 1})
+    assert read["available_version_count"] == 60
+    assert 1 <= len(read["available_versions"]) < 50
+    assert len(orjson.dumps(read["available_versions"])) <= 4_000
+
+
+async def test_a_read_source_page_of_control_characters_holds_what_fits_and_reads_on(worst_client: Client) -> None:
+    """8,000 code points of U+0001 are 48,000 bytes of JSON: beside this frame the answer was 102 KB,
+    response_too_large. The page now holds the code points that fit (limit_reason response_budget); all pages
+    together are the whole text."""
+    arguments = {"source_reference_id": REFERENCE, "content_kind": "snapshot", "page_size": 8000}
+    size, first = await _size(worst_client, "story_graph_read_source", arguments)
+    assert size < LIMIT
+    assert first["page"]["limit_reason"] == "response_budget"
+    assert 1 < first["page"]["returned_count"] < 8000
+    assert first["content"] == SOURCE_TEXT[: first["page"]["returned_count"]]
+    pages = await all_pages(worst_client, "story_graph_read_source", arguments)
+    assert "".join(page["content"] for page in pages) == SOURCE_TEXT
+    assert pages[-1]["page"]["limit_reason"] is None
+
+
+async def test_get_context_fragments_are_json_text_so_escapes_cost_no_more_than_32000_bytes(
+    worst_client: Client,
+) -> None:
+    """A get_context fragment is cut from the object's compact JSON, where a control character is already the
+    escape \\u0001 (6 ASCII code points, 7 bytes in the response): a fragment of 8,000 code points is at most 32,000
+    bytes (emoji, 4 bytes each). The stored reference's fragment text is 9,000 control characters."""
+    arguments = {"object_ref": {"type": "source_reference", "id": REFERENCE}, "content_page_size": 8000}
+    size, page = await _size(worst_client, "story_graph_get_context", arguments | {"page_size": 1})
+    [item] = page["items"]
+    assert size < LIMIT and "\\u0001" * 100 in item["content"]
+    assert len(orjson.dumps(item["content"])) <= 32_000
