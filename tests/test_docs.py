@@ -374,7 +374,14 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
         SOURCE_REFERENCES_LISTED,
     )
     from server.contracts.source import SOURCE_COVERAGE_BYTES, SOURCE_COVERAGE_LIST_LIMIT
-    from server.reader.context_header import DESCRIPTION_LIMIT, GAP_REFS, HEADER_LIMIT, LABEL_LIMIT, REASON_LIMIT
+    from server.reader.context_header import (
+        DESCRIPTION_LIMIT,
+        GAP_REFS,
+        HEADER_LIMIT,
+        HEADER_LISTS_BYTES,
+        LABEL_LIMIT,
+        REASON_LIMIT,
+    )
     from server.reader.context_summary import LISTED_SCOPES_READ
     from server.reader.objects import SUMMARY_TITLE_LIMIT
     from server.reader.scope import READABLE_SCOPES_LISTED
@@ -390,7 +397,7 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
         f"would exceed {MAX_RESPONSE_BYTES:,} bytes",
         f"byte budget ({context.MAX_ITEMS_BYTES:,} bytes, less what the frame needs)",
         f"in id\norder, at most {SOURCE_REFERENCES_LISTED} of them",
-        f"first {SOURCE_REFERENCES_LISTED} ids with `source_reference_count`",
+        f"first ids (at most {SOURCE_REFERENCES_LISTED}) with `source_reference_count`",
         f"then\nat most {LISTED_SCOPES_READ} scopes' summaries",
         f"granted active project; the first {READABLE_SCOPES_LISTED})",
         f"each list holds {COVERAGE_LIST_LIMIT} entries as examples",
@@ -412,7 +419,8 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
         f"longer than {SUMMARY_TITLE_LIMIT} code points its sentences that fit (else its first "
         f"{SUMMARY_TITLE_LIMIT - 1} code points",
         f"(first {EVOLUTION_LIMIT}, and the total)",
-        f"`header` (lists capped at {HEADER_LIMIT}, with their totals",
+        f"`header` (lists capped at {HEADER_LIMIT}, with their totals, and together at "
+        f"**{HEADER_LISTS_BYTES:,} bytes**",
         f"(search's `title`, ≤ {LABEL_LIMIT} code points",
         f"description (≤ {DESCRIPTION_LIMIT} code points",
         f"`reason` (≤ {REASON_LIMIT} code points; `reason_is_excerpt`",
@@ -420,7 +428,7 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
         f"`threads` (first {HEADER_LIMIT}) and `thread_count`",
         f"`refs`: the first {GAP_REFS} of those objects",
         f"lists them (first {CARRYING_LISTED})",
-        f"(versions: first {VERSION_LIST_LIMIT}, oldest first)",
+        f"(versions: first {VERSION_LIST_LIMIT}, oldest first, as many as fit in",
     ]
     text = (DOCS / "tools.md").read_text(encoding="utf-8")
     flat = re.sub(r"\s+", " ", text)

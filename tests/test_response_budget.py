@@ -19,6 +19,7 @@ from mcp import Client
 from support import all_pages, client_for
 
 from server.contracts.common import Grant
+from server.reader.context_header import HEADER_LISTS_BYTES
 
 pytestmark = pytest.mark.anyio
 
@@ -258,3 +259,60 @@ async def test_get_context_fragments_are_json_text_so_escapes_cost_no_more_than_
     [item] = page["items"]
     assert size < LIMIT and "\\u0001" * 100 in item["content"]
     assert len(orjson.dumps(item["content"])) <= 32_000
+
+
+def hub_graph() -> list[dict[str, Any]]:
+    """The worst graph, and its entity at the centre of twelve `contradicts` relations (so twelve conflicts), each
+    with every stored value at its longest and 100 evidence ids, listed by twelve summaries of twelve open items."""
+    lines = worst_graph()
+    results = [line["id"] for line in lines if line["kind"] == "result"]
+    references = [line["id"] for line in lines if line["kind"] == "source_reference"][1:101]
+    for n in range(12):
+        event = max_id(f"hub-ev{n:02}")
+        lines.append(
+            {"kind": "event", "id": event, "result_id": results[n], "event_type": TEXT, "title": TEXT, "recorded_at": T}
+        )
+        lines.append(
+            {
+                "kind": "relation",
+                "id": max_id(f"hub-rel{n:02}"),
+                "result_id": results[n],
+                "from_ref": {"type": "entity", "id": ENTITY},
+                "to_ref": {"type": "event", "id": event},
+                "relation_type": "contradicts",
+                "reason": TEXT,
+                "recorded_at": T,
+                "source_reference_ids": references,
+            }
+        )
+        lines.append(
+            {
+                "kind": "summary",
+                "id": max_id(f"hub-sum{n:02}"),
+                "result_id": results[n],
+                "body": TEXT,
+                "open_items": [TEXT + f"{n}-{i}" for i in range(12)],
+                "recorded_at": T,
+                "fact_refs": [{"type": "entity", "id": ENTITY}],
+            }
+        )
+    return lines
+
+
+async def test_the_header_lists_share_a_byte_budget_beside_their_counts(tmp_path: Path) -> None:
+    """One relation of legal but long values is about 17 KB of JSON; ten of them, the conflicts and the open items
+    made the first page of `current` over the limit at every page size (it could only be read in timeline mode).
+    The lists now share HEADER_LISTS_BYTES; each count still counts everything."""
+    db = imported_graph(tmp_path, hub_graph())
+    async with client_for(db, Grant(default_project=PROJECT)) as client:
+        size, page = await _size(
+            client,
+            "story_graph_get_context",
+            {"object_ref": {"type": "entity", "id": ENTITY}, "page_size": 1, "content_page_size": 1},
+        )
+    assert size < LIMIT
+    header = page["header"]
+    assert header["relation_count"] == header["conflict_count"] == 12 and header["open_item_count"] == 144
+    assert 1 <= len(header["relations"]) < 10
+    lists = [header[name] for name in ("relations", "conflicts", "open_items", "evolution_refs", "result_ids")]
+    assert sum(len(orjson.dumps(listed)) for listed in lists) <= HEADER_LISTS_BYTES

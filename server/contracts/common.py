@@ -106,7 +106,7 @@ def fitting(entries: Iterable[Entry], *, limit: int, budget: int) -> list[Entry]
     listed: list[Entry] = []
     used = 2  # the brackets
     for entry in entries:
-        size = len(orjson.dumps(entry, default=_as_json)) + 1  # and a comma
+        size = json_size(entry) + 1  # and a comma
         if len(listed) == limit or used + size > budget:
             break
         listed.append(entry)
@@ -117,6 +117,11 @@ def fitting(entries: Iterable[Entry], *, limit: int, budget: int) -> list[Entry]
 def newest_fitting(entries: Sequence[Entry], *, limit: int, budget: int) -> list[Entry]:
     """As `fitting`, for a list that keeps its newest (last) entries: the last that fit, still oldest first."""
     return fitting(reversed(entries), limit=limit, budget=budget)[::-1]
+
+
+def json_size(value: Any) -> int:
+    """Bytes of `value` (a dict, text, list or model) as the response writes it (compact JSON)."""
+    return len(orjson.dumps(value, default=_as_json))
 
 
 def _as_json(value: Any) -> Any:

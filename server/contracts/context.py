@@ -297,7 +297,8 @@ class ExperienceView(Contract):
 
 class Header(Contract):
     """A compact view of the target, first page of `current` only. Every list is capped at 10 with its total
-    count; the full objects are all in the paged items."""
+    count, and the lists together at 24,000 bytes of JSON (long stored values list fewer); the full objects are all
+    in the paged items."""
 
     object_ref: ObjectRef
     label: str | None
@@ -336,7 +337,9 @@ class Header(Contract):
     evidence_ref_count: int
     """Distinct source references among the selected evidence (all of them are items with role 'evidence')."""
     result_ids: list[str]
-    """The review results that hold a row of the target, oldest review first; each row is its own item."""
+    """The review results that hold a row of the target: the newest 10, oldest review first (result_count counts them
+    all); each row is its own item."""
+    result_count: int
     background_count: int
     """Memory items in `background`: this scope's projects', and the Global scope's for a grant that reads Global."""
     story: StoryView | None = None

@@ -7,11 +7,20 @@ infers a state, a replacement or a completion.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from server.contracts.base import ObjectRef, scope_from_key
-from server.contracts.common import TEXT_LIMIT, Coverage, capped_texts, fitting, listed_sources
+from server.contracts.common import (
+    TEXT_LIMIT,
+    Coverage,
+    Entry,
+    capped_texts,
+    fitting,
+    json_size,
+    listed_sources,
+    newest_fitting,
+)
 from server.contracts.context import (
     TIME_FILTER_NOTE,
     Claim,
@@ -39,7 +48,33 @@ GAP_REFS_BYTES: Final = 4_000
 """A gap's `refs` are its first GAP_REFS that fit in this much JSON (its `count` counts them all): ten ids of 256
 code points in 6-byte escapes are 15 KB a gap, and two gaps of them with the coverage block and one content page
 went over the response limit, so the first page of get_context could not be read at any page size."""
+HEADER_LISTS_BYTES: Final = 24_000
+"""What the header's lists hold together, in JSON (each list also counts the whole). One relation of legal but long
+stored values (ids of 256 code points, a 400-code-point reason, 100 evidence ids) is about 17 KB of JSON: ten of
+them, with the conflicts, open items and refs beside them, made the first page of `current` over the response
+limit at any page size. Ordinary headers are a few KB and list everything up to HEADER_LIMIT; the lists are filled
+in HeaderLists' order, so what is most read (evolution, relations) is cut last."""
 CONFLICT_TYPES: Final = frozenset({"contrasts", "contradicts"})
+
+
+class HeaderLists:
+    """The byte budget the header's lists share (HEADER_LISTS_BYTES): each takes the entries that fit in what the
+    lists before it left, at most HEADER_LIMIT (the same `fitting` as every counted list)."""
+
+    def __init__(self) -> None:
+        self.left = HEADER_LISTS_BYTES
+
+    def first(self, entries: Iterable[Entry], limit: int = HEADER_LIMIT) -> list[Entry]:
+        return self._took(fitting(entries, limit=limit, budget=self.left))
+
+    def newest(self, entries: Sequence[Entry], limit: int = HEADER_LIMIT) -> list[Entry]:
+        return self._took(newest_fitting(entries, limit=limit, budget=self.left))
+
+    def _took(self, listed: list[Entry]) -> list[Entry]:
+        self.left -= json_size(listed)
+        return listed
+
+
 _DESCRIPTION_FIELD: Final[dict[str, str]] = {
     "entity": "description",
     "event": "description",
@@ -116,15 +151,15 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
     description, cut = _excerpt(_description(primary) if primary else None, DESCRIPTION_LIMIT)
     work_status = data.get("work_status") if is_entity else None
 
-    # The header shows the first HEADER_LIMIT of each list and counts the rest: only those are built.
+    # The header shows the first HEADER_LIMIT of each list that fit its byte budget and counts the rest: only those
+    # are built.
+    lists = HeaderLists()
     touching = [u for u in sel.units if u.ends is not None and sel.target in u.ends]
     touching.sort(key=lambda u: u.row.object_id)
-    relations = [_stored_relation(sel, u) for u in touching[:HEADER_LIMIT]]
     conflicting = [
         u for u in sel.units if u.ends is not None and u.relation_type in CONFLICT_TYPES and all(u.ends_in_scope)
     ]
     conflicting.sort(key=lambda u: u.row.object_id)
-    conflicts = [_conflict(sel, u) for u in conflicting[:HEADER_LIMIT]]
     # Read the stored fields of the objects' own rows: a leaf's description of a summary or of a source reference (a
     # target row) holds none of them (no open items, no source type) and is no summary or evidence of its own.
     summaries = sorted(
@@ -150,7 +185,11 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
     undated = heapq.nsmallest(
         HEADER_LIMIT - len(dated), (u for u in evolution if u.row.event_time_start is None), key=_time_order
     )
-    shown_evolution = sorted(dated, key=_time_order) + undated
+    shown_dated = lists.newest([object_ref(u.ref) for u in sorted(dated, key=_time_order)])
+    shown_evolution = shown_dated + lists.first(
+        (object_ref(u.ref) for u in undated), limit=HEADER_LIMIT - len(shown_dated)
+    )
+    relations = lists.first(_stored_relation(sel, u) for u in touching[:HEADER_LIMIT])
     evidence = [u for u in sel.units if u.row.object_type == "source_reference" and u.row.row_kind != "leaf"]
     results = sorted(
         {(u.row.review_generated_at or "", u.row.result_key) for u in sel.target_units if u.row.result_key}
@@ -162,7 +201,10 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
         and other.row.object_type == "entity"
         and other.value("entity_type") == "task"
     ]
-    tasks = [
+    # The newest reviews' (the list is in review order): an old summary's open item may since have been settled.
+    shown_open_items = lists.newest(open_items[-HEADER_LIMIT:])
+    conflicts = lists.first(_conflict(sel, u) for u in conflicting[:HEADER_LIMIT])
+    tasks = lists.first(
         TaskEvidence(
             ref=object_ref(other.ref),
             label=_label(other),
@@ -170,7 +212,9 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
             **_states(work_status=other.value("work_status") or "unknown", relation_type=u.relation_type or ""),
         )
         for u, other in task_ends[:HEADER_LIMIT]
-    ]
+    )
+    task_ids = lists.first(sorted(u.row.object_id for u in evidence if u.value("source_type") == "task"))
+    shown_results = lists.newest([result_id for _, result_id in results][-HEADER_LIMIT:])
     return Header(
         object_ref=object_ref(sel.target),
         label=_label(primary),
@@ -185,29 +229,27 @@ def build_header(sel: Selection, *, time_range_used: bool) -> Header:
             **_states(work_status=work_status or "unknown"),
             basis="stored_work_status" if work_status else "none",
             task_records=tasks,
-            task_source_reference_ids=sorted(u.row.object_id for u in evidence if u.value("source_type") == "task")[
-                :HEADER_LIMIT
-            ],
+            task_source_reference_ids=task_ids,
         ),
         time_note=_time_note(sel) if time_range_used else None,
-        # The newest reviews' (the list is in review order): an old summary's open item may since have been settled.
-        open_items=open_items[-HEADER_LIMIT:],
+        open_items=shown_open_items,
         open_item_count=len(open_items),
         relations=relations,
         relation_count=len(touching),
         conflicts=conflicts,
         conflict_count=len(conflicting),
-        evolution_refs=[object_ref(u.ref) for u in shown_evolution],
+        evolution_refs=shown_evolution,
         evolution_ref_count=len(evolution),
         evidence_ref_count=len(evidence),
-        result_ids=[result_id for _, result_id in results],
+        result_ids=shown_results,
+        result_count=len(results),
         background_count=len(sel.memories),
-        story=_story(sel, primary) if sel.target[0] == "story" and primary is not None else None,
+        story=_story(sel, primary, lists) if sel.target[0] == "story" and primary is not None else None,
         experience=_experience(primary) if sel.target[0] == "experience" and primary is not None else None,
     )
 
 
-def _story(sel: Selection, primary: Unit) -> StoryView:
+def _story(sel: Selection, primary: Unit, lists: HeaderLists) -> StoryView:
     data = primary.content
     state_event_id = data["stateEventId"]
     state_unit = next(
@@ -223,7 +265,7 @@ def _story(sel: Selection, primary: Unit) -> StoryView:
         started_at=data["startedAt"],
         ended_at=data["endedAt"],
         parent=object_ref(("story", data["parentId"])) if data["parentId"] else None,
-        threads=[object_ref(("story", i)) for i in threads[:HEADER_LIMIT]],
+        threads=lists.first(object_ref(("story", i)) for i in threads[:HEADER_LIMIT]),
         thread_count=len(threads),
         event_count=data["event_count"],
     )
