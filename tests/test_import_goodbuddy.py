@@ -17,6 +17,7 @@ from goodbuddy_fixture import (
     ATLAS,
     ATLAS_SCOPE,
     BATCH,
+    BEACON,
     CH_A,
     EDITED_TEXT,
     ENT_A,
@@ -61,6 +62,7 @@ from server.contracts.common import Grant
 from server.store.errors import DatabaseUnusable, ImportRejected
 from server.store.goodbuddy import GoodBuddySource, import_goodbuddy, open_app_database
 from server.store.migrate import migrate
+from server.store.stats import stats_text
 from server.store.sync import Retired
 
 pytestmark = pytest.mark.anyio
@@ -185,6 +187,14 @@ async def test_summaries_and_the_successful_leaf_are_read_under_the_apps_ids(gra
     assert leaf["data"]["body"] == "The team replaced SQLite with Postgres."
     leaf_rows = [item for item in a["items"] if item["object_ref"]["id"].startswith("leaf:")]
     assert leaf_rows and "Dropped: WAL fails on the edge boxes." in leaf_rows[0]["content"]
+
+
+def test_db_stats_names_the_apps_projects_beside_their_ids(graph: Path) -> None:
+    """The app's project ids are UUIDs: `db stats` listed `a71a5000-… (active), beac0000-… (active)`, and a user
+    choosing `serve --project` (or a policy's grants) could not tell which one is the Atlas sync service."""
+    text = stats_text(graph)
+
+    assert f'projects: {ATLAS} "Atlas sync service" (active), {BEACON} "Beacon" (active)\n' in text
 
 
 async def test_a_summary_leads_to_the_facts_its_review_recorded_and_its_open_items_reach_them(graph: Path) -> None:
