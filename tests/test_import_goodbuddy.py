@@ -189,6 +189,27 @@ async def test_summaries_and_the_successful_leaf_are_read_under_the_apps_ids(gra
     assert leaf_rows and "Dropped: WAL fails on the edge boxes." in leaf_rows[0]["content"]
 
 
+async def test_the_part_of_a_source_a_review_run_did_not_reach_is_named_missing(tmp_path: Path, app: Path) -> None:
+    """The review run stopped 50 code points into the task's 120 (`processed_offset` 50 of `length` 120): its coverage
+    said the task was `partial` with `[0, 50)` processed, but named nothing missing, so read_source's
+    `source_coverage.missing` was empty for the very fragment [0, 120) that cites the unread part. The run's record
+    says exactly which part it did not reach: `[50, 120)` of that version."""
+    write(app, "UPDATE supervision_review_sources SET processed_offset = 50 WHERE source = ?", f"task:{TASK}")
+    db = tmp_path / "partial.db"
+    migrate(db)
+    import_goodbuddy(db, app)
+    async with client(db) as session:
+        task = await ok(session, READ, {"source_reference_id": S4})
+        message = await ok(session, READ, {"source_reference_id": S3})
+
+    coverage = task["source_coverage"]
+    assert [(p["status"], p["fragments"]) for p in coverage["processed"]] == [("partial", [[0, 50]])]
+    assert [(m["source_id"], m["ranges"]) for m in coverage["missing"]] == [(f"task:{TASK}", [[50, 120]])]
+    assert coverage["missing_count"] == 1
+    assert message["source_coverage"]["missing"] == []  # the message was read to its end
+    assert task["coverage"]["status"] == "partial"
+
+
 def test_db_stats_names_the_apps_projects_beside_their_ids(graph: Path) -> None:
     """The app's project ids are UUIDs: `db stats` listed `a71a5000-… (active), beac0000-… (active)`, and a user
     choosing `serve --project` (or a policy's grants) could not tell which one is the Atlas sync service."""
