@@ -17,6 +17,7 @@ from goodbuddy_fixture import (
     ATLAS,
     ATLAS_SCOPE,
     BATCH,
+    BEACON,
     CH_A,
     EDITED_TEXT,
     ENT_A,
@@ -35,6 +36,7 @@ from goodbuddy_fixture import (
     M_EDIT,
     REL_BA,
     REL_CB,
+    RES0,
     RES1,
     RES2,
     RES3,
@@ -60,6 +62,7 @@ from server.contracts.common import Grant
 from server.store.errors import DatabaseUnusable, ImportRejected
 from server.store.goodbuddy import GoodBuddySource, import_goodbuddy, open_app_database
 from server.store.migrate import migrate
+from server.store.stats import stats_text
 from server.store.sync import Retired
 
 pytestmark = pytest.mark.anyio
@@ -184,6 +187,72 @@ async def test_summaries_and_the_successful_leaf_are_read_under_the_apps_ids(gra
     assert leaf["data"]["body"] == "The team replaced SQLite with Postgres."
     leaf_rows = [item for item in a["items"] if item["object_ref"]["id"].startswith("leaf:")]
     assert leaf_rows and "Dropped: WAL fails on the edge boxes." in leaf_rows[0]["content"]
+
+
+async def test_the_part_of_a_source_a_review_run_did_not_reach_is_named_missing(tmp_path: Path, app: Path) -> None:
+    """The review run stopped 50 code points into the task's 120 (`processed_offset` 50 of `length` 120): its coverage
+    said the task was `partial` with `[0, 50)` processed, but named nothing missing, so read_source's
+    `source_coverage.missing` was empty for the very fragment [0, 120) that cites the unread part. The run's record
+    says exactly which part it did not reach: `[50, 120)` of that version."""
+    write(app, "UPDATE supervision_review_sources SET processed_offset = 50 WHERE source = ?", f"task:{TASK}")
+    db = tmp_path / "partial.db"
+    migrate(db)
+    import_goodbuddy(db, app)
+    async with client(db) as session:
+        task = await ok(session, READ, {"source_reference_id": S4})
+        message = await ok(session, READ, {"source_reference_id": S3})
+
+    coverage = task["source_coverage"]
+    assert [(p["status"], p["fragments"]) for p in coverage["processed"]] == [("partial", [[0, 50]])]
+    assert [(m["source_id"], m["ranges"]) for m in coverage["missing"]] == [(f"task:{TASK}", [[50, 120]])]
+    assert coverage["missing_count"] == 1
+    assert message["source_coverage"]["missing"] == []  # the message was read to its end
+    assert task["coverage"]["status"] == "partial"
+
+
+def test_db_stats_names_the_apps_projects_beside_their_ids(graph: Path) -> None:
+    """The app's project ids are UUIDs: `db stats` listed `a71a5000-… (active), beac0000-… (active)`, and a user
+    choosing `serve --project` (or a policy's grants) could not tell which one is the Atlas sync service."""
+    text = stats_text(graph)
+
+    assert f'projects: {ATLAS} "Atlas sync service" (active), {BEACON} "Beacon" (active)\n' in text
+
+
+async def test_a_summary_leads_to_the_facts_its_review_recorded_and_its_open_items_reach_them(graph: Path) -> None:
+    """An agent that finds a review's summary ('Storage moved from SQLite to Postgres.') reads on to what that review
+    recorded: its events, entity changes, the entities its snapshot saved and the relations recorded with it (as the
+    app's reader brings in the whole result); a leaf's summary to the entities it described. And the open items of
+    those summaries ('backup plan', 'migration window') reach the header of the objects they list. Before, every
+    imported summary had no fact refs: get_context on it returned the summary alone, and no header had open items."""
+    async with client(graph) as session:
+        result = await context(session, "summary", RES2, page_size=50)
+        leaf = await context(session, "summary", f"leaf:{BATCH}", page_size=50)
+        first = await context(session, "summary", RES0, page_size=50)
+        a = await context(session, "entity", ENT_A, page_size=50)
+
+    def refs(page: dict[str, Any]) -> set[tuple[str, str]]:
+        return {(i["object_ref"]["type"], i["object_ref"]["id"]) for i in page["items"]}
+
+    summary = target(result, "summary", RES2, RES2)["data"]
+    assert summary["fact_refs"] == sorted(
+        [
+            {"type": "entity", "id": ENT_A},
+            {"type": "entity", "id": ENT_B},
+            {"type": "entity_change", "id": f"{ENT_A}#{CH_A}"},
+            {"type": "event", "id": EV_B},
+            {"type": "event", "id": EV_REV},
+            {"type": "relation", "id": REL_BA},
+        ],
+        key=lambda ref: (ref["type"], ref["id"]),
+    )
+    assert {("event", EV_REV), ("event", EV_B), ("entity_change", f"{ENT_A}#{CH_A}"), ("relation", REL_BA)} <= refs(
+        result
+    )
+    assert target(leaf, "summary", f"leaf:{BATCH}", RES2)["data"]["fact_refs"] == [{"type": "entity", "id": ENT_A}]
+    # The first extraction's event was superseded (not imported): its summary lists only what is stored.
+    assert target(first, "summary", RES0, RES0)["data"]["fact_refs"] == [{"type": "entity", "id": ENT_A}]
+    assert ("event", EV_OLD_A) not in refs(first)
+    assert [item["text"] for item in a["header"]["open_items"]] == ["backup plan", "migration window"]
 
 
 async def test_each_review_scope_reads_only_its_own_results(graph: Path) -> None:

@@ -94,7 +94,7 @@ def test_migrate_import_export_and_stats_work_end_to_end(tmp_path: Path) -> None
     assert 'projects:["alpha"]' in stats.stdout
     assert "relations" in stats.stdout
     # The ids `serve --project` and a policy's grants name, with what makes them readable.
-    assert "\nprojects: alpha (active), beta (active)\n" in stats.stdout
+    assert '\nprojects: alpha "Alpha" (active), beta "Beta" (active)\n' in stats.stdout
 
 
 def test_commands_that_only_read_leave_no_wal_or_shm_files_beside_the_database(tmp_path: Path) -> None:

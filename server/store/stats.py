@@ -6,6 +6,8 @@ import sqlite3
 from pathlib import Path
 from typing import Final
 
+import orjson
+
 from server.contracts.base import ProjectsScope, scope_key
 from server.store.migrate import SCHEMA_VERSION, open_store
 
@@ -33,10 +35,13 @@ PER_SCOPE: Final[tuple[tuple[str, str], ...]] = (
     ("experiences", "SELECT scope_key, count(*) FROM experiences GROUP BY scope_key"),
     ("experience links", "SELECT scope_key, count(*) FROM experience_events GROUP BY scope_key"),
 )
-PROJECTS: Final = "SELECT id, status FROM projects ORDER BY id LIMIT :limit"
+PROJECTS: Final = "SELECT id, name, status FROM projects ORDER BY id LIMIT :limit"
 PROJECTS_LISTED: Final = 50
-"""Projects `db stats` names with their status (what `serve --project` and a policy's grants name; only active
-projects are readable); the overall line counts them all."""
+"""Projects `db stats` names with their name and status (the id is what `serve --project` and a policy's grants name;
+only active projects are readable); the overall line counts them all."""
+NAME_SHOWN: Final = 80
+"""Code points of a project's name shown: an imported app's ids are UUIDs, and the name is how a user tells them
+apart; a longer name is cut (with `…`) so one line stays one project."""
 # A memory item belongs to Global (no project) or to its one project's scope.
 MEMORY_ITEMS_PER_PROJECT: Final = "SELECT project_id, count(*) FROM memory_items GROUP BY project_id"
 OVERALL: Final[tuple[tuple[str, str], ...]] = (
@@ -60,9 +65,15 @@ def stats_text(db_path: Path) -> str:
 
 def _projects(conn: sqlite3.Connection) -> str:
     listed = conn.execute(PROJECTS, {"limit": PROJECTS_LISTED + 1}).fetchall()
-    named = ", ".join(f"{project_id} ({status})" for project_id, status in listed[:PROJECTS_LISTED])
+    named = ", ".join(f"{project_id} {_name(name)} ({status})" for project_id, name, status in listed[:PROJECTS_LISTED])
     more = f", and more (the first {PROJECTS_LISTED} by id)" if len(listed) > PROJECTS_LISTED else ""
     return f"projects: {named or 'none'}{more}"
+
+
+def _name(name: str) -> str:
+    """A project's name as JSON text (quoted; a comma or a parenthesis in it reads as part of the name)."""
+    shown = name if len(name) <= NAME_SHOWN else name[: NAME_SHOWN - 1] + "…"
+    return orjson.dumps(shown).decode()
 
 
 def _report(conn: sqlite3.Connection, db_path: Path) -> str:

@@ -107,6 +107,7 @@ def snapshot_revisions(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportI
             refs = None if row["refs"] is None else orjson.loads(row["refs"])
             if refs is not None:  # references not imported, or of another scope, are counted, as an entity's
                 refs = seen.in_scope(refs, row["scope_key"], "gb_reference", "saved fragments")
+            seen.add_fact(row["result_id"], "entity", entity_id)
             yield seen.line(
                 f"{at('supervision_results', id=row['result_id'])}, graph_snapshot_json.entities[{row['position']}]",
                 {
@@ -126,6 +127,8 @@ def leaves_with_facts(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportIt
     for row in conn.execute(LEAVES):
         facts: dict[str, str | None] = orjson.loads(row["facts"])
         kept = seen.in_scope(list(facts), row["scope_key"], "gb_entity", "entities (leaf descriptions)")
+        for entity_id in kept:
+            seen.add_fact(f"leaf:{row['id']}", "entity", entity_id)
         yield seen.line(
             row["location"],
             {
@@ -164,6 +167,7 @@ def read_events(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
         if time is None:
             seen.notes.add("events whose time names no instant (stored undated)")
         conn.execute(ADD_EVENT, (row["id"], scope))
+        seen.add_fact(row["result_id"], "event", row["id"])
         entity_links, source_links = entities.of(row["id"]), sources.of(row["id"])
         yield seen.line(
             where,
@@ -200,6 +204,7 @@ def read_changes(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
         if not seen.same_scope([entity], scope, {entity: row["entity_scope"]}, "entities (from entity changes)"):
             continue
         refs = id_list(where, "source_reference_ids_json", row["source_reference_ids_json"])
+        seen.add_fact(row["result_id"], "entity_change", f"{entity}#{row['id']}")
         yield seen.line(
             where,
             {
@@ -229,6 +234,7 @@ def read_relations(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]
             seen.notes.add("relations with an end in another scope (not imported)")
             continue
         refs = id_list(where, "source_reference_ids_json", row["source_reference_ids_json"])
+        seen.add_fact(row["owner_id"], "relation", row["id"])
         yield seen.line(
             where,
             {

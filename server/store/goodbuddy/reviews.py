@@ -162,27 +162,29 @@ def result_lines(
     open_items = json_column(where, "open_items_json", row["open_items_json"])
     if not isinstance(open_items, list | None):
         raise ImportRejected(where, "open_items_json", "expected a JSON array of open items")
-    yield seen.line(
-        where,
-        {
-            "kind": "summary",
-            "id": row["id"],
-            "result_id": row["id"],
-            "interval": interval,
-            "body": row["summary"],
-            "open_items": [item if isinstance(item, str) else str(item) for item in open_items or []],
-            "recorded_at": created,
-        },
+    # Held until the facts it lists (what this result recorded) are written: `Seen.summaries`.
+    seen.hold_summary(
+        seen.line(
+            where,
+            {
+                "kind": "summary",
+                "id": row["id"],
+                "result_id": row["id"],
+                "interval": interval,
+                "body": row["summary"],
+                "open_items": [item if isinstance(item, str) else str(item) for item in open_items or []],
+                "recorded_at": created,
+            },
+        )
     )
     for batch in conn.execute(BATCHES, (row["run_id"],)):
-        yield from leaf_lines(conn, seen, batch, row["id"], created)
+        hold_leaf(seen, batch, row["id"], created)
 
 
-def leaf_lines(
-    conn: sqlite3.Connection, seen: Seen, batch: sqlite3.Row, result_id: str, created: str
-) -> Iterator[tuple[Where, Line]]:
+def hold_leaf(seen: Seen, batch: sqlite3.Row, result_id: str, created: str) -> None:
     """A successful leaf: its own summary (id `leaf:<batch>`, as the app's reader shows it) and its
-    independent descriptions of the entities it re-identified (`persistedId`)."""
+    independent descriptions of the entities it re-identified (`persistedId`), both held until the entities are
+    known."""
     where = at("supervision_review_batches", id=batch["id"])
     output = json_column(where, "output_json", batch["output_json"])
     if not isinstance(output, dict):
@@ -190,16 +192,18 @@ def leaf_lines(
     summary = output.get("summary") if isinstance(output.get("summary"), str) else None
     listed = output.get("openItems")
     open_items: list[Any] = listed if isinstance(listed, list) else []
-    yield seen.line(
-        where,
-        {
-            "kind": "summary",
-            "id": f"leaf:{batch['id']}",
-            "result_id": result_id,
-            "body": summary or "",
-            "open_items": [item if isinstance(item, str) else str(item) for item in open_items],
-            "recorded_at": created,
-        },
+    seen.hold_summary(
+        seen.line(
+            where,
+            {
+                "kind": "summary",
+                "id": f"leaf:{batch['id']}",
+                "result_id": result_id,
+                "body": summary or "",
+                "open_items": [item if isinstance(item, str) else str(item) for item in open_items],
+                "recorded_at": created,
+            },
+        )
     )
     facts: dict[str, str | None] = {}
     entities = output.get("entities")

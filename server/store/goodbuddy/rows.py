@@ -170,6 +170,9 @@ def _whole(row: dict[str, Any], column: str) -> int:
     raise ImportRejected(where, column, f"expected a whole number of code points, found {value!r}")
 
 
+UNREACHED: Final = "not reached by this review run (it stopped before the end of this source version)"
+
+
 def coverage(
     where: Where, stored: object, review_sources: list[dict[str, Any]], omitted: int, interval: dict[str, str] | None
 ) -> dict[str, Any] | None:
@@ -179,7 +182,7 @@ def coverage(
     Older results hold only `{"evidence": N}`: a count. Anything else is no coverage record (unknown).
     """
     if review_sources:
-        sources = []
+        sources, missing = [], []
         for row in review_sources:
             start, end, length = (_whole(row, name) for name in ("initial_offset", "processed_offset", "length"))
             status = "processed" if end >= length else "partial" if end > start else "unprocessed"
@@ -191,10 +194,14 @@ def coverage(
                     "status": status,
                 }
             )
+            stopped = max(start, end)
+            if stopped < length:  # the run's own record of what it did not reach: [where it stopped, the end)
+                missing.append({"source_id": row["source"], "ranges": [[stopped, length]], "reason": UNREACHED})
         return {
             "kind": "detailed",
             "processed_range": interval,
             "sources": sources,
+            "missing": missing,
             "unprocessed_sources": sum(source["status"] != "processed" for source in sources) + omitted,
         }
     count = stored.get("evidence") if isinstance(stored, dict) else None

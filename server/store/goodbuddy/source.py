@@ -67,6 +67,7 @@ def read(conn: sqlite3.Connection, seen: Seen) -> Iterator[ImportItem]:
     yield from facts.read_events(conn, seen)
     yield from facts.read_changes(conn, seen)
     yield from facts.read_relations(conn, seen)
+    yield from seen.summaries()  # each listing the facts just written for it
     yield from facts.read_memory(conn, seen)
     yield from read_stories_and_experiences(conn, seen)
 

@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from server.contracts.interchange import Line
+from server.contracts.interchange import Line, SummaryLine
 from server.store.errors import Where
 from server.store.jsonl import validate_line
 from server.store.notes import Notes
@@ -55,6 +55,13 @@ SCRATCH: Final = (
     # Validated lines that go out after lines made later (`part` first, then the order they came in).
     "CREATE TEMP TABLE gb_waiting (seq INTEGER PRIMARY KEY, part INTEGER NOT NULL, location TEXT NOT NULL,"
     " line BLOB NOT NULL)",
+    # The summaries (a result's, a leaf's), validated, until the facts they list are known; and those facts: what
+    # each result recorded (its events, entity changes, snapshot entities and relations) and each leaf described,
+    # as written here, by the id of the summary that lists them.
+    "CREATE TEMP TABLE gb_summary (seq INTEGER PRIMARY KEY, id TEXT NOT NULL, location TEXT NOT NULL,"
+    " line BLOB NOT NULL)",
+    "CREATE TEMP TABLE gb_fact (summary_id TEXT NOT NULL, type TEXT NOT NULL, id TEXT NOT NULL,"
+    " PRIMARY KEY (summary_id, type, id))",
 )
 ADD_RESULT: Final = """
 INSERT INTO temp.gb_result (id, scope_key, created_at) VALUES (?, ?, ?)
@@ -65,6 +72,13 @@ ADD_SNAPSHOT_RELATION: Final = "INSERT OR IGNORE INTO temp.gb_snapshot_relation 
 ADD_LEAF: Final = "INSERT INTO temp.gb_leaf (location, id, result_id, summary, facts) VALUES (?, ?, ?, ?, ?)"
 WAIT: Final = "INSERT INTO temp.gb_waiting (part, location, line) VALUES (?, ?, ?)"
 WAITING: Final = "SELECT location, line FROM temp.gb_waiting ORDER BY part, seq"
+HOLD_SUMMARY: Final = "INSERT INTO temp.gb_summary (id, location, line) VALUES (?, ?, ?)"
+ADD_FACT: Final = "INSERT OR IGNORE INTO temp.gb_fact VALUES (?, ?, ?)"
+SUMMARIES: Final = """
+SELECT s.location, s.line,
+       (SELECT json_group_array(json_object('type', f.type, 'id', f.id))
+          FROM (SELECT type, id FROM temp.gb_fact WHERE summary_id = s.id ORDER BY type, id) AS f) AS facts
+  FROM temp.gb_summary AS s ORDER BY s.seq"""
 
 ScopeTable = Literal["gb_story_line", "gb_reference", "gb_entity", "gb_event"]
 
@@ -108,6 +122,25 @@ class Seen:
         for where, dumped in self.conn.execute(WAITING):
             yield self.line(where, orjson.loads(dumped))
         self.conn.execute("DELETE FROM temp.gb_waiting")
+
+    def hold_summary(self, item: tuple[Where, Line]) -> None:
+        """Keep a summary line (validated already) until `summaries`, when the facts it lists are known."""
+        where, line = item
+        assert isinstance(line, SummaryLine)
+        dumped = orjson.dumps(line.model_dump(mode="json", exclude_unset=True))
+        self.conn.execute(HOLD_SUMMARY, (line.id, str(where), dumped))
+
+    def add_fact(self, summary_id: str, object_type: str, object_id: str) -> None:
+        """A fact written by this import that the summary `summary_id` lists: one its result recorded (the result's
+        summary has the result's id) or its leaf described (`leaf:<batch id>`)."""
+        self.conn.execute(ADD_FACT, (summary_id, object_type, object_id))
+
+    def summaries(self) -> Iterator[tuple[Where, Line]]:
+        """The summaries kept by `hold_summary`, each with the facts written for it as its `fact_refs` (sorted):
+        where an agent that found a summary reads on, as the app's reader brings in the whole result."""
+        for where, dumped, facts in self.conn.execute(SUMMARIES):
+            yield self.line(where, orjson.loads(dumped) | {"fact_refs": orjson.loads(facts)})
+        self.conn.execute("DELETE FROM temp.gb_summary")
 
     def add_result(self, result_id: str, scope_key: str, created_at: str, snapshot: object) -> None:
         """A result read, and the part of its graph snapshot the import reads later (facts.py): its entities' id,
