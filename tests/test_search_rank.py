@@ -631,3 +631,42 @@ async def test_the_decision_story_leads_the_first_page_among_many_newer_objects_
     assert page["page"]["total_count"] > 100 and len(page["items"]) == 10  # the noise really matches
     missing = [need for need, refs in DECISION_STORY.items() if not refs & on_page]
     assert missing == [], (query, sorted(on_page))
+
+
+async def test_a_many_term_query_out_of_work_budget_stops_its_page_and_the_cursor_walks_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query of more than eight terms checks its candidates' text, at most CHECK_BUDGET per call (lowered here to
+    20, so that a small graph reaches it): a page that runs out stops early with `limit_reason: "work_budget"` and a
+    cursor, and the walk goes on from the last candidate checked, so every match is found once, in rank order."""
+    from server.reader import search
+
+    monkeypatch.setattr(search, "CHECK_BUDGET", 20)
+    words = ["amber", "basalt", "cobalt", "dolomite", "emerald", "feldspar", "garnet", "hematite", "ilmenite"]
+    matches = [f"ev-match-{n}" for n in range(3)]  # five of nine terms: stored first, so checked last
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "result", "id": "r1", "scope": ATLAS, "review_generated_at": _time(0), "recorded_at": _time(0)},
+    ]
+    titles = {event_id: " ".join(words[n : n + 5]) for n, event_id in enumerate(matches)}
+    titles |= {f"ev-four-{n:03}": " ".join(words[n % 5 : n % 5 + 4]) for n in range(80)}  # four of nine: no match
+    lines += [
+        {
+            "kind": "event",
+            "id": event_id,
+            "result_id": "r1",
+            "event_type": "note",
+            "title": title,
+            "recorded_at": _time(1),
+        }
+        for event_id, title in titles.items()
+    ]
+    db = imported_graph(tmp_path, lines)
+    arguments = {"query": " ".join(words), "scope": ATLAS, "page_size": 10}
+    async with client_for(db) as client:
+        first = await ok(client, SEARCH, arguments)
+        found = await all_items(client, SEARCH, arguments)
+    assert first["page"]["limit_reason"] == "work_budget" and first["page"]["next_cursor"] is not None
+    assert len(first["items"]) < 3
+    assert sorted(item["object_ref"]["id"] for item in found) == matches

@@ -94,7 +94,8 @@ class ContextArgs(ToolArgs):
     """Fragments per page (1–50); an object longer than content_page_size spans several pages."""
     cursor: Cursor | None = None
     """next_cursor of the previous page, unchanged, with the same object_ref, mode, time_range and time_basis
-    (the page sizes may change); omit for the first page."""
+    (the page sizes may change); it keeps the first page's scope, so scope may be omitted. Omit for the first
+    page."""
     content_page_size: Annotated[int, Strict(), Field(ge=1, le=8000)] = 4000
     """Unicode code points per content fragment (1–8,000)."""
 
