@@ -35,6 +35,8 @@ from goodbuddy_fixture import (
     KNOWLEDGE,
     M_A,
     M_EDIT,
+    MEMORY,
+    MEMORY_PROPOSED,
     PAIR_SCOPE,
     REL_BA,
     REL_CB,
@@ -173,6 +175,25 @@ async def test_an_experience_lists_a_day_dated_event_with_its_end_and_precision_
     )
     formed = links[EV_B]
     assert (formed["at"], formed["atEnd"], formed["atPrecision"]) == ("2026-03-10T14:00:00.000Z", None, None)
+
+
+async def test_a_confirmed_preference_past_its_expires_at_stays_background_as_in_the_app(
+    tmp_path: Path, app: Path
+) -> None:
+    """The app never sets `memory_items.expires_at` and none of its reads looks at it (docs/interchange.md, "App fields
+    not imported"): a confirmed preference whose column names a past time is still background there, so it is here.
+    A proposed one is not."""
+    write(app, "UPDATE memory_items SET expires_at = ? WHERE id = ?", "2026-02-11T00:00:00.000Z", MEMORY)
+    db = tmp_path / "expired.db"
+    migrate(db)
+    import_goodbuddy(db, app)
+    async with client(db) as session:
+        page = await context(session, "event", EV_B)
+
+    assert [m["memory_id"] for m in page["background"]] == [MEMORY]
+    preference = page["background"][0]
+    assert (preference["label"], preference["updated_at"]) == ("background_preference", "2026-02-10T08:00:00.000Z")
+    assert MEMORY_PROPOSED not in orjson.dumps(page).decode()
 
 
 async def test_entities_relations_and_changes_keep_states_raw_types_and_reasons(graph: Path) -> None:
