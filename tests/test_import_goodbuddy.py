@@ -31,9 +31,13 @@ from goodbuddy_fixture import (
     EV_REV,
     EV_ROLL,
     EV_UNDATED,
+    EXPERIENCE_PAIR,
     KNOWLEDGE,
     M_A,
     M_EDIT,
+    MEMORY,
+    MEMORY_PROPOSED,
+    PAIR_SCOPE,
     REL_BA,
     REL_CB,
     RES0,
@@ -150,6 +154,46 @@ async def test_an_event_dated_by_day_is_found_by_a_time_range_within_that_day(gr
     }
     assert [i["object_ref"]["id"] for i in found["items"]] == [EV_ROLL]
     assert EV_ROLL not in [i["object_ref"]["id"] for i in later["items"]]
+
+
+async def test_an_experience_lists_a_day_dated_event_with_its_end_and_precision_beside_at(graph: Path) -> None:
+    """The lesson of Atlas and Beacon was applied in the rollout the app dated '2026-03-13'. Its link's `at` (upstream's
+    key: the start of the event time) reads as that day's midnight; before, nothing beside it said the event is a whole
+    day, while the event's own item says precision `day`. Now `atEnd` and `atPrecision` say so, and an event stated
+    as an instant has neither."""
+    async with client(graph) as session:
+        page = await context(session, "experience", EXPERIENCE_PAIR, scope=PAIR_SCOPE)
+        rollout = target(await context(session, "event", EV_ROLL), "event", EV_ROLL, RES3)
+
+    lesson = target(page, "experience", EXPERIENCE_PAIR, None)
+    links = {link["id"]: link for link in lesson["data"]["events"]}
+    applied = links[EV_ROLL]
+    assert (applied["role"], applied["at"]) == ("applied", "2026-03-13T00:00:00.000Z")
+    assert (applied["atEnd"], applied["atPrecision"]) == ("2026-03-13T23:59:59.999Z", "day")
+    assert (applied["at"], applied["atEnd"], applied["atPrecision"]) == tuple(
+        rollout["event_interval"][key] for key in ("start", "end", "precision")
+    )
+    formed = links[EV_B]
+    assert (formed["at"], formed["atEnd"], formed["atPrecision"]) == ("2026-03-10T14:00:00.000Z", None, None)
+
+
+async def test_a_confirmed_preference_past_its_expires_at_stays_background_as_in_the_app(
+    tmp_path: Path, app: Path
+) -> None:
+    """The app never sets `memory_items.expires_at` and none of its reads looks at it (docs/interchange.md, "App fields
+    not imported"): a confirmed preference whose column names a past time is still background there, so it is here.
+    A proposed one is not."""
+    write(app, "UPDATE memory_items SET expires_at = ? WHERE id = ?", "2026-02-11T00:00:00.000Z", MEMORY)
+    db = tmp_path / "expired.db"
+    migrate(db)
+    import_goodbuddy(db, app)
+    async with client(db) as session:
+        page = await context(session, "event", EV_B)
+
+    assert [m["memory_id"] for m in page["background"]] == [MEMORY]
+    preference = page["background"][0]
+    assert (preference["label"], preference["updated_at"]) == ("background_preference", "2026-02-10T08:00:00.000Z")
+    assert MEMORY_PROPOSED not in orjson.dumps(page).decode()
 
 
 async def test_entities_relations_and_changes_keep_states_raw_types_and_reasons(graph: Path) -> None:

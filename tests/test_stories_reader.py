@@ -46,7 +46,9 @@ STORY_KEYS = {
     "id", "projectId", "projectName", "parentId", "level", "name", "description", "state", "stateEventId",
     "userEdited", "startedAt", "endedAt", "event_ids", "thread_ids", "event_count",
 }  # fmt: skip
-EXPERIENCE_EVENT_KEYS = {"id", "role", "note", "title", "projectId", "at", "storyId", "storyName"}
+EXPERIENCE_EVENT_KEYS = {
+    "id", "role", "note", "title", "projectId", "at", "storyId", "storyName", "atEnd", "atPrecision", "scope",
+}  # fmt: skip
 
 
 def long_story_lines() -> list[dict[str, Any]]:
@@ -254,6 +256,8 @@ async def cross_story_and_experience(s: Session) -> None:
     assert applied["projectId"] == "beacon" and applied["scope"] == BEACON and "MQTT" in applied["note"]
     assert links[("evt-pair-edge-box-rule", "formed")]["projectId"] is None  # an event of the pair itself
     assert links[("evt-decision-b", "applied")]["storyId"] == "story-atlas-sqlite-wal"
+    decided = links[("evt-decision-b", "applied")]  # its time: 2026-05-03 15:00 +08:00, to the minute
+    assert (decided["at"], decided["atEnd"], decided["atPrecision"]) == ("2026-05-03T07:00:00.000Z", None, "minute")
     assert [key[1] for key in objects(lesson) if key[0] == "event"] == data["event_ids"]
 
 

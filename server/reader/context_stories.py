@@ -62,10 +62,11 @@ EXPERIENCES_BY_ID: Final = f"""
 SELECT id, scope_key, statement, conditions, boundaries, confirmation_state, recorded_at, revision
   FROM experiences WHERE id IN {IDS} AND scope_key = :scope_key
 """
-# Each formed/applied link with its event, and the event's primary story (in the event's own scope).
+# Each formed/applied link with its event (its time's start, end and precision), and the event's primary story (in
+# the event's own scope).
 EXPERIENCE_EVENTS: Final = f"""
 SELECT l.experience_id, l.event_id, l.role, l.note, e.title, e.scope_key, e.event_time_start, e.result_id,
-       ps.id AS story_id, ps.name AS story_name
+       e.event_time_end, e.event_time_precision, ps.id AS story_id, ps.name AS story_name
   FROM experience_events AS l
   JOIN events AS e ON e.id = l.event_id AND e.scope_key = l.event_scope_key
   LEFT JOIN story_events AS pl ON pl.event_id = l.event_id AND pl.is_primary = 1
@@ -155,7 +156,10 @@ async def experience_links(
     conn: aiosqlite.Connection, scope_key: str, ids: list[str]
 ) -> dict[str, list[tuple[dict[str, Any], EventRow]]]:
     """Each experience's formed/applied links, in event-time order (undated last): the link with upstream's keys
-    plus the event's own `scope` (read its sources there), and the event's row."""
+    plus `atEnd`, `atPrecision` and the event's own `scope` (read its sources there), and the event's row.
+
+    `at` is the start of the event time only: for an event dated by day it reads as that day's midnight, so the end
+    and precision of the event time come beside it (added keys, SPEC §5b: `at` keeps upstream's meaning)."""
     found: dict[str, list[tuple[dict[str, Any], EventRow]]] = {experience_id: [] for experience_id in ids}
     for r in await _rows(conn, EXPERIENCE_EVENTS, {"ids": json_ids(ids), "scope_key": scope_key}):
         link = {
@@ -165,6 +169,8 @@ async def experience_links(
             "title": r["title"],
             "projectId": single_project(r["scope_key"]),
             "at": r["event_time_start"],
+            "atEnd": r["event_time_end"],
+            "atPrecision": r["event_time_precision"],
             "storyId": r["story_id"],
             "storyName": r["story_name"],
             "scope": scope_from_key(r["scope_key"]).model_dump(),
