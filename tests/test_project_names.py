@@ -133,3 +133,17 @@ async def test_names_are_capped_and_their_map_fits_its_byte_budget(tmp_path: Pat
 
 def _size(value: Any) -> int:
     return len(orjson.dumps(value))
+
+
+async def test_a_name_with_a_line_break_keeps_an_error_text_one_sentence_line_and_one_payload_line(
+    tmp_path: Path,
+) -> None:
+    db = demo_db(tmp_path)
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE projects SET name = 'Beacon\nmobile  app' WHERE id = 'beacon'")
+    async with client_for(db, Grant(default_project=None)) as client:
+        result = await client.call_tool(SEARCH, {"query": "cache"})
+    text = result.content[0].text  # type: ignore[union-attr]
+    first, payload = text.split("\n")
+    assert f'{{"kind":"projects","projectIds":["beacon"]}} ({BEACON})' in first
+    assert orjson.loads(payload)["project_names"]["beacon"] == "Beacon\nmobile  app"

@@ -161,8 +161,10 @@ def _compact(scope: dict[str, Any]) -> str:
 def named_scope(scope: dict[str, Any], names: dict[str, str]) -> str:
     """A scope as a sentence names it: its compact JSON (what the `scope` argument takes), then its projects' names
     in parentheses where `names` (capped: `project_names`) holds them: `{"kind":"projects","projectIds":["3f2a…"]}
-    (Beacon)`. Project ids from an app are often UUIDs, which say nothing to an agent asked about "Beacon"."""
-    shown = [names[pid] for pid in scope.get("projectIds", []) if pid in names]
+    (Beacon)`. Project ids from an app are often UUIDs, which say nothing to an agent asked about "Beacon". A name's
+    runs of whitespace (a line break included) are one space here: an error's text is its sentence on one line, then
+    the JSON payload on the last (the payload's `project_names` keeps the name as stored)."""
+    shown = [" ".join(names[pid].split()) for pid in scope.get("projectIds", []) if pid in names]
     return _compact(scope) + (f" ({', '.join(shown)})" if shown else "")
 
 
