@@ -254,11 +254,11 @@ class StoryGraphServer(MCPServer[Any]):
             return exc
         try:
             async with self._db.snapshot() as conn:
-                scopes, total = await readable_scopes(conn, grant, READABLE_SCOPES_LISTED)
+                scopes, total, names = await readable_scopes(conn, grant, READABLE_SCOPES_LISTED)
         except sqlite3.Error:
             return exc  # the refusal stands on its own; a read failure here must not replace it
         listed = [scope.model_dump(mode="json", by_alias=True) for scope in scopes]
-        return exc.with_readable_scopes(listed, total)
+        return exc.with_readable_scopes(listed, total, names)
 
 
 def _error_result(exc: StoryGraphError) -> CallToolResult:

@@ -223,12 +223,12 @@ async def test_the_project_set_hint_is_given_only_to_a_caller_that_can_read_two_
         assert "project set" not in refused[name]["next_step"]
         assert "project set" not in refused[f"{name}-asked"]["next_step"]
     assert refused["one"]["next_step"].endswith(
-        'Scopes this client can read: {"kind":"projects","projectIds":["beacon"]}.'
+        'Scopes this client can read: {"kind":"projects","projectIds":["beacon"]} (Beacon mobile app).'
     )
     assert refused["global"]["next_step"].endswith('Scopes this client can read: {"kind":"global"}.')
     assert refused["all"]["next_step"].endswith(
         "; a project set of readable projects is a scope too (work they share is stored there), e.g. "
-        '{"kind":"projects","projectIds":["atlas","beacon"]}.'
+        '{"kind":"projects","projectIds":["atlas","beacon"]} (Atlas sync service, Beacon mobile app).'
     )
     assert refused["all-asked"]["error"] == "scope_unavailable" and "e.g. {" in refused["all-asked"]["next_step"]
 
@@ -263,13 +263,13 @@ async def test_scope_required_names_the_readable_scope_an_object_or_reference_is
     assert shared["error"] == "scope_required"
     assert shared["next_step"].startswith(
         'object_ref {"type":"story_line","id":"sl-pair-release"} is stored in scope '
-        '{"kind":"projects","projectIds":["atlas","beacon"]}: call again with "scope": '
-        '{"kind":"projects","projectIds":["atlas","beacon"]}.'
+        '{"kind":"projects","projectIds":["atlas","beacon"]} (Atlas sync service, Beacon mobile app): call again '
+        'with "scope": {"kind":"projects","projectIds":["atlas","beacon"]}.'
     )
     assert fixed["resolved_scope"] == pair
     assert own["next_step"].startswith(
         'object_ref {"type":"story_line","id":"sl-beacon-sync"} is stored in scope '
-        '{"kind":"projects","projectIds":["beacon"]}: call again with "scope": '
+        '{"kind":"projects","projectIds":["beacon"]} (Beacon mobile app): call again with "scope": '
         '{"kind":"projects","projectIds":["beacon"]}.'
     )
     assert reference["error"] == "scope_required"
@@ -303,7 +303,7 @@ async def test_scope_unavailable_names_the_readable_scope_an_object_or_reference
     assert asked_atlas["error"] == reference["error"] == "scope_unavailable"
     assert asked_atlas["next_step"].startswith(
         'object_ref {"type":"story_line","id":"sl-beacon-sync"} is stored in scope '
-        '{"kind":"projects","projectIds":["beacon"]}: call again with "scope": '
+        '{"kind":"projects","projectIds":["beacon"]} (Beacon mobile app): call again with "scope": '
         '{"kind":"projects","projectIds":["beacon"]}.'
     )
     assert reference["next_step"].startswith("source reference 'ref-beacon-sync-1' is stored in scope {")
@@ -329,7 +329,7 @@ async def test_scope_required_names_where_an_id_is_stored_as_get_context_and_rea
     assert padded["error"] == upper["error"] == reference["error"] == "scope_required"
     assert padded["next_step"].startswith(
         'The id has whitespace around it: object_ref {"type":"event","id":"evt-decision-a"} is stored in scope '
-        '{"kind":"projects","projectIds":["atlas"]}: call again with that id and "scope": '
+        '{"kind":"projects","projectIds":["atlas"]} (Atlas sync service): call again with that id and "scope": '
         '{"kind":"projects","projectIds":["atlas"]}.'
     )
     assert upper["next_step"].startswith(
@@ -341,7 +341,8 @@ async def test_scope_required_names_where_an_id_is_stored_as_get_context_and_rea
     )
     assert reference["next_step"].startswith(
         "The id has whitespace around it and differs in letter case (ids are exact): source reference "
-        '\'ref-revision-2\' is stored in scope {"kind":"projects","projectIds":["atlas"]}: call again'
+        '\'ref-revision-2\' is stored in scope {"kind":"projects","projectIds":["atlas"]} (Atlas sync service): '
+        "call again"
     )
     assert unavailable["error"] == "scope_unavailable"
     assert unavailable["next_step"].startswith("The id has whitespace around it: source reference 'ref-revision-2'")

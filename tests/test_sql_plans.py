@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server.reader import context, context_rows_sql, context_stories, context_summary, search_sql
+from server.reader import context, context_rows_sql, context_stories, context_summary, scope, search_sql
 from server.reader.context_arms import ARMS, Arm, BoundArm, Candidate, Mode, sort_key
 from server.reader.fold import narrow
 from server.reader.objects import ENTITY_EVIDENCE, LEAF_ROWS, OBJECT_ROWS, SOURCE_REFERENCE_IDS
@@ -159,3 +159,33 @@ def test_a_search_pages_evolution_refs_reach_every_object_by_index(migrated_db: 
     scans = [step for step in plan if step.startswith("SCAN") and not re.match(r"SCAN (w|json_each|refs|\(sub)", step)]
     assert scans == [], plan
     assert [step for step in plan if step.endswith("(scope_key=?)")] == [], plan
+
+
+SCOPE_READS = {
+    name: getattr(scope, name)
+    for name in (
+        "SCOPE_STATE",
+        "ACTIVE_PROJECTS",
+        "GRANTED_PROJECT_PAGE",
+        "GRANTED_PROJECT_COUNT",
+        "ACTIVE_PROJECT_PAGE",
+    )
+}
+
+
+@pytest.mark.parametrize("sql", SCOPE_READS.values(), ids=list(SCOPE_READS))
+def test_a_scope_and_its_project_names_are_read_by_the_projects_primary_key(migrated_db: Path, sql: str) -> None:
+    """What every call reads first (SCOPE_STATE), and the readable scopes an error or no_match_note lists, read the
+    projects' names in the same statement that checks them: by primary key for a list of ids, and for a grant of
+    every project by the key's order up to the listed few, never a sort of every project."""
+    params = {"ids": '["x"]', "scope_key": "global", "limit": 21}
+    with sqlite3.connect(migrated_db) as conn:
+        plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+    assert "name" in sql or sql == scope.GRANTED_PROJECT_COUNT
+    reads = [step for step in plan if "projects" in step]
+    assert reads, plan
+    if sql == scope.ACTIVE_PROJECT_PAGE:
+        assert reads == ["SCAN projects USING INDEX sqlite_autoindex_projects_1"], plan
+    else:
+        assert all(step.startswith("SEARCH projects USING INDEX") for step in reads), plan
+    assert not any("TEMP B-TREE" in step for step in plan), plan

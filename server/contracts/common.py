@@ -136,6 +136,22 @@ def capped_name(text: str, limit: int = COVERAGE_TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+PROJECT_NAMES_BYTES: Final = 6_000
+"""How much JSON a `project_names` map may hold (the first projects, in id order, whose entries fit: `fitting`). A
+project's name is stored free text, and a scope may name 100 projects: 100 names of 256 code points were up to
+154 KB of JSON (each a 6-byte escape). Ordinary names (a few words) are all listed."""
+
+
+def project_names(names: dict[str, str]) -> dict[str, str]:
+    """`project_names` of a response or error: each project id mapped to its stored name, cut by `capped_name`
+    (a name in a sentence or a map has no room for a flag), in id order, the first that fit in PROJECT_NAMES_BYTES;
+    a project left out for room simply has no entry. `names` must hold only projects the caller may read."""
+    entries = fitting(
+        ({pid: capped_name(names[pid])} for pid in sorted(names)), limit=len(names), budget=PROJECT_NAMES_BYTES
+    )
+    return {pid: name for entry in entries for pid, name in entry.items()}
+
+
 class ToolArgs(Contract):
     """A tool's arguments: null for any optional argument is that argument omitted. Clients that send every
     argument, null when unset, then work with every tool (null was taken for `scope`, `time_range` and `cursor`
@@ -367,6 +383,12 @@ class Frame(Contract):
 
     requested_scope: GlobalScope | ProjectsScope | Literal["current_project"]
     resolved_scope: GlobalScope | ProjectsScope
+    project_names: dict[str, str]
+    """The stored name of each project of `resolved_scope`, by id (empty for the Global scope; ids are what a scope
+    argument takes, names are what people call the projects). Each name at most COVERAGE_TEXT_LIMIT code points (a
+    longer one ends in '…'); in all at most PROJECT_NAMES_BYTES of JSON, the first projects in id order (a project
+    left out for room has no entry). Every item's `scope` lies within `resolved_scope`, so this names its projects
+    too."""
     read_at: str
     data_revision: str
     """The scope's data revision this page was read at (writes to memory items do not change it); search and

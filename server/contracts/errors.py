@@ -36,6 +36,7 @@ import orjson
 from mcp.server.mcpserver.exceptions import ToolError
 
 from server.contracts.base import Contract
+from server.contracts.common import project_names
 
 ErrorCode = Literal[
     "unsupported_mode",
@@ -72,6 +73,9 @@ class ErrorPayload(Contract):
     """For scope_required / scope_unavailable: scopes this caller's grant can read now (never others)."""
     readable_scope_count: int | None = None
     """How many readable scopes exist in all (readable_scopes lists the first ones)."""
+    project_names: dict[str, str] | None = None
+    """Beside readable_scopes: the stored name of each project they list, by id (as a response's `project_names`:
+    each at most 256 code points, a longer one ending in '…'; the first that fit in 6,000 bytes of JSON)."""
     newest_versions: list[str] | None = None
     """For source_version_required: the newest stored versions of the reference's source (at most 5, newest first),
     each a value source_version accepts; empty when this scope can read no version of it."""
@@ -106,33 +110,37 @@ class StoryGraphError(ToolError):
         return f"{self}\n{self.payload.model_dump_json(exclude_none=True)}"
 
     def naming_where_stored(
-        self, what: str, stored_in: list[dict[str, Any]], id_note: str | None = None
+        self, what: str, stored_in: list[dict[str, Any]], names: dict[str, str], id_note: str | None = None
     ) -> StoryGraphError:
         """The same refusal (scope_required, scope_unavailable), its next step first naming the scopes `what` (the
         object or reference the call names) is stored in, so one call fixes it. `stored_in` must hold only scopes
         the caller may read; none: the refusal unchanged. `id_note` (`id_difference`): `what` names the stored id,
-        which differs from the one sent, so the call is to be repeated with it."""
+        which differs from the one sent, so the call is to be repeated with it. `names`: the projects' names by id
+        (`project_names`), each said in parentheses after its scope."""
         if not stored_in:
             return self
+        names = project_names(names)
         with_id = "that id and " if id_note else ""
         if len(stored_in) == 1:
-            scope = _compact(stored_in[0])
-            fix = f'{what} is stored in scope {scope}: call again with {with_id}"scope": {scope}.'
+            scope, named = _compact(stored_in[0]), named_scope(stored_in[0], names)
+            fix = f'{what} is stored in scope {named}: call again with {with_id}"scope": {scope}.'
         else:
-            scopes = " and ".join(_compact(scope) for scope in stored_in)
+            scopes = " and ".join(named_scope(scope, names) for scope in stored_in)
             fix = f'{what} is stored in scopes {scopes}: call again with {with_id}"scope" set to one of them.'
         if id_note:
             fix = f"{id_note}: {fix}"
         return StoryGraphError(self.payload.error, self.payload.message, field=self.payload.field, next_step=fix)
 
-    def with_readable_scopes(self, scopes: list[dict[str, Any]], total: int) -> StoryGraphError:
-        """The same refusal, its next step naming the scopes the caller can read (from its grant only)."""
+    def with_readable_scopes(self, scopes: list[dict[str, Any]], total: int, names: dict[str, str]) -> StoryGraphError:
+        """The same refusal, its next step naming the scopes the caller can read (from its grant only), each
+        project's name in parentheses after its scope, and the payload carrying them (`project_names`)."""
+        names = project_names(names)
         if total == 0:
             hint = "This client can read no scope at all; ask the operator to grant one."
         else:
-            listed = ", ".join(_compact(scope) for scope in scopes)
+            listed = ", ".join(named_scope(scope, names) for scope in scopes)
             more = f" (and {total - len(scopes)} more)" if total > len(scopes) else ""
-            hint = f"Scopes this client can read: {listed}{more}{_project_sets(scopes)}."
+            hint = f"Scopes this client can read: {listed}{more}{_project_sets(scopes, names)}."
         error = StoryGraphError(
             self.payload.error,
             self.payload.message,
@@ -140,7 +148,9 @@ class StoryGraphError(ToolError):
             next_step=f"{self.payload.next_step} {hint}",
             problems=self.payload.problems,
         )
-        error.payload = error.payload.model_copy(update={"readable_scopes": scopes, "readable_scope_count": total})
+        error.payload = error.payload.model_copy(
+            update={"readable_scopes": scopes, "readable_scope_count": total, "project_names": names}
+        )
         return error
 
 
@@ -148,13 +158,23 @@ def _compact(scope: dict[str, Any]) -> str:
     return orjson.dumps(scope).decode()
 
 
-def _project_sets(readable: list[dict[str, Any]]) -> str:
+def named_scope(scope: dict[str, Any], names: dict[str, str]) -> str:
+    """A scope as a sentence names it: its compact JSON (what the `scope` argument takes), then its projects' names
+    in parentheses where `names` (capped: `project_names`) holds them: `{"kind":"projects","projectIds":["3f2a…"]}
+    (Beacon)`. Project ids from an app are often UUIDs, which say nothing to an agent asked about "Beacon". A name's
+    runs of whitespace (a line break included) are one space here: an error's text is its sentence on one line, then
+    the JSON payload on the last (the payload's `project_names` keeps the name as stored)."""
+    shown = [" ".join(names[pid].split()) for pid in scope.get("projectIds", []) if pid in names]
+    return _compact(scope) + (f" ({', '.join(shown)})" if shown else "")
+
+
+def _project_sets(readable: list[dict[str, Any]], names: dict[str, str]) -> str:
     """The project-set hint, only for a caller that can read two projects or more (one project makes no set; a
     project set is its own scope, where work shared by its projects is stored), with an example it may pass."""
     projects = [p for scope in readable if scope.get("kind") == "projects" for p in scope.get("projectIds", [])]
     if len(projects) < 2:
         return ""
-    example = _compact({"kind": "projects", "projectIds": sorted(projects[:2])})
+    example = named_scope({"kind": "projects", "projectIds": sorted(projects[:2])}, names)
     return f"; a project set of readable projects is a scope too (work they share is stored there), e.g. {example}"
 
 
@@ -199,14 +219,16 @@ def scope_unavailable(field: str = "scope") -> StoryGraphError:
     )
 
 
-def stored_in_another_scope(what: str, scope: dict[str, Any]) -> StoryGraphError:
-    """The object or reference exists in another scope this caller may read: name it, so one call fixes it (a
-    scope the caller may not read gets object_not_found / source_not_found instead, so nothing leaks)."""
+def stored_in_another_scope(what: str, scope: dict[str, Any], names: dict[str, str]) -> StoryGraphError:
+    """The object or reference exists in another scope this caller may read: name it (and its projects' names,
+    `names` by id), so one call fixes it (a scope the caller may not read gets object_not_found / source_not_found
+    instead, so nothing leaks)."""
     return StoryGraphError(
         "scope_mismatch",
         f"{what} is not stored in the requested scope; it is stored in another scope you may read.",
         field="scope",
-        next_step=f"Repeat with scope {_compact(scope)}, or search in the requested scope for its own objects.",
+        next_step=f"Repeat with scope {named_scope(scope, project_names(names))}, or search in the requested scope "
+        "for its own objects.",
     )
 
 

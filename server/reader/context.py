@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 import aiosqlite
 
@@ -42,7 +42,7 @@ from server.reader.context_rows import Memory, Ref, RowLoader, Unit, memories
 from server.reader.context_stories import experience_event_rows, related_story_ids, state_event, story_event_scopes
 from server.reader.db import IDS
 from server.reader.objects import Key, in_time_range, split_change_id
-from server.reader.scope import is_readable, near_ids, readable_holding
+from server.reader.scope import Readable, is_readable, near_ids, readable_holding, readable_names
 
 # --- Where an object is stored (any scope): for object_not_found vs scope_mismatch. -------------------------
 LOCATE: Final[dict[str, str]] = {
@@ -142,7 +142,7 @@ async def _target_scopes(conn: aiosqlite.Connection, object_type: str, object_id
 
 async def readable_scopes_holding(
     conn: aiosqlite.Connection, grant: Grant, object_type: str, object_id: str
-) -> tuple[str, list[dict[str, Any]]]:
+) -> tuple[str, Readable]:
     """The id as stored (the one sent, else a near id, as object_not_found names it) and the scopes this caller may
     read that store the object, in scope-key order (scope_required's next step names them); a scope outside the
     grant, or with an inactive project, is never among them. A leaf id counts where its leaf describes the object."""
@@ -165,9 +165,10 @@ async def locate_target(
     if scope_key in scopes:
         return target
     for other in scopes:
-        if not await is_readable(conn, grant, scope_from_key(other)):
+        names = await readable_names(conn, grant, scope_from_key(other))
+        if names is None:
             continue
-        raise stored_in_another_scope(f"{object_type} {object_id!r}", scope_from_key(other).model_dump())
+        raise stored_in_another_scope(f"{object_type} {object_id!r}", scope_from_key(other).model_dump(), names)
     raise await _not_found(conn, grant, scope_key, object_type, object_id)
 
 

@@ -7,21 +7,27 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import aiosqlite
+import orjson
 
 from server.contracts.base import GlobalScope, ProjectsScope, normalise_scope, scope_from_key, scope_key
-from server.contracts.common import Grant
+from server.contracts.common import COVERAGE_TEXT_LIMIT, Grant
 from server.contracts.errors import invalid_cursor, scope_required, scope_unavailable, stale_cursor
 from server.reader.cursor import DecodedCursor
 from server.reader.db import IDS, json_ids, scalar
 
 READABLE_SCOPES_LISTED: Final = 20
 """How many readable scopes a next step names (scope_required, scope_unavailable, a search that found nothing)."""
-ACTIVE_PROJECTS: Final = f"SELECT id FROM projects WHERE status = 'active' AND id IN {IDS}"
-# One statement (one hop to the connection's thread) for what every call reads first: how many of the scope's
-# projects exist and are active, the scope's data and memory revisions, the graph's data revision and the revision
-# of the Global memory items (migrations/0016).
+NAME_CUT: Final = COVERAGE_TEXT_LIMIT + 1
+"""Code points of a project's name read with it: enough for `capped_name` to tell a longer name, never a whole
+200,000-character one (a name is stored free text)."""
+ACTIVE_PROJECTS: Final = (
+    f"SELECT id, substr(name, 1, {NAME_CUT}) AS name FROM projects WHERE status = 'active' AND id IN {IDS}"
+)
+# One statement (one hop to the connection's thread) for what every call reads first: which of the scope's
+# projects exist and are active, with their names ([[id, name], ...]: the responses' `project_names`), the scope's
+# data and memory revisions, the graph's data revision and the revision of the Global memory items (migrations/0016).
 SCOPE_STATE: Final = f"""
-SELECT (SELECT count(*) FROM projects WHERE status = 'active' AND id IN {IDS}),
+SELECT (SELECT json_group_array(json_array(id, name)) FROM ({ACTIVE_PROJECTS})),
        (SELECT data_revision FROM scopes WHERE scope_key = :scope_key),
        (SELECT memory_revision FROM scopes WHERE scope_key = :scope_key),
        (SELECT data_revision FROM graph_state WHERE id = 1),
@@ -44,6 +50,9 @@ class ResolvedScope:
     graph_revision: str
     """The whole graph's data revision, as read in this snapshot: a source edited later changes no scope's revision,
     only this one (get_context's source states are remembered by it)."""
+    names: dict[str, str]
+    """The stored name of each of the scope's projects (read with the scope, so a readable project's only; at most
+    NAME_CUT code points): the responses' `project_names`."""
 
     @property
     def project_ids(self) -> list[str]:
@@ -82,7 +91,8 @@ async def resolve_scope(
     project_ids = [] if isinstance(scope, GlobalScope) else scope.projectIds
     rows = await conn.execute_fetchall(SCOPE_STATE, {"ids": json_ids(project_ids), "scope_key": key})
     active, revision, memory_revision, graph_revision, global_memory_revision = next(iter(rows))
-    if active != len(set(project_ids)):  # every project must exist and be active
+    names: dict[str, str] = dict(orjson.loads(active))
+    if len(names) != len(set(project_ids)):  # every project must exist and be active
         raise scope_unavailable()
     return ResolvedScope(
         requested=requested if requested is not None else "current_project",
@@ -91,6 +101,7 @@ async def resolve_scope(
         revision=str(revision) if revision is not None else "0",
         memory_revision=_memory_revision(memory_revision, global_memory_revision, reads_global=grant.allow_global),
         graph_revision=str(graph_revision) if graph_revision is not None else "0",
+        names=names,
     )
 
 
@@ -121,24 +132,47 @@ async def resolve_page_scope(
     return scope
 
 
+async def readable_names(
+    conn: aiosqlite.Connection, grant: Grant, scope: GlobalScope | ProjectsScope
+) -> dict[str, str] | None:
+    """The names of the scope's projects by id (none for Global) when this caller may read the scope at all
+    (granted, and every project exists and is active); None when it may not. One statement reads both."""
+    if not grant.allows(scope):
+        return None
+    if isinstance(scope, GlobalScope):
+        return {}
+    found = {
+        row[0]: row[1] for row in await conn.execute_fetchall(ACTIVE_PROJECTS, {"ids": json_ids(scope.projectIds)})
+    }
+    return found if found.keys() == set(scope.projectIds) else None
+
+
 async def is_readable(conn: aiosqlite.Connection, grant: Grant, scope: GlobalScope | ProjectsScope) -> bool:
     """Whether this caller may read the scope at all (granted, and every project exists and is active)."""
-    if not grant.allows(scope):
-        return False
-    if isinstance(scope, GlobalScope):
-        return True
-    found = {row[0] for row in await conn.execute_fetchall(ACTIVE_PROJECTS, {"ids": json_ids(scope.projectIds)})}
-    return found == set(scope.projectIds)
+    return await readable_names(conn, grant, scope) is not None
 
 
-async def readable_among(conn: aiosqlite.Connection, grant: Grant, scope_keys: list[str]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Readable:
+    """Scopes this caller may read, as `scope` arguments, and the stored names of their projects by id (names only
+    of projects it may read: the raw names, at most NAME_CUT code points; `project_names` caps and fits them)."""
+
+    scopes: list[dict[str, Any]]
+    names: dict[str, str]
+
+
+async def readable_among(conn: aiosqlite.Connection, grant: Grant, scope_keys: list[str]) -> Readable:
     """The scopes of `scope_keys` this caller may read, in key order, as a `scope` argument (an error's next step
-    names where something is stored: never a scope outside the grant, nor one with an inactive project)."""
-    return [
-        scope_from_key(key).model_dump(by_alias=True)
-        for key in sorted(set(scope_keys))
-        if await is_readable(conn, grant, scope_from_key(key))
-    ]
+    names where something is stored: never a scope outside the grant, nor one with an inactive project), with their
+    projects' names (read by the same statement that checks each scope)."""
+    scopes: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    for key in sorted(set(scope_keys)):
+        found = await readable_names(conn, grant, scope_from_key(key))
+        if found is not None:
+            scopes.append(scope_from_key(key).model_dump(by_alias=True))
+            names |= found
+    return Readable(scopes, names)
 
 
 def near_ids(some_id: str) -> list[str]:
@@ -156,18 +190,21 @@ async def readable_holding(
     grant: Grant,
     some_id: str,
     scopes_of: Callable[[str], Awaitable[list[str]]],
-) -> tuple[str, list[dict[str, Any]]]:
+) -> tuple[str, Readable]:
     """Where an id is stored, for scope_required / scope_unavailable to name: the id as stored (`some_id`, else the
     first of its `near_ids` stored in a scope this caller may read) and the scopes holding it that this caller may
-    read (`readable_among`); none: (`some_id`, []). `scopes_of` gives the scope keys an exact id is stored in."""
+    read (`readable_among`), with their projects' names; none: (`some_id`, no scopes). `scopes_of` gives the scope
+    keys an exact id is stored in."""
     for candidate in (some_id, *near_ids(some_id)):
         readable = await readable_among(conn, grant, await scopes_of(candidate))
-        if readable:
+        if readable.scopes:
             return candidate, readable
-    return some_id, []
+    return some_id, Readable([], {})
 
 
-ACTIVE_PROJECT_PAGE: Final = "SELECT id FROM projects WHERE status = 'active' ORDER BY id LIMIT :limit"
+ACTIVE_PROJECT_PAGE: Final = (
+    f"SELECT id, substr(name, 1, {NAME_CUT}) FROM projects WHERE status = 'active' ORDER BY id LIMIT :limit"
+)
 ACTIVE_PROJECT_COUNT: Final = "SELECT count(*) FROM projects WHERE status = 'active'"
 GRANTED_PROJECT_PAGE: Final = f"{ACTIVE_PROJECTS} ORDER BY id LIMIT :limit"
 GRANTED_PROJECT_COUNT: Final = f"SELECT count(*) FROM projects WHERE status = 'active' AND id IN {IDS}"
@@ -175,9 +212,10 @@ GRANTED_PROJECT_COUNT: Final = f"SELECT count(*) FROM projects WHERE status = 'a
 
 async def readable_scopes(
     conn: aiosqlite.Connection, grant: Grant, limit: int
-) -> tuple[list[GlobalScope | ProjectsScope], int]:
+) -> tuple[list[GlobalScope | ProjectsScope], int, dict[str, str]]:
     """The scopes this caller can read now: Global if granted, then each granted active project (by id);
-    the first `limit` of them and the total. Only the grant decides, never what was asked for."""
+    the first `limit` of them, the total, and the listed projects' names by id (read with them). Only the grant
+    decides, never what was asked for."""
     params: dict[str, object] = {"limit": limit}
     if grant.projects == "*":
         page, count = ACTIVE_PROJECT_PAGE, ACTIVE_PROJECT_COUNT
@@ -185,6 +223,9 @@ async def readable_scopes(
         page, count = GRANTED_PROJECT_PAGE, GRANTED_PROJECT_COUNT
         params["ids"] = json_ids(grant.projects)
     scopes: list[GlobalScope | ProjectsScope] = [GlobalScope(kind="global")] if grant.allow_global else []
-    scopes += [ProjectsScope(kind="projects", projectIds=[row[0]]) for row in await conn.execute_fetchall(page, params)]
+    rows = list(await conn.execute_fetchall(page, params))
+    scopes += [ProjectsScope(kind="projects", projectIds=[row[0]]) for row in rows]
     total = int(await scalar(conn, count, params)) + (1 if grant.allow_global else 0)
-    return scopes[:limit], total
+    listed = scopes[:limit]
+    shown = {pid for scope in listed if isinstance(scope, ProjectsScope) for pid in scope.projectIds}
+    return listed, total, {row[0]: row[1] for row in rows if row[0] in shown}

@@ -33,7 +33,15 @@ from server.reader.coverage import read_coverage
 from server.reader.cursor import CursorCodec, request_digest
 from server.reader.db import Database
 from server.reader.memo import Memo
-from server.reader.scope import ResolvedScope, is_readable, near_ids, readable_holding, resolve_scope
+from server.reader.scope import (
+    Readable,
+    ResolvedScope,
+    is_readable,
+    near_ids,
+    readable_holding,
+    readable_names,
+    resolve_scope,
+)
 from server.reader.source_fields import (
     OUTSIDE_SCOPE_STATE,
     READABLE_STATUS,
@@ -112,7 +120,8 @@ async def read(
             # Where the reference is stored, if this caller may read it there: one call then fixes it.
             stored_id, holding = await _readable_scopes_holding(conn, grant, args.source_reference_id)
             differing = id_difference(args.source_reference_id, stored_id)
-            raise exc.naming_where_stored(f"source reference {stored_id!r}", holding, differing) from None
+            what = f"source reference {stored_id!r}"
+            raise exc.naming_where_stored(what, holding.scopes, holding.names, differing) from None
         stored = await _stored_in_scope(conn, grant, scope, args)
         reference, source = stored.reference, stored.source
         in_scope = source is not None and _located_in(scope, source)
@@ -239,7 +248,13 @@ async def _stored_in_scope(
     in a scope this caller may not read', so nothing outside the grant leaks."""
     stored = await read_stored(conn, args.source_reference_id, args.content_kind, args.source_version)
     scope_key = stored.reference.scope_key if stored is not None else None
-    if scope_key is None or (scope_key != scope.key and not await is_readable(conn, grant, scope_from_key(scope_key))):
+    # Another scope's projects' names are read with the check that it is readable (one statement), for scope_mismatch.
+    other_names = (
+        await readable_names(conn, grant, scope_from_key(scope_key))
+        if scope_key is not None and scope_key != scope.key
+        else None
+    )
+    if scope_key is None or (scope_key != scope.key and other_names is None):
         carrying = await _references_carrying(conn, scope.key, args.source_reference_id)
         near = await _near_reference(conn, grant, scope, args.source_reference_id)
         owner = None if carrying or near else await _owner_in_scope(conn, scope.key, args.source_reference_id)
@@ -260,14 +275,12 @@ async def _stored_in_scope(
         )
     if scope_key != scope.key:
         other = scope_from_key(scope_key).model_dump(by_alias=True)
-        raise stored_in_another_scope(f"source reference {args.source_reference_id!r}", other)
+        raise stored_in_another_scope(f"source reference {args.source_reference_id!r}", other, other_names or {})
     assert stored is not None
     return stored
 
 
-async def _readable_scopes_holding(
-    conn: aiosqlite.Connection, grant: Grant, reference_id: str
-) -> tuple[str, list[dict[str, Any]]]:
+async def _readable_scopes_holding(conn: aiosqlite.Connection, grant: Grant, reference_id: str) -> tuple[str, Readable]:
     """The reference id as stored (the one sent, else a near id, as source_not_found names it) and the scope it is
     stored in, when this caller may read it (never one outside the grant)."""
 

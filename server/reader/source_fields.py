@@ -14,7 +14,7 @@ from typing import Any, Final
 import orjson
 from pydantic import BaseModel
 
-from server.contracts.common import TEXT_LIMIT, Page, capped_name, capped_texts, fitting
+from server.contracts.common import TEXT_LIMIT, Page, capped_name, capped_texts, fitting, project_names
 from server.contracts.source import (
     AVAILABLE_VERSIONS_BYTES,
     EXTERNAL_LOCATOR_BYTES,
@@ -137,6 +137,7 @@ def common_fields(
     return capped_texts(texts, TEXT_LIMIT) | {
         "requested_scope": scope.requested,
         "resolved_scope": scope.scope,
+        "project_names": project_names(scope.names),
         "read_at": read_at,
         "data_revision": scope.revision,
         "coverage": coverage,

@@ -8,7 +8,14 @@ import orjson
 from pydantic import BaseModel
 
 from server.contracts.base import GlobalScope, ProjectsScope, scope_from_key
-from server.contracts.common import INTERPRETATION, MAX_RESPONSE_BYTES, TEXT_LIMIT, Page, capped_texts
+from server.contracts.common import (
+    INTERPRETATION,
+    MAX_RESPONSE_BYTES,
+    TEXT_LIMIT,
+    Page,
+    capped_texts,
+    project_names,
+)
 from server.contracts.context import (
     BACKGROUND_NOTE,
     OWN_SCOPE_NOTE,
@@ -84,7 +91,9 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
             ref = args.object_ref
             stored_id, holding = await readable_scopes_holding(conn, call.grant, ref.type, ref.id)
             what = f"object_ref {orjson.dumps({'type': ref.type, 'id': stored_id}).decode()}"
-            raise exc.naming_where_stored(what, holding, id_difference(ref.id, stored_id)) from None
+            raise exc.naming_where_stored(
+                what, holding.scopes, holding.names, id_difference(ref.id, stored_id)
+            ) from None
         position = parse_position(cursor.position if cursor else None)
         target = await locate_target(conn, call.grant, scope.key, args.object_ref.type, args.object_ref.id)
         coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, time_range, args.time_basis)
@@ -125,6 +134,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
     frame = ContextResponse(
         requested_scope=scope.requested,
         resolved_scope=scope.scope,
+        project_names=project_names(scope.names),
         read_at=call.read_at,
         data_revision=scope.revision,
         memory_revision=scope.memory_revision if with_memory else None,

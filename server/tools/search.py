@@ -8,8 +8,8 @@ from typing import Any, Final
 import orjson
 
 from server.contracts.base import OBJECT_TYPES, GlobalScope, ObjectRef, ProjectsScope, scope_from_key
-from server.contracts.common import INTERPRETATION, Coverage, Page, capped_texts
-from server.contracts.errors import invalid_cursor
+from server.contracts.common import INTERPRETATION, Coverage, Page, capped_texts, project_names
+from server.contracts.errors import invalid_cursor, named_scope
 from server.contracts.search import MatchPosition, SearchArgs, SearchItem, SearchResponse
 from server.reader import search as reader
 from server.reader import search_items
@@ -97,6 +97,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
     return SearchResponse(
         requested_scope=scope.requested,
         resolved_scope=scope.scope,
+        project_names=project_names(scope.names),
         read_at=call.read_at,
         data_revision=scope.revision,
         coverage=coverage,
@@ -180,18 +181,17 @@ async def _no_match_note(
     unprocessed = time_range_unprocessed(coverage)
     if unprocessed is not None:
         parts.append(f"{unprocessed}: no match there does not prove nothing happened.")
-    others = [
-        other
-        for other in (await readable_scopes(conn, call.grant, READABLE_SCOPES_LISTED + 1))[0]
-        if other != scope.scope
-    ][:READABLE_SCOPES_LISTED]
-    listed = ", ".join(_compact(other) for other in others)
+    readable, _, readable_names = await readable_scopes(conn, call.grant, READABLE_SCOPES_LISTED + 1)
+    others = [other for other in readable if other != scope.scope][:READABLE_SCOPES_LISTED]
+    # Each project's name in parentheses: an agent asked about "Beacon" cannot tell which id (often a UUID) it is.
+    names = project_names(readable_names | scope.names)
+    listed = ", ".join(_named(other, names) for other in others)
     searched = scope.scope.projectIds if isinstance(scope.scope, ProjectsScope) else []
     projects = [p for o in others if isinstance(o, ProjectsScope) for p in o.projectIds if p not in searched]
     if searched and projects:
         # A project set is its own scope (shared work lives there): show the one nearest to what was searched.
         pair = ProjectsScope(kind="projects", projectIds=sorted({*searched, projects[0]}))
-        listed += f", and project sets of readable projects such as {_compact(pair)}"
+        listed += f", and project sets of readable projects such as {_named(pair, names)}"
     parts.append(
         "Only this scope was searched" + (f"; other scopes this client can read: {listed}." if others else ".")
     )
@@ -283,8 +283,8 @@ async def _match_count(
     return f"{count} item{'s' if found.total.count != 1 else ''}"
 
 
-def _compact(scope: GlobalScope | ProjectsScope) -> str:
-    return orjson.dumps(scope.model_dump(mode="json", by_alias=True)).decode()
+def _named(scope: GlobalScope | ProjectsScope, names: dict[str, str]) -> str:
+    return named_scope(scope.model_dump(mode="json", by_alias=True), names)
 
 
 def _excluded(total: reader.Total | None) -> int | str:
