@@ -316,3 +316,55 @@ async def test_the_header_lists_share_a_byte_budget_beside_their_counts(tmp_path
     assert 1 <= len(header["relations"]) < 10
     lists = [header[name] for name in ("relations", "conflicts", "open_items", "evolution_refs", "result_ids")]
     assert sum(len(orjson.dumps(listed)) for listed in lists) <= HEADER_LISTS_BYTES
+
+
+async def test_a_search_page_of_heavily_cited_items_holds_what_fits_and_reads_on(tmp_path: Path) -> None:
+    """Each item lists up to 100 source ids (about 5 KB an item here): `page_size` 50 was response_too_large, though
+    every item alone fits. The page now holds the items that fit (`limit_reason: "response_budget"`) and its cursor
+    continues after the last one kept: every match comes once, in the order smaller pages give."""
+    scope = {"kind": "projects", "projectIds": ["atlas"]}
+    references = [f"ref-{n:03}-" + "s" * 40 for n in range(100)]
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": scope},
+        {"kind": "result", "id": "r1", "scope": scope, "review_generated_at": T, "recorded_at": T},
+        {"kind": "source", "id": "src", "source_type": "message", "project_id": "atlas", "updated_at": T},
+        {"kind": "source_version", "source_id": "src", "version": "v1", "text": "quartz notes", "recorded_at": T},
+        *(
+            {
+                "kind": "source_reference",
+                "id": reference,
+                "result_id": "r1",
+                "source_type": "message",
+                "original_source_id": "src",
+                "source_version": "v1",
+                "fragment": {"text": "quartz"},
+                "recorded_at": T,
+            }
+            for reference in references
+        ),
+        *(
+            {
+                "kind": "event",
+                "id": f"ev-{n:02}",
+                "result_id": "r1",
+                "event_type": "note",
+                "title": f"quartz finding {n}",
+                "recorded_at": T,
+                "source_reference_ids": references,
+            }
+            for n in range(60)
+        ),
+    ]
+    db = imported_graph(tmp_path, lines)
+    arguments = {"query": "quartz", "object_types": ["event"], "scope": scope}
+    async with client_for(db, Grant(default_project="atlas")) as client:
+        size, first = await _size(client, "story_graph_search", arguments | {"page_size": 50})
+        walked = await all_pages(client, "story_graph_search", arguments | {"page_size": 50})
+        small = await all_pages(client, "story_graph_search", arguments | {"page_size": 7})
+    assert size < LIMIT
+    assert first["page"]["limit_reason"] == "response_budget" and 1 < first["page"]["returned_count"] < 50
+    assert first["page"]["total_count"] == 60
+    order = [item["object_ref"]["id"] for page in walked for item in page["items"]]
+    assert order == [item["object_ref"]["id"] for page in small for item in page["items"]]
+    assert sorted(order) == [f"ev-{n:02}" for n in range(60)]

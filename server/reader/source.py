@@ -20,7 +20,7 @@ import aiosqlite
 import orjson
 
 from server.contracts.base import GlobalScope, scope_from_key
-from server.contracts.common import MAX_RESPONSE_BYTES, TEXT_LIMIT, Grant, Page, capped_texts
+from server.contracts.common import CURSOR_RESERVE, MAX_RESPONSE_BYTES, TEXT_LIMIT, Grant, Page, capped_texts
 from server.contracts.errors import (
     StoryGraphError,
     id_difference,
@@ -73,8 +73,6 @@ __all__ = ["TOOL", "StoredTextBroken", "read"]
 TOOL: Final = "story_graph_read_source"
 CARRYING_LISTED: Final = 10
 NEWEST_LISTED: Final = 5  # versions source_version_required names (newest first), with a count of the others
-READ_SOURCE_CURSOR_RESERVE: Final = 4_400
-"""Room a page cut to the byte budget keeps for a next_cursor it may gain (its scope key, offset and revision)."""
 REFERENCE_SCOPE: Final = "SELECT scope_key FROM source_references WHERE id = :id"
 # One statement per kind of id (each on its own index), so the error path costs a few index lookups.
 REFERENCES_CARRYING: Final = """
@@ -236,7 +234,7 @@ async def read(
     response, room = answer(end, "page_size"), json_size(page)
     while (excess := response_size(response) - MAX_RESPONSE_BYTES) > 0 and response.page.returned_count > 1:
         # Measured again after the cut: the cut page gains a next_cursor (sized by the scope's project ids).
-        room -= excess + READ_SOURCE_CURSOR_RESERVE
+        room -= excess + CURSOR_RESERVE
         response = answer(offset + fitting_prefix(page, room), "response_budget")
     return response
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from server.contracts.base import GlobalScope, ProjectsScope, scope_from_key
 from server.contracts.common import (
+    CURSOR_RESERVE,
     INTERPRETATION,
     MAX_RESPONSE_BYTES,
     TEXT_LIMIT,
@@ -46,7 +47,6 @@ from server.tools.items import item_base
 
 NAME: Final = "story_graph_get_context"
 MAX_ITEMS_BYTES: Final = 90_000
-CURSOR_RESERVE: Final = 4_400  # the longest next_cursor (4,096) plus its page fields
 DESCRIPTION = """Read what is stored about one object (from story_graph_search): mode "current" (default) gives \
 its current description, explicit decision and work status, related entities and relations (raw types and \
 reasons), conflicts to check, open issues, evolution and evidence refs, plus confirmed preferences as background; \

@@ -8,7 +8,17 @@ from typing import Any, Final
 import orjson
 
 from server.contracts.base import OBJECT_TYPES, GlobalScope, ObjectRef, ProjectsScope, scope_from_key
-from server.contracts.common import INTERPRETATION, Coverage, Page, capped_texts, project_names
+from server.contracts.common import (
+    CURSOR_RESERVE,
+    INTERPRETATION,
+    MAX_RESPONSE_BYTES,
+    Coverage,
+    Page,
+    capped_texts,
+    fitting,
+    json_size,
+    project_names,
+)
 from server.contracts.errors import invalid_cursor, named_scope
 from server.contracts.search import MatchPosition, SearchArgs, SearchItem, SearchResponse
 from server.reader import search as reader
@@ -83,41 +93,52 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
             else None
         )
         query_note = await _query_note(call, conn, scope, args, page) if cursor is None else None
-    next_cursor = (
-        call.cursors.encode(
-            tool=NAME,
-            request=digest,
-            scope_key=scope.key,
-            revision=scope.revision,
-            position={"at": list(page.next_position)},
-        )
-        if page.next_position is not None
-        else None
-    )
-    return SearchResponse(
+    frame = SearchResponse(
         requested_scope=scope.requested,
         resolved_scope=scope.scope,
         project_names=project_names(scope.names),
         read_at=call.read_at,
         data_revision=scope.revision,
         coverage=coverage,
-        page=Page(
-            returned_count=len(items),
-            total_count=page.total.count if page.total.exact else "unknown",
-            total_count_at_least=None if page.total.exact else page.total.count,
-            has_more=page.has_more,
-            complete=not page.has_more,
-            next_cursor=next_cursor,
-            limit_reason=page.limit_reason,
-        ),
+        page=Page(returned_count=0, total_count=0, has_more=False, complete=True, next_cursor=None, limit_reason=None),
         time_basis=args.time_basis,
         time_range={"from": time_range[0], "to": time_range[1]} if time_range else None,
         interpretation=INTERPRETATION,
         unknown_time_excluded_count=_excluded(page.unknown_time_excluded),
         query_terms=page.terms,
-        items=items,
+        items=[],
         no_match_note=no_match,
         query_note=query_note,
+    )
+    # The items that fit the response beside the frame and a cursor (at least one): a page of items each citing 100
+    # sources is about 5 KB an item, and page_size 50 was response_too_large. The next page starts after the last
+    # item kept, as after a full page.
+    kept = fitting(items, limit=len(items), budget=MAX_RESPONSE_BYTES - json_size(frame) - CURSOR_RESERVE) or items[:1]
+    position, reason = page.next_position, page.limit_reason
+    if len(kept) < len(items):
+        last = page.hits[len(kept) - 1]
+        position, reason = (last.rank_class, last.item_id), "response_budget"
+    next_cursor = (
+        call.cursors.encode(
+            tool=NAME, request=digest, scope_key=scope.key, revision=scope.revision, position={"at": list(position)}
+        )
+        if position is not None
+        else None
+    )
+    total = page.total
+    return frame.model_copy(
+        update={
+            "items": kept,
+            "page": Page(
+                returned_count=len(kept),
+                total_count=total.count if total.exact else "unknown",
+                total_count_at_least=None if total.exact else total.count,
+                has_more=position is not None,
+                complete=position is None,
+                next_cursor=next_cursor,
+                limit_reason=reason,
+            ),
+        }
     )
 
 
