@@ -40,10 +40,10 @@ INTERPRETATION = (
     "Stored claims within the selected evidence scope; no inferred supersession, completion, or historical state."
 )
 MAX_RESPONSE_BYTES: Final = 100_000
+"""The most a tool answer may be, as compact JSON: over it a call answers response_too_large (docs/tools.md)."""
 CURSOR_RESERVE: Final = 4_400
 """Room a page cut to the response budget keeps for the next_cursor it may gain (at most 4,096 characters) and its
 page fields."""
-"""The most a tool answer may be, as compact JSON: over it a call answers response_too_large (docs/tools.md)."""
 COVERAGE_LIST_LIMIT = 10
 """How many entries each list of the scope's coverage holds. Every response repeats that block, so its lists are
 examples beside exact counts: at 50 a scope with many count-only records sent ~6 KB of result ids on every page
