@@ -13,7 +13,6 @@ import pty
 import select
 import signal
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from pydantic import BaseModel
 from support import demo_db, error, ok
+from test_serve_startup import serve_once
 
 from server.app import StoryGraphServer
 from server.cli import main
@@ -514,14 +514,7 @@ def test_a_policy_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path, caps
 
 def served_stdio(*args: str) -> str:
     """What `serve ARGS` on stdio says on stderr, started with empty input (it serves, then ends)."""
-    served = subprocess.run(
-        [sys.executable, "-m", "server", "serve", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
+    served = serve_once(*args)
     assert served.returncode == 0, served.stderr
     return served.stderr
 

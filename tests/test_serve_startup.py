@@ -23,7 +23,8 @@ import pytest
 from server.store.migrate import SCHEMA_VERSION, migrate
 
 
-def _serve(*args: str) -> subprocess.CompletedProcess[str]:
+def serve_once(*args: str) -> subprocess.CompletedProcess[str]:
+    """`serve ARGS` started with empty input (on stdio it serves, then ends), its output captured."""
     return subprocess.run(
         [sys.executable, "-m", "server", "serve", *args],
         capture_output=True,
@@ -80,7 +81,7 @@ def test_serve_refuses_an_unusable_database_in_one_line(
     tmp_path: Path, make: Callable[[Path], Path], expected: str
 ) -> None:
     path = make(tmp_path)
-    result = _serve("--db", str(path))
+    result = serve_once("--db", str(path))
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -104,7 +105,7 @@ def test_serve_checks_the_project_at_start_in_one_line(
 
     db = demo_db(tmp_path)
     port = ["--port", "1"] if transport == "http" else []
-    result = _serve("--db", str(db), "--project", project, "--transport", transport, *port)
+    result = serve_once("--db", str(db), "--project", project, "--transport", transport, *port)
     assert result.returncode == 2
     [line] = [line for line in result.stderr.splitlines() if line.strip()]
     assert expected in line and "active projects: atlas, beacon" in line
@@ -144,7 +145,7 @@ def test_serve_refuses_misused_http_options_in_one_line(tmp_path: Path, args: li
     """An HTTP option without --transport http would start a stdio server that silently waits on its input."""
     from support import demo_db
 
-    result = _serve("--db", str(demo_db(tmp_path)), *args)
+    result = serve_once("--db", str(demo_db(tmp_path)), *args)
     assert result.returncode == 2
     [line] = [line for line in result.stderr.splitlines() if line.strip()]
     assert line.startswith("story-graph-mcp: ") and expected in line
@@ -486,7 +487,7 @@ def test_a_start_that_fails_leaves_the_database_directory_as_it_found_it(tmp_pat
         taken.listen()
         if case in ("port-in-use", "policy-read-then-port"):
             args += ["--transport", "http", "--port", str(taken.getsockname()[1])]
-        result = _serve(*args)
+        result = serve_once(*args)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert _files(folder) == before
