@@ -24,8 +24,15 @@ Unknown = Literal["unknown"]
 LimitReason = Literal["page_size", "content_page_size", "response_budget", "work_budget", "content_unavailable"]
 """Why a page stopped (Page.limit_reason): a closed set, so the output schema lists it."""
 TimeBasis = Literal["event_time", "review_generated_at", "recorded_at"]
+CURSOR_MAX_CHARS: Final = 4_096
+"""The longest cursor a tool takes (SPEC §4), so the longest it may issue."""
 Cursor = Annotated[
-    str, Field(min_length=1, max_length=4096, description="next_cursor from the previous page, passed back unchanged")
+    str,
+    Field(
+        min_length=1,
+        max_length=CURSOR_MAX_CHARS,
+        description="next_cursor from the previous page, passed back unchanged",
+    ),
 ]
 ScopeArg = Annotated[
     Scope | None,

@@ -1,5 +1,10 @@
 """Opaque, signed cursors: they bind the tool, the normalised request, the scope, the revision of what the
-tool reads and the position, so a tampered, foreign or mismatched cursor is refused and a stale one is recognised."""
+tool reads and the position, so a tampered, foreign or mismatched cursor is refused and a stale one is recognised.
+
+A cursor is at most CURSOR_MAX_CHARS, the longest the tools take back. It carries its scope, so a caller may follow
+it without repeating the scope; a scope of many long project ids (100 UUIDs are 3.9 KB) made it longer, and the
+server refused its own cursor. Such a body is compressed, and when that is not enough the cursor carries the scope's
+digest instead, and is followed with the same scope sent beside it."""
 
 from __future__ import annotations
 
@@ -7,19 +12,27 @@ import base64
 import hashlib
 import hmac
 import secrets
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from server.contracts.common import CURSOR_MAX_CHARS
 from server.contracts.errors import invalid_cursor
 
 _VERSION = 1
+_COMPRESSED = b"z"
+"""Leads a compressed body (a plain one is a JSON object, so starts with `{`)."""
+_MAX_BODY = 1 << 20
+"""The most a compressed body may expand to (a signed one never comes near)."""
 
 
 @dataclass(frozen=True)
 class DecodedCursor:
-    scope_key: str
+    scope_key: str | None
+    """The scope the first page read; None when the cursor carries only its digest (too long to carry)."""
+    scope_digest: str
     revision: str
     """What the first page was read at, as its tool binds it: the scope's data revision (search), with its memory
     revision (get_context's `current` mode), or the state of the reference and source read (read_source)."""
@@ -33,7 +46,23 @@ class CursorCodec:
         self._secret = secret if secret else secrets.token_bytes(32)
 
     def encode(self, *, tool: str, request: str, scope_key: str, revision: str, position: dict[str, Any]) -> str:
-        body = orjson.dumps({"v": _VERSION, "t": tool, "q": request, "s": scope_key, "r": revision, "p": position})
+        payload = {"v": _VERSION, "t": tool, "q": request, "s": scope_key, "r": revision, "p": position}
+        token = self._token(payload)
+        if len(token) > CURSOR_MAX_CHARS:
+            token = self._token(payload | {"s": None, "d": scope_digest(scope_key)})
+        if len(token) > CURSOR_MAX_CHARS:
+            # Ids are at most 256 code points, and a position holds a few: not reached by any stored graph.
+            raise ValueError(f"a {tool} cursor of {len(token)} characters, over {CURSOR_MAX_CHARS}")
+        return token
+
+    def _token(self, payload: dict[str, Any]) -> str:
+        body = orjson.dumps(payload)
+        token = self._signed(body)
+        if len(token) > CURSOR_MAX_CHARS:  # only then: a short body gains nothing and would cost every page
+            token = min(token, self._signed(_COMPRESSED + zlib.compress(body, 9)), key=len)
+        return token
+
+    def _signed(self, body: bytes) -> str:
         return f"{_b64(body)}.{_b64(self._mac(body))}"
 
     def decode(self, token: str | None, *, tool: str, request: str) -> DecodedCursor | None:
@@ -52,6 +81,8 @@ class CursorCodec:
                 "the cursor is not one this server issued (signature mismatch): it was altered or cut, comes from "
                 "another server, or from before this server restarted without a fixed cursor secret."
             )
+        if body.startswith(_COMPRESSED):
+            body = zlib.decompressobj().decompress(body[1:], _MAX_BODY)
         payload = orjson.loads(body)
         if payload.get("v") != _VERSION or payload.get("t") != tool:
             raise invalid_cursor("the cursor belongs to another tool.")
@@ -64,10 +95,21 @@ class CursorCodec:
                     fields=differing,
                 )
             raise invalid_cursor("the cursor was issued for a different request; repeat the original filters with it.")
-        return DecodedCursor(scope_key=str(payload["s"]), revision=str(payload["r"]), position=dict(payload["p"]))
+        carried = payload["s"]
+        return DecodedCursor(
+            scope_key=carried,
+            scope_digest=scope_digest(carried) if carried is not None else str(payload["d"]),
+            revision=str(payload["r"]),
+            position=dict(payload["p"]),
+        )
 
     def _mac(self, body: bytes) -> bytes:
         return hmac.new(self._secret, body, hashlib.sha256).digest()[:16]
+
+
+def scope_digest(scope_key: str) -> str:
+    """What a cursor too long to carry its scope carries instead: enough to tell another scope apart."""
+    return hashlib.sha256(scope_key.encode()).hexdigest()[:32]
 
 
 def request_digest(tool: str, normalised: dict[str, Any]) -> str:

@@ -10,9 +10,9 @@ import aiosqlite
 import orjson
 
 from server.contracts.base import GlobalScope, ProjectsScope, normalise_scope, scope_from_key, scope_key
-from server.contracts.common import COVERAGE_TEXT_LIMIT, Grant
+from server.contracts.common import COVERAGE_TEXT_LIMIT, CURSOR_MAX_CHARS, Grant
 from server.contracts.errors import invalid_cursor, scope_required, scope_unavailable, stale_cursor
-from server.reader.cursor import DecodedCursor
+from server.reader.cursor import DecodedCursor, scope_digest
 from server.reader.db import IDS, json_ids, scalar
 
 READABLE_SCOPES_LISTED: Final = 20
@@ -69,18 +69,25 @@ async def resolve_scope(
     conn: aiosqlite.Connection,
     grant: Grant,
     requested: GlobalScope | ProjectsScope | None,
-    cursor_scope_key: str | None = None,
+    cursor: DecodedCursor | None = None,
 ) -> ResolvedScope:
     """The scope a call reads: the explicit one, else the cursor's (paging keeps the first request's scope),
     else the caller's current project. Arguments may only narrow what the grant allows."""
     if requested is not None:
         scope = normalise_scope(requested)
-        if cursor_scope_key is not None and cursor_scope_key != scope_key(scope):
+        if cursor is not None and cursor.scope_digest != scope_digest(scope_key(scope)):
+            omit = " or omit it" if cursor.scope_key is not None else ""
             raise invalid_cursor(
-                "the cursor was issued for another scope; repeat the original scope or omit it.", fields=["scope"]
+                f"the cursor was issued for another scope; repeat the original scope{omit}.", fields=["scope"]
             )
-    elif cursor_scope_key is not None:
-        scope = scope_from_key(cursor_scope_key)
+    elif cursor is not None:
+        if cursor.scope_key is None:
+            raise invalid_cursor(
+                f"the cursor's scope was too long to carry in its {CURSOR_MAX_CHARS:,} characters; send the scope "
+                "of the first page with it.",
+                fields=["scope"],
+            )
+        scope = scope_from_key(cursor.scope_key)
     elif grant.default_project is not None:
         scope = ProjectsScope(kind="projects", projectIds=[grant.default_project])
     else:
@@ -124,7 +131,7 @@ async def resolve_page_scope(
     """The scope of a page: a continued page keeps its cursor's scope, and is stale once that scope's data (and,
     `with_memory`, the memory items it shows) changed since the first page (pages from different revisions never
     mix). The cursor must have been issued with scope.cursor_revision(with_memory=...) alike."""
-    scope = await resolve_scope(conn, grant, requested, cursor.scope_key if cursor else None)
+    scope = await resolve_scope(conn, grant, requested, cursor)
     if cursor is not None and cursor.revision != scope.cursor_revision(with_memory=with_memory):
         raise stale_cursor(
             "stored evidence or memory items in this scope" if with_memory else "stored evidence in this scope"

@@ -111,7 +111,7 @@ async def read(
         # Not resolve_page_scope: the cursor is bound to the reference and source below, not to the scope's data
         # revision (a write elsewhere in the scope changes no page of this text).
         try:
-            scope = await resolve_scope(conn, grant, args.scope, cursor.scope_key if cursor else None)
+            scope = await resolve_scope(conn, grant, args.scope, cursor)
         except StoryGraphError as exc:
             if exc.code not in ("scope_required", "scope_unavailable"):
                 raise
