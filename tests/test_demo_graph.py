@@ -100,3 +100,19 @@ async def test_a_day_precision_window_covers_its_last_day_whole(tmp_path: Path) 
         "precision": "day",
         "basis": "stated_in_source",
     }
+
+
+@pytest.mark.anyio
+async def test_a_day_precision_instant_is_matched_as_its_instant(tmp_path: Path) -> None:
+    """docs/tools.md: an instant is not widened to a day by its precision (which day depends on a time zone the stored
+    time no longer holds). The kickoff, written 2026-02-01T10:00:00+08:00 with precision day, is 02:00Z."""
+    query = {"query": "kickoff", "object_types": ["event"]}
+    at = {"from": "2026-02-01T02:00:00Z", "to": "2026-02-01T02:00:00Z"}
+    later_that_day = {"from": "2026-02-01T02:00:00.001Z", "to": "2026-02-01T23:59:59.999Z"}
+    async with client_for(demo_db(tmp_path)) as client:
+        found = await ok(client, "story_graph_search", query | {"time_range": at})
+        missed = await ok(client, "story_graph_search", query | {"time_range": later_that_day})
+    assert [i["object_ref"]["id"] for i in found["items"]] == ["evt-late-recorded-kickoff"]
+    assert found["items"][0]["event_interval"]["precision"] == "day"
+    assert "evt-late-recorded-kickoff" not in [i["object_ref"]["id"] for i in missed["items"]]
+    assert missed["unknown_time_excluded_count"] == found["unknown_time_excluded_count"]
