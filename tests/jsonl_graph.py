@@ -208,6 +208,32 @@ def small_graph() -> list[Line]:
     ]
 
 
+def leaf_times_graph() -> list[Line]:
+    """`small_graph` and a later review, r-alpha-2, whose leaf-2 describes in a word no other row holds ("zephyr")
+    objects stored under r-alpha only, so each description is an item of its own under r-alpha-2 with no row of its
+    object: the event ev-1 (dated T0 to T1), its entity change ent-a#decided (dated by ev-1), the summary sum-1
+    (interval T0 to T1), the undated event ev-2 and the entity ent-a (no event time)."""
+    at = "2026-04-01T00:00:00Z"
+    facts = [
+        ("event", "ev-1", "zephyr: a later review's wording of the choice"),
+        ("entity_change", "ent-a#decided", "zephyr: the decision as the later review saw it"),
+        ("summary", "sum-1", "zephyr: the storage summary reworded"),
+        ("event", "ev-2", "zephyr: still an open question"),
+        ("entity", "ent-a", "zephyr: the entity reworded"),
+    ]
+    return [
+        *small_graph(),
+        {"kind": "result", "id": "r-alpha-2", "scope": ALPHA, "review_generated_at": at, "recorded_at": at},
+        {
+            "kind": "leaf",
+            "id": "leaf-2",
+            "result_id": "r-alpha-2",
+            "recorded_at": at,
+            "facts": [{"object_ref": {"type": t, "id": i}, "description": text} for t, i, text in facts],
+        },
+    ]
+
+
 def story_graph() -> list[Line]:
     """`small_graph` plus the project pair, an event in each scope, stories of every level and two experiences.
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonl_graph import imported_graph
+from jsonl_graph import imported_graph, leaf_times_graph
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # the MCP client's validator
 from support import all_items, client_for, demo_db, error, ok
 
@@ -527,6 +527,70 @@ async def test_time_filters_follow_raw_sql_writes_to_the_rows_they_copy(graph_db
     assert before["unknown_time_excluded_count"] == 1
     assert after["items"] == [] and after["unknown_time_excluded_count"] == 1
     assert undated["unknown_time_excluded_count"] == 3  # the story line and two undated events
+
+
+def _key(item: dict[str, Any]) -> tuple[str, str, str | None]:
+    return item["object_ref"]["type"], item["object_ref"]["id"], item["result_id"]
+
+
+# Meets ev-1 (2026-03-01T10:00Z to 2026-03-02T10:30Z) and sum-1 by their end only.
+MARCH_2 = {"from": "2026-03-02T00:00:00Z", "to": "2026-03-02T23:59:59Z"}
+APRIL = {"from": "2026-04-01T00:00:00Z", "to": "2026-04-30T23:59:59Z"}
+LEAF_DATED = {
+    ("event", "ev-1", "r-alpha-2"),
+    ("entity_change", "ent-a#decided", "r-alpha-2"),
+    ("summary", "sum-1", "r-alpha-2"),
+}
+LEAF_UNDATED = {("event", "ev-2", "r-alpha-2"), ("entity", "ent-a", "r-alpha-2")}
+
+
+async def test_a_leaf_item_under_a_result_without_its_objects_row_takes_the_objects_event_time(tmp_path: Path) -> None:
+    """A leaf stores no event time. A later review's leaf describing ev-1 (stored under r-alpha only) is the item
+    (event, ev-1, r-alpha-2), which holds no row of ev-1: it had no event time at all, so a time_range around ev-1
+    left it out and counted it in unknown_time_excluded_count, a range elsewhere counted it too, and its
+    event_interval was null, while get_context shows it at ev-1's time. It now takes the event time of the object's
+    own row: the event's, an entity change's event's, a summary's interval. A leaf of an undated event or of an
+    entity stays undated. Its review and record times stay its own."""
+    async with client_for(imported_graph(tmp_path, leaf_times_graph()), Grant(default_project="alpha")) as client:
+        every = await ok(client, SEARCH, {"query": "zephyr", "page_size": 50})
+        march = await ok(client, SEARCH, {"query": "zephyr", "time_range": MARCH_2, "page_size": 50})
+        april = await ok(client, SEARCH, {"query": "zephyr", "time_range": APRIL, "page_size": 50})
+        own: dict[tuple[str, str], dict[str, Any]] = {}
+        for identifier in ("ev-1", "ent-a#decided", "sum-1"):
+            rows = (await ok(client, SEARCH, {"query": identifier, "page_size": 50}))["items"]
+            own |= {_key(i)[:2]: i for i in rows if i["result_id"] == "r-alpha"}
+
+    found = {_key(i): i for i in every["items"]}
+    assert set(found) == LEAF_DATED | LEAF_UNDATED
+    for key, item in found.items():
+        assert item["own_row"] is False and item["review_generated_at"] == "2026-04-01T00:00:00.000Z"
+        if key in LEAF_DATED:
+            row = own[key[:2]]  # the object's own row, under r-alpha
+            assert item["event_interval"] is not None
+            assert (item["event_time"], item["event_interval"]) == (row["event_time"], row["event_interval"])
+        else:
+            assert (item["event_time"], item["event_interval"]) == (None, None)
+    assert {_key(i) for i in march["items"]} == LEAF_DATED and march["page"]["total_count"] == 3
+    assert march["unknown_time_excluded_count"] == len(LEAF_UNDATED)
+    assert april["items"] == [] and april["unknown_time_excluded_count"] == len(LEAF_UNDATED)
+
+
+async def test_get_context_and_search_give_a_leaf_row_the_same_event_time(tmp_path: Path) -> None:
+    """The same leaf description, read by get_context (leaf:leaf-2:<id>) and found by search (the item under the
+    leaf's result): one event time, the described object's, for an event and an entity change."""
+    async with client_for(imported_graph(tmp_path, leaf_times_graph()), Grant(default_project="alpha")) as client:
+        searched = {_key(i): i for i in (await ok(client, SEARCH, {"query": "zephyr", "page_size": 50}))["items"]}
+        read: dict[tuple[str, str], dict[str, Any]] = {}
+        for object_type, object_id in (("event", "ev-1"), ("entity_change", "ent-a#decided")):
+            args = {"object_ref": {"type": object_type, "id": object_id}, "mode": "timeline", "page_size": 50}
+            leaf_id = f"leaf:leaf-2:{object_id}"
+            read[(object_type, object_id)] = next(
+                i for i in await all_items(client, CONTEXT, args) if i["object_ref"]["id"] == leaf_id
+            )
+    for (object_type, object_id), leaf in read.items():
+        item = searched[(object_type, object_id, "r-alpha-2")]
+        assert leaf["event_interval"] is not None and leaf["undated"] is False
+        assert (leaf["event_time"], leaf["event_interval"]) == (item["event_time"], item["event_interval"])
 
 
 async def test_a_search_that_finds_nothing_says_what_to_try_and_which_other_scopes_may_hold_it(tmp_path: Path) -> None:

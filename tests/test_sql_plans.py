@@ -122,6 +122,27 @@ def test_the_search_index_writes_read_the_dirty_items_never_the_whole_index(migr
             assert scans == [], (sql, plan)
 
 
+def test_the_triggers_naming_leaf_items_look_them_up_by_index(migrated_db: Path) -> None:
+    """A write that changes an object's time names the leaf items that take it (migrations/0017): from the row
+    written, by index (fact_links_by_object, the event's changes and links), never a scan of every leaf's facts. They
+    fire for every event an import writes; without CROSS JOIN the planner read all leaf facts for an experience."""
+    with sqlite3.connect(migrated_db) as conn:
+        bodies = conn.execute(
+            "SELECT name, sql FROM sqlite_schema WHERE type = 'trigger' AND sql LIKE '%search_leaf_items%'"
+        )
+        triggers = dict(bodies.fetchall())
+        assert len(triggers) == 18, sorted(triggers)
+        for name, sql in triggers.items():
+            body = sql[sql.index("search_refresh") + len("search_refresh") : sql.rindex("END")]
+            select = re.sub(r"\b(new|old)\.(\w+)", r":\1_\2", body.strip().rstrip(";"))
+            params = dict.fromkeys(re.findall(r":(\w+)", select), "x")
+            plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + select, params)]
+            assert [step for step in plan if step.startswith("SCAN")] == [], (name, plan)
+            # Not its primary key on owner_type = 'leaf' alone: a SEARCH in name, it reads every leaf's facts.
+            facts = [step for step in plan if step.startswith("SEARCH f ")]
+            assert facts and all("fact_links_by_object (object_id=?" in step for step in facts), (name, plan)
+
+
 def test_an_import_compares_only_the_stored_references_naming_a_version_it_writes(migrated_db: Path) -> None:
     """Step 5 of a merge (a reference stored before against a version this import writes) starts from the staged
     versions and reaches the references by index: never a scan of every stored reference."""

@@ -460,3 +460,45 @@ def test_a_migration_that_waits_too_long_for_the_write_lock_says_who_holds_it(tm
         f" `story-graph-mcp db migrate --db {path}` again when it has finished"
     )
     assert _version(path) == 1
+
+
+@pytest.mark.anyio
+async def test_upgrading_a_version_16_database_dates_a_leaf_item_in_place(tmp_path: Path) -> None:
+    """Migration 0017: a leaf under r-2 describing ev-1, stored under r-1 only, was an item of its own with no event
+    time (a time_range around ev-1 left it out, counting it as unknown). Upgraded in place, the item keeps its id and
+    takes ev-1's time, and the scope's data revision moves (a search reads differently)."""
+    path = tmp_path / "v16.db"
+    march = "2026-03-05T10:00:00.000Z"
+    with sqlite3.connect(path) as conn:
+        migrate_to(conn, 16)
+        conn.executescript(SEARCHABLE_V1_ROWS)
+        conn.executescript(f"""
+        UPDATE events SET event_time_start = '{march}' WHERE id = 'ev-1';
+        INSERT INTO results (id, scope_key, review_generated_at, recorded_at)
+          VALUES ('r-2', 'projects:["alpha"]', '2026-04-01T00:00:00.000Z', '2026-04-01T00:00:00.000Z');
+        INSERT INTO leaves (id, result_id, scope_key, recorded_at)
+          VALUES ('leaf-2', 'r-2', 'projects:["alpha"]', '2026-04-01T00:00:00.000Z');
+        INSERT INTO fact_links (owner_type, owner_id, object_type, object_id, scope_key, description)
+          VALUES ('leaf', 'leaf-2', 'event', 'ev-1', 'projects:["alpha"]', 'zephyr snapshots');
+        """)
+        item = "SELECT item_id, event_time_start FROM search_items WHERE object_id = 'ev-1' AND result_key = 'r-2'"
+        (item_id, undated), *_ = conn.execute(item).fetchall()
+        (revision,) = conn.execute("SELECT data_revision FROM scopes").fetchone()
+    assert undated is None
+
+    assert migrate(path) == (16, SCHEMA_VERSION)
+
+    with sqlite3.connect(path) as conn:
+        assert conn.execute(item).fetchall() == [(item_id, march)]
+        assert conn.execute("SELECT data_revision FROM scopes").fetchone()[0] > revision
+        conn.execute("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)")
+    args = {"query": "zephyr", "scope": {"kind": "projects", "projectIds": ["alpha"]}}
+    in_march = {"from": "2026-03-01T00:00:00Z", "to": "2026-03-31T23:59:59Z"}
+    in_april = {"from": "2026-04-01T00:00:00Z", "to": "2026-04-30T23:59:59Z"}
+    async with client_for(path) as client:
+        found = await ok(client, "story_graph_search", args | {"time_range": in_march})
+        elsewhere = await ok(client, "story_graph_search", args | {"time_range": in_april})
+    shown = [(i["object_ref"]["id"], i["result_id"], i["event_time"]) for i in found["items"]]
+    assert shown == [("ev-1", "r-2", march)]
+    assert found["unknown_time_excluded_count"] == elsewhere["unknown_time_excluded_count"] == 0
+    assert elsewhere["items"] == []

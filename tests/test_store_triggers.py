@@ -249,3 +249,74 @@ def test_deleting_an_event_removes_all_its_search_rows_and_entity_links(writer: 
     assert writer.execute("SELECT count(*) FROM search_items WHERE object_id = 'ev-y'").fetchone()[0] == 0
     assert writer.execute("SELECT count(*) FROM event_entities WHERE event_id = 'ev-y'").fetchone()[0] == 0
     _assert_index_consistent(writer)
+
+
+def test_a_leaf_item_without_its_objects_row_follows_the_time_of_the_object_it_describes(
+    writer: sqlite3.Connection,
+) -> None:
+    """A leaf under r-a2 describes objects stored under r-a only (or not yet at all): each description is an item of
+    its own under r-a2, dated by the object's own row (migrations/0017). Raw SQL writes to those rows, written
+    before or after the descriptions, re-date the items: an event's time, an entity change's event, a summary's
+    interval, a story's span, the events that formed an experience."""
+    jan, feb, feb_7, mar, mar_9 = (f"2026-{day}T00:00:00.000Z" for day in ("01-01", "02-01", "02-07", "03-01", "03-09"))
+    writer.executescript(f"""
+    INSERT INTO results (id, scope_key, review_generated_at, recorded_at) VALUES ('r-a2', '{ALPHA}', '{T}', '{T}');
+    INSERT INTO leaves (id, result_id, scope_key, recorded_at) VALUES ('leaf-a2', 'r-a2', '{ALPHA}', '{T}');
+    INSERT INTO fact_links (owner_type, owner_id, object_type, object_id, scope_key, description)
+    VALUES ('leaf', 'leaf-a2', 'event', 'ev-base', '{ALPHA}', 'later wording'),
+           ('leaf', 'leaf-a2', 'entity_change', 'en-base#k', '{ALPHA}', 'later wording'),
+           ('leaf', 'leaf-a2', 'summary', 'sum-y', '{ALPHA}', 'later wording'),
+           ('leaf', 'leaf-a2', 'story', 'st-y', '{ALPHA}', 'later wording'),
+           ('leaf', 'leaf-a2', 'experience', 'xp-y', '{ALPHA}', 'later wording');
+    """)
+
+    def times() -> dict[str, tuple[str | None, str | None]]:
+        rows = writer.execute(
+            "SELECT object_type, event_time_start, event_time_end FROM search_items WHERE result_key = 'r-a2'"
+        )
+        return {object_type: (start, end) for object_type, start, end in rows}
+
+    undated = (None, None)
+    assert times() == dict.fromkeys(("event", "entity_change", "summary", "story", "experience"), undated)
+    # The rows appear after the descriptions (ev-base is stored already, undated).
+    writer.executescript(f"""
+    INSERT INTO entity_changes (entity_id, association_key, result_id, scope_key, event_id, change_type, recorded_at)
+    VALUES ('en-base', 'k', 'r-a', '{ALPHA}', 'ev-base', 'added', '{T}');
+    INSERT INTO summaries (id, result_id, scope_key, interval_from, interval_to, body, recorded_at)
+    VALUES ('sum-y', 'r-a', '{ALPHA}', '{feb}', '{feb_7}', 'Week one', '{T}');
+    INSERT INTO stories (id, scope_key, level, name, started_at, recorded_at)
+    VALUES ('st-y', '{ALPHA}', 'feature', 'Storage', '{jan}', '{T}');
+    INSERT INTO experiences (id, scope_key, statement, recorded_at) VALUES ('xp-y', '{ALPHA}', 'Test backups', '{T}');
+    INSERT INTO experience_events (experience_id, event_id, role, scope_key, event_scope_key)
+    VALUES ('xp-y', 'ev-base', 'formed', '{ALPHA}', '{ALPHA}');
+    """)
+    assert times() == {
+        "event": undated, "entity_change": undated, "summary": (feb, feb_7), "story": (jan, jan), "experience": undated
+    }  # fmt: skip
+
+    writer.execute(f"UPDATE events SET event_time_start = '{mar}' WHERE id = 'ev-base'")
+    assert times() == {
+        "event": (mar, mar), "entity_change": (mar, mar), "summary": (feb, feb_7), "story": (jan, jan),
+        "experience": (mar, mar),
+    }  # fmt: skip
+    writer.execute(f"UPDATE events SET event_time_end = '{mar_9}' WHERE id = 'ev-base'")
+    writer.execute(f"UPDATE summaries SET interval_to = '{mar}' WHERE id = 'sum-y'")
+    writer.execute(f"UPDATE stories SET ended_at = '{feb}' WHERE id = 'st-y'")
+    assert times() == {
+        "event": (mar, mar_9), "entity_change": (mar, mar_9), "summary": (feb, mar), "story": (jan, feb),
+        "experience": (mar, mar),
+    }  # fmt: skip
+
+    # The rows go, or stop dating the objects.
+    writer.execute("UPDATE entity_changes SET event_id = NULL WHERE entity_id = 'en-base'")
+    writer.execute("DELETE FROM experience_events WHERE experience_id = 'xp-y'")
+    writer.execute("DELETE FROM summaries WHERE id = 'sum-y'")
+    writer.execute("DELETE FROM stories WHERE id = 'st-y'")
+    assert times() == {
+        "event": (mar, mar_9), "entity_change": undated, "summary": undated, "story": undated, "experience": undated
+    }  # fmt: skip
+    # The event's row moves into the leaf's result: the item holds it now, at the same time.
+    writer.execute("UPDATE events SET result_id = 'r-a2' WHERE id = 'ev-base'")
+    assert times()["event"] == (mar, mar_9)
+    assert _bodies(writer, ("event", "ev-base", "r-a2", "title")) == ["Base event\x01\x01"]
+    _assert_index_consistent(writer)

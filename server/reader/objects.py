@@ -2,7 +2,8 @@
 
 An object row is keyed by (object_type, object_id, result_key); result_key is '' for a current
 projection or a story line. A successful leaf's independent description of an object appears as a
-'leaf' row under that leaf's result when the result has no row of its own for the object.
+'leaf' row under that leaf's result when the result has no row of its own for the object, at the event time
+of the object's own row (a leaf stores none).
 """
 
 from __future__ import annotations
@@ -216,15 +217,35 @@ async def object_rows(conn: aiosqlite.Connection, scope_key: str, keys: Iterable
         ids = {k[1] for k in type_keys}
         # An entity change is found through its owner's primary key; the exact key is checked below.
         owner_ids = {p[0] for i in ids if (p := split_change_id(i))} if object_type == "entity_change" else ids
+        own: dict[str, ObjectRow] = {}  # the object's own row by id (an entity's current projection), if stored
         for query, lookup, extra in ((sql, owner_ids, {}), (LEAF_ROWS, ids, {"object_type": object_type})):
             if type_keys <= found.keys():  # leaf rows only stand in for objects without a row of their own
                 break
             params = {"ids": json_ids(lookup), "scope_key": scope_key} | extra
             for row in await conn.execute_fetchall(query, params):  # one hop to the connection's thread
                 item = _object_row(object_type, row)
+                if item.row_kind == "leaf":
+                    item = _dated_as(item, own.get(item.object_id))
+                else:
+                    own.setdefault(item.object_id, item)
                 if item.key in type_keys and item.key not in found:
                     found[item.key] = item
     return found
+
+
+def _dated_as(leaf: ObjectRow, described: ObjectRow | None) -> ObjectRow:
+    """A leaf's row stores no event time: it takes the event time of the object's own row (None: not stored in this
+    scope, so unknown), as get_context's leaf rows do (context_rows.leaf_facts) and as the search index dates the
+    leaf's item (migrations/0017). Its review and record times stay its own."""
+    if described is None:
+        return leaf
+    return replace(
+        leaf,
+        event_time_start=described.event_time_start,
+        event_time_end=described.event_time_end,
+        event_time_precision=described.event_time_precision,
+        event_time_basis=described.event_time_basis,
+    )
 
 
 async def rows_by_id(
