@@ -231,7 +231,7 @@ class StoryGraphServer(MCPServer[Any]):
             payload = result.model_dump(mode="json", by_alias=True)
             encoded = orjson.dumps(payload)
             if len(encoded) > MAX_RESPONSE_BYTES:
-                raise response_too_large(len(encoded))
+                raise response_too_large(len(encoded), spec)
             return CallToolResult(content=[TextContent(type="text", text=encoded.decode())], structured_content=payload)
         except StoryGraphError as exc:
             if exc.code in ("scope_required", "scope_unavailable") and grant is not None:
@@ -350,12 +350,17 @@ def _problem(err: Any, arguments: dict[str, Any]) -> str:
     return str(err["msg"])
 
 
-def response_too_large(size: int) -> StoryGraphError:
+def response_too_large(size: int, spec: ToolSpec) -> StoryGraphError:
+    """The refusal names the arguments of this tool that shrink its page (`size_arguments`): `field` the one most
+    likely to help. It named page_size for every tool, though a get_context page over the limit already holds one
+    fragment, which only content_page_size makes smaller."""
+    first, *others = spec.size_arguments
+    also = "".join(f" or {name}" for name in others)
     return StoryGraphError(
         "response_too_large",
         f"the response would be {size} bytes, over the {MAX_RESPONSE_BYTES}-byte limit; nothing was cut.",
-        field="page_size",
-        next_step="Retry with a smaller page_size (or content_page_size for get_context).",
+        field=first,
+        next_step=f"Retry the same call (with its cursor, if any) with a smaller {first}{also}.",
     )
 
 

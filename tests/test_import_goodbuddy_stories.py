@@ -409,3 +409,19 @@ def test_a_sync_retires_a_thread_the_user_removed_and_links_its_events_to_the_fe
     assert rows(db, "SELECT 1 FROM search_items WHERE object_type = 'story' AND object_id = ?", STORY_T) == []
     assert (again.total, again.updated, again.retired) == (0, {}, 0)
     assert dump(db) == settled
+
+
+def test_a_story_bound_the_app_dated_by_day_keeps_its_precision(app: Path, tmp_path: Path) -> None:
+    """The app dates an event by a bare day; the Beacon story's span is that event's. Its bounds were stored as the
+    day's midnight alone, so the story read as starting and ending at 00:00; each now keeps precision `day`."""
+    day_only = "UPDATE supervision_events SET occurred_at = '2026-03-21', started_at = NULL, ended_at = NULL"
+    write(app, day_only + " WHERE id = ?", EV_BEACON_STORE)
+    db = tmp_path / "graph.db"
+    migrate(db)
+    import_goodbuddy(db, app)
+    stories = by_id(exported(db, tmp_path), "story")
+    beacon, feature = stories[STORY_BEACON], stories[STORY_F]
+    assert (beacon["started_at"], beacon["started_at_precision"]) == ("2026-03-21T00:00:00.000Z", "day")
+    assert (beacon["ended_at"], beacon["ended_at_precision"]) == ("2026-03-21T00:00:00.000Z", "day")
+    # Bounds that are instants keep no precision of their own.
+    assert (feature["started_at_precision"], feature["ended_at_precision"]) == (None, None)

@@ -16,8 +16,9 @@ import orjson
 import pytest
 from jsonl_graph import imported_graph
 from mcp import Client
-from support import all_pages, client_for
+from support import all_pages, client_for, server_for
 
+from server.app import response_too_large
 from server.contracts.common import Grant
 from server.reader.context_header import HEADER_LISTS_BYTES
 
@@ -368,3 +369,37 @@ async def test_a_search_page_of_heavily_cited_items_holds_what_fits_and_reads_on
     order = [item["object_ref"]["id"] for page in walked for item in page["items"]]
     assert order == [item["object_ref"]["id"] for page in small for item in page["items"]]
     assert sorted(order) == [f"ev-{n:02}" for n in range(60)]
+
+
+async def test_a_first_fragment_too_large_for_the_page_is_cut_to_fit(tmp_path: Path) -> None:
+    """The hub entity's first `current` page at content_page_size 8,000 (its description is emoji, 4 bytes each) was
+    103 KB, response_too_large at any page_size: a page always held its first fragment whole, beside a 62 KB frame
+    (and a 6,758-character cursor, now compressed: test_cursor_length). That fragment is now halved until the page
+    fits (`limit_reason: "response_budget"`), and the pages still join into the whole object."""
+    db = imported_graph(tmp_path, hub_graph())
+    arguments = {"object_ref": {"type": "entity", "id": ENTITY}, "page_size": 1, "content_page_size": 8000}
+    async with client_for(db, Grant(default_project=PROJECT)) as client:
+        size, page = await _size(client, "story_graph_get_context", arguments)
+        assert size < LIMIT
+        assert page["page"]["limit_reason"] == "response_budget"
+        assert len(page["items"]) == 1 and len(page["items"][0]["content"]) == 4000
+        pages = await all_pages(client, "story_graph_get_context", arguments)
+    target = [i for p in pages for i in p["items"] if i["role"] == "target"]
+    assert orjson.loads("".join(i["content"] for i in target))["id"] == ENTITY
+
+
+def test_response_too_large_names_only_arguments_of_the_tool(tmp_path: Path) -> None:
+    """search and read_source have no content_page_size, yet their refusal named it (as get_context's): each now
+    names its own arguments that shrink a page, every one in its input schema."""
+    specs = server_for(tmp_path / "unused.db").specs
+    for name, fields in (
+        ("story_graph_search", ["page_size"]),
+        ("story_graph_read_source", ["page_size"]),
+        ("story_graph_get_context", ["content_page_size", "page_size"]),
+    ):
+        spec = specs[name]
+        refusal = response_too_large(123_456, spec).payload
+        properties = spec.input_model.model_json_schema(by_alias=True)["properties"]
+        assert refusal.field == fields[0] and all(field in properties for field in fields), name
+        assert sorted(f for f in properties if f.endswith("page_size") and f in refusal.next_step) == sorted(fields)
+        assert ("content_page_size" in refusal.model_dump_json()) == ("content_page_size" in fields), name

@@ -13,8 +13,9 @@ import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonl_graph import imported_graph, leaf_times_graph
+from jsonl_graph import ALPHA, imported_graph, leaf_times_graph, small_graph
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # the MCP client's validator
+from mcp import Client
 from support import all_items, client_for, demo_db, error, ok
 
 from server.contracts.common import Grant
@@ -1352,3 +1353,94 @@ async def test_an_entity_or_change_counts_the_events_get_context_lists_with_it(t
     assert [r["type"] for r in entity["items"][0]["evolution_refs"]] == ["event"]
     item = next(i for i in change["items"] if i["object_ref"]["id"] == "ent-decision-a#revised-2026-05")
     assert item["evolution_refs"] == [{"type": "event", "id": "evt-revision-a-to-b"}]
+
+
+async def _search_and_header(
+    client: Client, ref: dict[str, str], where: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Search's item of `ref` (found by its id) and get_context's header of it, in the same scope."""
+    found = await ok(client, SEARCH, {"query": ref["id"], "object_types": [ref["type"]], "page_size": 50} | where)
+    item = next(i for i in found["items"] if i["object_ref"] == ref)
+    header = (await ok(client, CONTEXT, {"object_ref": ref} | where))["header"]
+    return item, header
+
+
+def _assert_counts_as_header(item: dict[str, Any], header: dict[str, Any]) -> None:
+    """Search's evolution refs are the header's evolution refs and relations, counted and listed alike (every list
+    here is shorter than the header's 10)."""
+    ref = item["object_ref"]
+    assert item["evolution_ref_count"] == header["evolution_ref_count"] + header["relation_count"], ref
+    listed = sorted((r["type"], r["id"]) for r in item["evolution_refs"])
+    relations = [("relation", r["relation_ref"]["id"]) for r in header["relations"]]
+    assert listed == sorted([(r["type"], r["id"]) for r in header["evolution_refs"]] + relations), ref
+
+
+async def test_an_entitys_evolution_count_is_get_contexts_header_count(tmp_path: Path) -> None:
+    """ent-decision-b's item counted 13 while get_context's header counted 6 + 6: evt-load-test-window is linked to
+    the entity and is the other end of rel-load-test-supports-b, so search counted it as evolution and as a relation;
+    get_context selects a relation's other end as a related object before the evolution, so its header counts it
+    once, under relation_count. Search now leaves such an end out of an entity's (event's, change's) evolution."""
+    async with client_for(demo_db(tmp_path), Grant(default_project="atlas", allow_global=True)) as client:
+        for scope, entity_ids in (
+            (ATLAS, ["ent-decision-a", "ent-decision-b", "ent-edge-box-constraint", "ent-option-c", "ent-ttl-2h",
+                     "ent-ttl-30m", "ent-option-redis-cluster", "ent-task-cache-migration"]),
+            (BEACON, ["ent-beacon-offline-queue", "ent-beacon-session-cache"]),
+            (PAIR, ["ent-pair-sync-api-v3"]),
+            (GLOBAL, ["ent-global-adr-practice"]),
+        ):  # fmt: skip
+            for entity_id in entity_ids:
+                item, header = await _search_and_header(client, {"type": "entity", "id": entity_id}, {"scope": scope})
+                _assert_counts_as_header(item, header)
+        item, header = await _search_and_header(client, {"type": "entity", "id": "ent-decision-b"}, {"scope": ATLAS})
+    assert item["evolution_ref_count"] == 12 and header["relation_count"] == 6
+    load_test = {"type": "event", "id": "evt-load-test-window"}
+    assert load_test not in item["evolution_refs"] and load_test not in header["evolution_refs"]
+
+
+async def test_an_end_of_ones_own_relation_is_no_evolution_of_entity_event_or_change(tmp_path: Path) -> None:
+    """Constructed: ev-x is linked to ent-x and supports it (rel-x-ev); ent-x's own change ent-x#c (carried by
+    ev-c) is the other end of rel-x-c; ent-x also relates to ent-a#decided, another entity's change (carried by
+    ev-1); and ev-1 supports the change it carried (rel-1). Search counted each such end as evolution and as a
+    relation; get_context's header counted it once (a related object), and listed ev-1 as ent-x's evolution though
+    it carried no change of ent-x. Both now count an entity's changes and the events linked to it or carrying its
+    changes, less the other ends of its relations, plus its relations."""
+    t = "2026-03-05T09:00:00Z"
+
+    def event(event_id: str, **more: Any) -> dict[str, Any]:
+        return {"kind": "event", "id": event_id, "result_id": "r-alpha", "event_type": "change", "title": event_id,
+                "event_time": {"start": t}, "recorded_at": t} | more  # fmt: skip
+
+    def relation(relation_id: str, from_ref: tuple[str, str], to_ref: tuple[str, str]) -> dict[str, Any]:
+        return {"kind": "relation", "id": relation_id, "result_id": "r-alpha", "relation_type": "supports",
+                "from_ref": {"type": from_ref[0], "id": from_ref[1]}, "to_ref": {"type": to_ref[0], "id": to_ref[1]},
+                "recorded_at": t}  # fmt: skip
+
+    lines = [
+        *small_graph(),
+        {"kind": "entity", "id": "ent-x", "story_line_id": "sl-alpha", "canonical_label": "Cache", "updated_at": t},
+        event("ev-x", entity_ids=["ent-x"]),
+        event("ev-c"),
+        {
+            "kind": "entity_change",
+            "entity_id": "ent-x",
+            "association_key": "c",
+            "result_id": "r-alpha",
+            "event_id": "ev-c",
+            "change_type": "added",
+            "recorded_at": t,
+        },
+        relation("rel-x-ev", ("event", "ev-x"), ("entity", "ent-x")),
+        relation("rel-x-c", ("entity", "ent-x"), ("entity_change", "ent-x#c")),
+        relation("rel-x-a", ("entity", "ent-x"), ("entity_change", "ent-a#decided")),
+    ]
+    where = {"scope": ALPHA}
+    async with client_for(imported_graph(tmp_path, lines), Grant(default_project="alpha")) as client:
+        entity, entity_header = await _search_and_header(client, {"type": "entity", "id": "ent-x"}, where)
+        for ref in ({"type": "event", "id": "ev-1"}, {"type": "entity_change", "id": "ent-a#decided"},
+                    {"type": "event", "id": "ev-c"}, {"type": "entity_change", "id": "ent-x#c"},
+                    {"type": "entity", "id": "ent-a"}):  # fmt: skip
+            _assert_counts_as_header(*await _search_and_header(client, ref, where))
+    _assert_counts_as_header(entity, entity_header)
+    # ev-c carried ent-x's own change: its evolution though that change is a related object; ev-1 is not.
+    assert entity_header["evolution_refs"] == [{"type": "event", "id": "ev-c"}]
+    assert (entity_header["relation_count"], entity["evolution_ref_count"]) == (3, 4)

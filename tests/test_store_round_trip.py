@@ -223,6 +223,8 @@ def every_field_graph() -> list[Line]:
                 "state_event_id": "ev-1",
                 "started_at": T0,
                 "ended_at": T1,
+                "started_at_precision": "day",
+                "ended_at_precision": "minute",
                 "confirmation_state": "user_edited",
                 "recorded_at": T1,
                 "revision": "8",

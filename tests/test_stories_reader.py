@@ -404,3 +404,24 @@ async def test_a_write_to_an_event_a_cross_story_lists_makes_its_cursor_stale(tm
     assert stale["error"] == "stale_cursor"
     titles = {o["data"]["id"]: o["data"].get("title") for o in objects([again]).values()}
     assert titles["evt-beacon-push-relay"] == "Push via long-poll"
+
+
+async def test_a_story_bound_dated_by_day_carries_its_precision(tmp_path: Path) -> None:
+    """story-atlas-sqlite-wal starts with its load test, dated by day from 2026-04-01: its `startedAt` was a bare
+    2026-04-01T00:00:00.000Z (the day's midnight), with nothing saying it is the whole day, where an experience's
+    event carries `atPrecision` beside `at`. Its header and content now carry the bounds' precisions (added keys;
+    null: the instant's own, as the feature's)."""
+    async with client_for(demo_db(tmp_path)) as client:
+        found = {}
+        for story_id in ("story-atlas-sqlite-wal", "story-atlas-session-cache"):
+            ref = {"type": "story", "id": story_id}
+            page = await ok(client, CONTEXT, {"object_ref": ref, "content_page_size": 8000, "page_size": 1})
+            [item] = page["items"]
+            assert item["object_ref"] == ref and item["position"]["start"] == 0  # the whole story: one fragment
+            found[story_id] = (page["header"]["story"], orjson.loads(item["content"]))
+    header, data = found["story-atlas-sqlite-wal"]
+    assert (header["started_at"], header["started_at_precision"]) == ("2026-04-01T00:00:00.000Z", "day")
+    assert (data["startedAt"], data["startedAtPrecision"]) == ("2026-04-01T00:00:00.000Z", "day")
+    assert header["ended_at_precision"] is None and data["endedAtPrecision"] is None
+    header, data = found["story-atlas-session-cache"]
+    assert (header["started_at_precision"], data["startedAtPrecision"]) == (None, None)

@@ -271,6 +271,14 @@ class StoryView(Contract):
     """The scope the state event is stored in (read its sources there)."""
     started_at: str | None
     ended_at: str | None
+    started_at_precision: str | None
+    """The precision of started_at, as an event time's: `day` when the bound is a whole UTC day (started_at is its
+    midnight, which alone reads as an instant); null: as precise as the instant, or not recorded. At most TEXT_LIMIT
+    code points (flagged when cut)."""
+    ended_at_precision: str | None
+    """The precision of ended_at, the same way (`day`: the story ends within that day)."""
+    started_at_precision_is_excerpt: ExcerptFlag = False
+    ended_at_precision_is_excerpt: ExcerptFlag = False
     parent: ObjectRef | None
     """A thread's feature."""
     threads: list[ObjectRef]

@@ -271,6 +271,11 @@ class StoryLine(Contract):
     started_at: Instant | None = None
     """The story's span as recorded; null: unknown."""
     ended_at: Annotated[Instant | None, Field(validate_default=True)] = None
+    started_at_precision: str | None = None
+    """The precision of `started_at`, as an event time's: `day` when the bound is a whole UTC day (`started_at` its
+    midnight); null: as precise as the instant, or not recorded."""
+    ended_at_precision: str | None = None
+    """The precision of `ended_at`, the same way (`day`: the span ends within that day, `ended_at` its midnight)."""
     confirmation_state: Literal["automatic", "user_edited"] = "automatic"
     """`user_edited`: a user renamed, merged or otherwise adjusted the story; `automatic` otherwise."""
     recorded_at: Instant
@@ -303,6 +308,13 @@ class StoryLine(Contract):
         if ended is not None and (started is None or ended < started):
             raise ValueError("ended_at needs a started_at at or before it")
         return ended
+
+    @model_validator(mode="after")
+    def _precisions(self) -> StoryLine:
+        for bound in ("started_at", "ended_at"):
+            if getattr(self, f"{bound}_precision") is not None and getattr(self, bound) is None:
+                raise ValueError(f"{bound}_precision needs a {bound}: it is the precision of that instant")
+        return self
 
 
 class StoryEventLine(Contract):

@@ -346,16 +346,15 @@ async def select(
 
     # Evolution: entity changes and events.
     if entity_ids:
-        chosen.add(await load.changes_of_entities(entity_ids), "evolution")
+        changes = await load.changes_of_entities(entity_ids)
+        chosen.add(changes, "evolution")
         event_ids.extend(await load.column(EVENT_IDS_OF_ENTITIES, ids=entity_ids))
+        # The events that carried these entities' own changes (a change that is also a relation's other end is a
+        # related object, its event still theirs). Not those of a change of another entity at a relation's other end:
+        # that change is a related object and its event one more hop away, as search counts it (search_items).
+        event_ids.extend(u.value("event_id") for u in changes if u.value("event_id"))
     if object_type == "event":
         chosen.add(await load.changes_of_events([object_id]), "evolution")
-    # A leaf's description of a change (a target row) holds none of the change's fields: the change's own row does.
-    event_ids.extend(
-        u.value("event_id")
-        for u in chosen.units.values()
-        if u.row.object_type == "entity_change" and u.row.row_kind != "leaf" and u.value("event_id")
-    )
     chosen.add((await load.primary([("event", i) for i in sorted(set(event_ids))])).values(), "evolution")
 
     # Summaries that list the target (or, for a story line, any of its entities).

@@ -264,6 +264,11 @@ def _story(sel: Selection, primary: Unit, lists: HeaderLists) -> StoryView:
         state_event_scope=scope_from_key(state_unit.row.scope_key) if state_unit is not None else None,
         started_at=data["startedAt"],
         ended_at=data["endedAt"],
+        # Free text to an import, as an event time's precision: capped as the header's stored states are.
+        **capped_texts(
+            {"started_at_precision": data["startedAtPrecision"], "ended_at_precision": data["endedAtPrecision"]},
+            TEXT_LIMIT,
+        ),
         parent=object_ref(("story", data["parentId"])) if data["parentId"] else None,
         threads=lists.first(object_ref(("story", i)) for i in threads[:HEADER_LIMIT]),
         thread_count=len(threads),

@@ -81,7 +81,9 @@ def paginate(
     """Up to page_size fragments from the position on (`stream` holds the objects from the position on, one more
     than the page can hold when more follow). A page ends after a fragment that does not finish its object (the
     next page continues inside it), or before a fragment that would not fit the byte budget: `fits(fragment,
-    first)` is asked for every fragment and must accept the first of a page."""
+    force)` is asked for every fragment, and takes it when it fits or when forced. A page's first fragment that
+    does not fit is halved until it does (a page beside a large header at content_page_size 8,000 was
+    response_too_large at any page_size); a single code point is forced in."""
     index, offset = 0, 0
     if position is not None:
         keys = [p.key for p in stream]
@@ -96,10 +98,16 @@ def paginate(
         if len(fragments) == page_size:
             return Window(fragments, (piece.key, offset), "page_size")
         fragment = Fragment(piece, offset, min(offset + content_page_size, len(piece.text)))
-        if not fits(fragment, not fragments) and fragments:
-            return Window(fragments, (piece.key, offset), "response_budget")
+        cut = False
+        while not fits(fragment, False):
+            if fragments:
+                return Window(fragments, (piece.key, offset), "response_budget")
+            if fragment.end - offset == 1:
+                fits(fragment, True)
+                break
+            fragment, cut = Fragment(piece, offset, offset + (fragment.end - offset) // 2), True
         fragments.append(fragment)
         if fragment.end < len(piece.text):
-            return Window(fragments, (piece.key, fragment.end), "content_page_size")
+            return Window(fragments, (piece.key, fragment.end), "response_budget" if cut else "content_page_size")
         index, offset = index + 1, 0
     return Window(fragments, None, None)

@@ -43,7 +43,8 @@ SELECT e.id, e.result_id, e.event_time_start, e.scope_key
 """
 STORIES_BY_ID: Final = f"""
 SELECT s.id, s.scope_key, s.level, s.parent_story_id, s.name, s.description, s.state, s.state_event_id,
-       s.started_at, s.ended_at, s.confirmation_state, s.recorded_at, s.revision, p.name AS project_name
+       s.started_at, s.ended_at, s.started_at_precision, s.ended_at_precision, s.confirmation_state, s.recorded_at,
+       s.revision, p.name AS project_name
   FROM stories AS s
   LEFT JOIN projects AS p ON p.id = json_extract(substr(s.scope_key, 10), '$[0]') AND s.level <> 'cross'
  WHERE s.id IN {IDS} AND s.scope_key = :scope_key
@@ -119,7 +120,8 @@ async def related_story_ids(conn: aiosqlite.Connection, scope_key: str, story_id
 
 
 async def story_data(conn: aiosqlite.Connection, scope_key: str, ids: list[str]) -> dict[str, dict[str, Any]]:
-    """Each story's content, with upstream's data keys (docs/tools.md, "Stories and experiences")."""
+    """Each story's content, with upstream's data keys (docs/tools.md, "Stories and experiences") and the precision
+    of its span's bounds beside them."""
     params = {"ids": json_ids(ids), "scope_key": scope_key}
     threads: dict[str, list[str]] = {}
     for parent, thread in await _rows(conn, THREAD_IDS, params):
@@ -141,6 +143,10 @@ async def story_data(conn: aiosqlite.Connection, scope_key: str, ids: list[str])
             "userEdited": r["confirmation_state"] == "user_edited",
             "startedAt": r["started_at"],
             "endedAt": r["ended_at"],
+            # Added keys (SPEC §5b), as an experience's event has atPrecision beside `at`: a bound the writer dated by
+            # day is stored as its midnight, which alone reads as an instant.
+            "startedAtPrecision": r["started_at_precision"],
+            "endedAtPrecision": r["ended_at_precision"],
             "event_ids": event_ids,
             "thread_ids": threads.get(r["id"], []),
             "event_count": len(event_ids),

@@ -17,12 +17,15 @@ SELECT item_id, object_type, object_id, result_key, hi, lo, hi_fields, lo_fields
 # Each object's evolution as get_context's header lists it, the first EVOLUTION_LIMIT per object and how many: an
 # entity's changes and their events, the changes an event carried, a change's event, the events a story or experience
 # lists, a story line's own events (not its members': two hops per member); and the relations touching any object.
-# One statement for the whole page, each arm on an index.
+# An entity's, event's or change's evolution leaves out what is the other end of one of its relations: get_context
+# selects that end (an event linked to the entity, a change the event carried) as a related object, before its
+# evolution, so its header counts it under relation_count only. A story's or experience's events are selected
+# before its relations, so they count in both, as here. One statement for the whole page, each arm on an index.
 EVOLUTION_REFS: Final = """
 WITH wanted (object_type, object_id) AS (
   SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:objects)
 ),
-refs (object_type, object_id, ref_type, ref_id) AS (
+evolution (object_type, object_id, ref_type, ref_id) AS (
   SELECT w.object_type, w.object_id, 'entity_change', c.entity_id || '#' || c.association_key
     FROM wanted AS w JOIN entity_changes AS c ON c.entity_id = w.object_id
    WHERE w.object_type = 'entity' AND c.scope_key = :scope_key
@@ -83,6 +86,18 @@ refs (object_type, object_id, ref_type, ref_id) AS (
   SELECT w.object_type, w.object_id, 'event', e.id
     FROM wanted AS w JOIN events AS e ON e.story_line_id = w.object_id AND +e.scope_key = :scope_key
    WHERE w.object_type = 'story_line'
+),
+refs (object_type, object_id, ref_type, ref_id) AS (
+  -- The other end is looked up from the evolution ref's side (the unary + keeps SQLite off the object's side): an
+  -- entity may have thousands of relations, an event or change a few.
+  SELECT v.object_type, v.object_id, v.ref_type, v.ref_id FROM evolution AS v
+   WHERE v.object_type NOT IN ('entity', 'event', 'entity_change')
+      OR (NOT EXISTS (SELECT 1 FROM relations AS r
+                       WHERE r.to_id = v.ref_id AND r.to_type = v.ref_type
+                         AND +r.from_id = v.object_id AND +r.from_type = v.object_type AND +r.scope_key = :scope_key)
+          AND NOT EXISTS (SELECT 1 FROM relations AS r
+                           WHERE r.from_id = v.ref_id AND r.from_type = v.ref_type
+                             AND +r.to_id = v.object_id AND +r.to_type = v.object_type AND +r.scope_key = :scope_key))
   UNION
   SELECT w.object_type, w.object_id, 'relation', r.id
     FROM wanted AS w JOIN relations AS r ON r.from_id = w.object_id AND r.from_type = w.object_type

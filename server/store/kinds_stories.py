@@ -156,6 +156,8 @@ STORY: Final = Kind(
         "state_event_id",
         "started_at",
         "ended_at",
+        "started_at_precision",
+        "ended_at_precision",
         "confirmation_state",
         "recorded_at",
         "revision",

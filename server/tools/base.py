@@ -40,3 +40,5 @@ class ToolSpec:
     input_model: type[Contract]
     output_model: type[BaseModel]
     handler: Handler
+    size_arguments: tuple[str, ...] = ("page_size",)
+    """The arguments that shrink a page, the one most likely to help first: response_too_large names them."""

@@ -160,11 +160,11 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
     shaped: dict[tuple[SortKey, int], ContextItem | MemoryBackground] = {}
     used = 0
 
-    def fits(fragment: Fragment, first: bool) -> bool:
+    def fits(fragment: Fragment, force: bool) -> bool:
         nonlocal used
         model = _shape(fragment)
         size = _size(model) + 1
-        if not first and used + size > budget:
+        if not force and used + size > budget:
             return False
         used += size
         shaped[(fragment.piece.key, fragment.start)] = model
@@ -268,4 +268,7 @@ SPEC = ToolSpec(
     input_model=ContextArgs,
     output_model=ContextResponse,
     handler=run,
+    # A page stops before its byte budget but always holds its first fragment (`fits`): one over the limit is that
+    # fragment beside the frame, which only a smaller content_page_size shrinks.
+    size_arguments=("content_page_size", "page_size"),
 )

@@ -162,7 +162,9 @@ def atlas_stories(d: Demo) -> None:
         parent_story_id=FEATURE,
         name="Move to SQLite WAL / 迁移到 SQLite WAL",
         description="The load test, Decision B and what came after; the migration task ATL-212 is in progress.",
+        # Its first event, the load test, is dated by day (2026-04-01 to 2026-04-14): the story starts that day.
         started_at="2026-04-01T00:00:00Z",
+        started_at_precision="day",
         ended_at="2026-06-20T16:45:00+08:00",
         recorded_at=RECORDED["res-atlas-2026-07"],
         revision="story-atlas-sqlite-wal@2",

@@ -206,7 +206,7 @@ def _story_lines(
         if state_scope is None or not _within(state_scope, scope):
             seen.notes.add(STATE_EVENT_OUTSIDE)
             state_event = None
-    started, ended = _span(story, plan.links, seen)
+    (started, started_precision), (ended, ended_precision) = _span(story, plan.links, seen)
     yield seen.line(
         story.where,
         {
@@ -221,6 +221,8 @@ def _story_lines(
             "state_event_id": state_event,
             "started_at": started,
             "ended_at": ended,
+            "started_at_precision": started_precision,
+            "ended_at_precision": ended_precision,
             "confirmation_state": story.confirmation_state,
             "recorded_at": story.created_at,
         },
@@ -252,23 +254,29 @@ def _span_text(level: str, links: Iterable[StoryEvent]) -> tuple[str | None, str
     return first.started, max(link.ended for link in spanning)
 
 
-def _span(story: Story, kept: tuple[StoryEvent, ...], seen: Seen) -> tuple[str | None, str | None]:
+Bound = tuple[str | None, str | None]
+"""A span bound: its instant and that instant's precision (None: as precise as the instant, or unknown)."""
+
+
+def _span(story: Story, kept: tuple[StoryEvent, ...], seen: Seen) -> tuple[Bound, Bound]:
     """The span as the app works it out, but only from the events the story lists here, so that it never
-    reflects an event outside its scope; each bound read as an instant like an event's time."""
+    reflects an event outside its scope; each bound read as an instant like an event's time, with its precision."""
     text = _span_text(story.level, kept)
     if text != _span_text(story.level, story.events):
         seen.notes.add(SPAN_DIFFERS)
-    start, end = (_instant(bound) for bound in text)
-    if text[0] is not None and (start is None or end is None or end < start):
+    start, end = (_bound(bound) for bound in text)
+    if text[0] is not None and (start[0] is None or end[0] is None or end[0] < start[0]):
         seen.notes.add(SPAN_UNKNOWN)
-    if start is None or (end is not None and end < start):
-        end = None
+    if start[0] is None or (end[0] is not None and end[0] < start[0]):
+        end = (None, None)
     return start, end
 
 
-def _instant(text: str | None) -> str | None:
+def _bound(text: str | None) -> Bound:
+    """The start of the bound's time and its precision: a bare date is its UTC day's midnight with precision `day`,
+    an end too (its instant is upstream's `Date.parse` of the date; the precision says it was the whole day)."""
     time = event_time(text)
-    return None if time is None else time["start"]
+    return (None, None) if time is None else (time["start"], time.get("precision"))
 
 
 # --- experiences --------------------------------------------------------------------------------
