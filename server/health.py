@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Final, Literal
 
 from server.contracts.errors import StoryGraphError, read_failed
+from server.reader.db import SchemaChanged
 from server.reader.source_rows import StoredTextBroken
+from server.store.migrate import SCHEMA_VERSION, USER_VERSION
 from server.store.paths import sqlite_uri
 
-FailureKind = Literal["locked", "corrupt", "missing", "replaced", "unreadable"]
+FailureKind = Literal["locked", "corrupt", "missing", "replaced", "schema", "unreadable"]
 FileIdentity = tuple[int, int]
 """(device, inode): which file a path named when the server opened it."""
 
@@ -71,6 +73,8 @@ def file_changed(path: Path, opened: FileIdentity | None) -> ReadFailure | None:
 
 def classify(exc: BaseException, path: Path, busy_timeout: float) -> ReadFailure:
     """What a failed read means, from SQLite's error code (and whether the file is still there)."""
+    if isinstance(exc, SchemaChanged):
+        return schema_changed(path, exc.found)
     if isinstance(exc, StoredTextBroken):
         return ReadFailure("corrupt", "stored source text is incomplete (damaged data)", f"{path}: {exc}")
     name = str(getattr(exc, "sqlite_errorname", "") or "")
@@ -88,6 +92,18 @@ def classify(exc: BaseException, path: Path, busy_timeout: float) -> ReadFailure
     return ReadFailure("unreadable", f"SQLite could not read it ({exc})", detail)
 
 
+def schema_changed(path: Path, found: int) -> ReadFailure:
+    newer = found > SCHEMA_VERSION
+    return ReadFailure(
+        "schema",
+        f"the database's schema version changed to {found} since the server started, and this server reads"
+        f" version {SCHEMA_VERSION}; the server must be restarted"
+        + (" with a story-graph-mcp that reads the new version" if newer else ""),
+        f"{path} has schema version {found}, not {SCHEMA_VERSION}: restart the server"
+        + (" after upgrading story-graph-mcp" if newer else ""),
+    )
+
+
 def probe(path: Path, busy_timeout: float) -> ReadFailure | None:
     """Open the file read-only and read a few real pages in one transaction; None when that works."""
     if not path.exists():
@@ -97,6 +113,10 @@ def probe(path: Path, busy_timeout: float) -> ReadFailure | None:
         conn = sqlite3.connect(sqlite_uri(path, "ro"), uri=True, timeout=timeout, isolation_level=None)
         try:
             conn.execute("BEGIN")
+            [(version,)] = conn.execute(USER_VERSION).fetchall()
+            if version != SCHEMA_VERSION:
+                conn.execute("COMMIT")
+                return schema_changed(path, version)
             for query in PROBE_QUERIES:
                 conn.execute(query).fetchall()
             conn.execute("COMMIT")

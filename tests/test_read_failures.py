@@ -133,6 +133,29 @@ async def test_a_deleted_or_replaced_database_file_is_read_failed(tmp_path: Path
     assert str(tmp_path) not in str(gone) + str(replaced), "no file system path reaches the client"
 
 
+async def test_a_schema_migrated_while_serving_is_read_failed_and_healthz_says_so(tmp_path: Path) -> None:
+    """A newer build's `db migrate` run while an older server serves (an upgrade before the restart): the server
+    went on reading tables whose meaning may have changed, as if nothing had happened, and /healthz said ok."""
+    from server.health import probe
+    from server.store.migrate import SCHEMA_VERSION
+
+    db = demo_db(tmp_path)
+    async with client_for(db) as client:
+        await ok(client, SEARCH, QUERY)
+        with sqlite3.connect(db) as conn:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        newer = await error(client, SEARCH, QUERY)
+        read = await error(client, SOURCE, {"source_reference_id": "ref-long-doc", "content_kind": "current"})
+        health = probe(db, 1.0)
+        with sqlite3.connect(db) as conn:
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        assert (await ok(client, SEARCH, QUERY))["items"], "back at its version, the same connections read again"
+    assert_read_failed(newer, f"schema version changed to {SCHEMA_VERSION + 1}", "must be restarted with a")
+    assert_read_failed(read, "schema version changed")
+    assert str(tmp_path) not in str(newer)
+    assert health is not None and health.kind == "schema" and str(tmp_path) not in health.reason
+
+
 async def test_healthz_reports_locked_and_damaged_databases_honestly(tmp_path: Path) -> None:
     db = rollback_journal(demo_db(tmp_path))
     policy = tmp_path / "policy.toml"
