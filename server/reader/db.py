@@ -123,10 +123,18 @@ class ReadConnection(aiosqlite.Connection):
         # The schema is checked at start-up, but a newer build's `db migrate` may run while the server serves (an
         # upgrade before the restart). One header read per snapshot (page 1 is cached): a call then answers
         # read_failed, instead of reading tables whose meaning changed as if they had not.
-        [(version,)] = await self.execute_fetchall(USER_VERSION)
+        version = await self._schema_version()
         if version != SCHEMA_VERSION:
             await self.end_snapshot()
             raise SchemaChanged(version)
+
+    async def _schema_version(self) -> int:
+        """PRAGMA user_version, inside the snapshot (not counted in inline_runs/thread_runs: no statement of a tool)."""
+        if self._inline_steps and self._raw is not None:  # a header field: a few steps, and the read lock is held
+            row = self._raw.execute(USER_VERSION).fetchone()
+        else:
+            [row] = await super().execute_fetchall(USER_VERSION)
+        return int(row[0])
 
     async def end_snapshot(self) -> None:
         self.holds_snapshot = False
