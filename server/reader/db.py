@@ -34,6 +34,7 @@ from server.store.migrate import (
     open_for_reading,
     read_version,
     schema_problem,
+    unversioned_problem,
 )
 from server.store.paths import sqlite_uri
 
@@ -239,7 +240,8 @@ def check_database(path: Path) -> None:
         )
     conn = open_for_reading(path)  # a start that fails here leaves no -wal/-shm files it created behind
     try:
-        problem = schema_problem(path, read_version(conn, path))
+        found = read_version(conn, path)
+        problem = unversioned_problem(conn, path) if found == 0 else schema_problem(path, found)
     finally:
         conn.close()
     if problem is not None:

@@ -66,6 +66,33 @@ def schema_problem(path: Path, found: int) -> str | None:
     )
 
 
+MIN_PAGE_SIZE: Final = 512
+"""SQLite's smallest page: a database file that holds anything is at least this long."""
+
+
+def unversioned_problem(conn: sqlite3.Connection, path: Path) -> str:
+    """Why a database at schema version 0 cannot be read, and what to do. "Run db migrate" fits only a database with
+    nothing in it: SQLite also reads an empty file, and a file cut short inside its first page, as an empty
+    database, and `db migrate` refuses one holding another application's tables."""
+    size = path.stat().st_size
+    if size == 0:
+        return (
+            f"{path} is an empty file (0 bytes), not a story graph database: if it should hold one, it was not"
+            f" copied or restored completely; to start a new, empty graph in it, run `{migrate_command(path)}`"
+        )
+    if size < MIN_PAGE_SIZE:
+        return (
+            f"{path} is cut short ({size} bytes, less than one SQLite page), not a story graph database: a copy"
+            " that did not finish? copy or restore it again"
+        )
+    if conn.execute(TABLE_COUNT).fetchone()[0] > 0:
+        return (
+            f"{path} holds tables but no schema version: it is not a story graph database (another application's?);"
+            " give --db the story graph's file"
+        )
+    return schema_problem(path, 0) or ""
+
+
 def read_version(conn: sqlite3.Connection, path: Path) -> int:
     """`PRAGMA user_version`; this first read is also where SQLite notices a file is not a database, is damaged,
     is locked by a writer or cannot be read here."""
@@ -144,7 +171,7 @@ def directory_problem(path: Path) -> str | None:
 def check_schema(conn: sqlite3.Connection, path: Path) -> int:
     """Raise DatabaseUnusable unless the open database is at SCHEMA_VERSION; return the version."""
     found = read_version(conn, path)
-    problem = schema_problem(path, found)
+    problem = unversioned_problem(conn, path) if found == 0 else schema_problem(path, found)
     if problem is not None:
         raise DatabaseUnusable(problem)
     return found
