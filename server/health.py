@@ -66,9 +66,23 @@ def file_changed(path: Path, opened: FileIdentity | None) -> ReadFailure | None:
         return ReadFailure(
             "replaced",
             "the database file was replaced since the server opened it; the server must be restarted to read it",
-            f"{path} is another file than the one opened at start-up",
+            f"{path} is another file than the one opened at start-up" + _leftover_journals(path),
         )
     return None
+
+
+def _leftover_journals(path: Path) -> str:
+    """For the log: the replaced file's -wal/-shm left beside the new one. SQLite reads a -wal at a database's path
+    as that database's, whatever its journal mode, so a restart would read the replaced file's last writes (those a
+    writer committed while the server held it open) into the new file, and a writer would checkpoint them into it."""
+    names = [f"{path.name}{suffix}" for suffix in ("-wal", "-shm") if Path(f"{path}{suffix}").exists()]
+    if not names:
+        return ""
+    return (
+        f"; {' and '.join(names)} beside it are the replaced file's unless a process has written the new one since:"
+        " remove them before the restart, or SQLite reads the replaced file's last writes into the new one"
+        " (docs/deployment.md, 'Replacing the database file')"
+    )
 
 
 def classify(exc: BaseException, path: Path, busy_timeout: float) -> ReadFailure:

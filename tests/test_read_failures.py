@@ -6,6 +6,7 @@ start-up. Real files, real locks, real client sessions (in process and over HTTP
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import shutil
 import sqlite3
@@ -14,7 +15,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import httpx2
@@ -131,6 +132,42 @@ async def test_a_deleted_or_replaced_database_file_is_read_failed(tmp_path: Path
     assert_read_failed(gone, "gone (deleted or moved)")
     assert_read_failed(replaced, "replaced", "restarted")
     assert str(tmp_path) not in str(gone) + str(replaced), "no file system path reaches the client"
+
+
+async def test_a_file_renamed_over_the_served_one_leaves_the_old_journal_files_and_the_log_says_to_remove_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An operator imports into a new file and renames it over the served one (docs/deployment.md). A write committed
+    to the old file while the server held it open stays in its -wal (only the last connection checkpoints), and SQLite
+    takes a -wal at a database's path as that database's: restarted as the docs said, the server read the old file's
+    last write as part of the new one, without a word. The log line of the replacement now says to remove them."""
+    db = demo_db(tmp_path)
+    new = tmp_path / "new.db"
+    shutil.copyfile(db, new)
+    with closing(sqlite3.connect(new)) as conn, conn:
+        conn.execute("UPDATE projects SET name = 'Atlas, the new import' WHERE id = 'atlas'")
+    async with client_for(db) as client:
+        await ok(client, SEARCH, QUERY)
+        with closing(sqlite3.connect(db)) as writer, writer:  # an import or the app, while the server reads
+            assert writer.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            writer.execute("UPDATE projects SET name = 'Atlas, the old file' WHERE id = 'atlas'")
+        new.rename(db)
+        with caplog.at_level(logging.ERROR, logger="story_graph_mcp"):
+            replaced = await error(client, SEARCH, QUERY)
+    assert_read_failed(replaced, "replaced", "restarted")
+    assert "demo.db-wal and demo.db-shm beside it are the replaced file's" in caplog.text
+    assert "remove them before the restart" in caplog.text and "Replacing the database file" in caplog.text
+    assert "-wal" not in str(replaced), "the client is told to wait for a restart, not the operator's procedure"
+
+    async def atlas_name() -> str:
+        async with client_for(db) as client:
+            names: dict[str, str] = (await ok(client, SEARCH, QUERY))["project_names"]
+            return names["atlas"]
+
+    assert await atlas_name() == "Atlas, the old file", "what the log warns of: the old file's write, read as new"
+    for leftover in ("demo.db-wal", "demo.db-shm"):
+        (tmp_path / leftover).unlink()
+    assert await atlas_name() == "Atlas, the new import"
 
 
 async def test_a_schema_migrated_while_serving_is_read_failed_and_healthz_says_so(tmp_path: Path) -> None:
