@@ -271,3 +271,23 @@ def test_a_wal_database_in_a_read_only_directory_is_explained_in_one_line(tmp_pa
     assert "not a SQLite database" not in line
     # The fix the message names works: the same graph in DELETE journal mode is served from there.
     assert served.returncode == 0, served.stderr
+
+
+def test_damaged_pages_found_at_start_are_named_with_the_fix(tmp_path: Path) -> None:
+    """`serve --project` reads the projects at start: a damaged table there was `cannot read the projects of …:
+    database disk image is malformed`, a bare SQLite message, where every other command names the damage and its fix."""
+    db = demo_db(tmp_path)
+    damage(db, "projects")
+    result = subprocess.run(
+        [PYTHON, "-m", "server", "serve", "--db", str(db), "--project", "atlas"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO,
+        env=server_env(),
+        check=False,
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert f"{db} is damaged (database disk image is malformed); restore it from a backup" in line

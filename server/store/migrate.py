@@ -103,7 +103,7 @@ def read_version(conn: sqlite3.Connection, path: Path) -> int:
     return int(row[0])
 
 
-def unreadable(conn: sqlite3.Connection, path: Path, exc: sqlite3.DatabaseError, damaged_fix: str | None = None) -> str:
+def unreadable(conn: sqlite3.Connection, path: Path, exc: sqlite3.Error, damaged_fix: str | None = None) -> str:
     """Why the first read of `path` failed, and what to do (`damaged_fix`: for a damaged file that is not ours to
     rebuild). Every failure used to read "is not a SQLite database",
     also a database locked by an import or one whose directory is read-only, sending the operator after the wrong
