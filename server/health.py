@@ -15,7 +15,7 @@ from typing import Final, Literal
 from server.contracts.errors import StoryGraphError, read_failed
 from server.reader.db import SchemaChanged
 from server.reader.source_rows import StoredTextBroken
-from server.store.migrate import SCHEMA_VERSION, USER_VERSION
+from server.store.migrate import HOT_JOURNAL, SCHEMA_VERSION, USER_VERSION, hot_journal_fix
 from server.store.paths import sqlite_uri
 
 FailureKind = Literal["locked", "corrupt", "missing", "replaced", "schema", "unreadable"]
@@ -103,6 +103,13 @@ def classify(exc: BaseException, path: Path, busy_timeout: float) -> ReadFailure
         return ReadFailure("corrupt", f"the database file is damaged (SQLite: {exc})", detail)
     if not path.exists():
         return ReadFailure("missing", "the database file is gone (deleted or moved)", detail)
+    if name == "SQLITE_READONLY_ROLLBACK":
+        return ReadFailure(
+            "unreadable",
+            f"it {HOT_JOURNAL}, and the server may not write it; it reads again once the operator has rolled it back",
+            f"{path} {HOT_JOURNAL}, and the server's user may not write the file or its directory:"
+            f" {hot_journal_fix(path)}",
+        )
     return ReadFailure("unreadable", f"SQLite could not read it ({exc})", detail)
 
 

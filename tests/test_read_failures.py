@@ -291,3 +291,69 @@ def test_damaged_pages_found_at_start_are_named_with_the_fix(tmp_path: Path) -> 
     assert result.returncode == 2 and "Traceback" not in result.stderr
     [line] = result.stderr.strip().splitlines()
     assert f"{db} is damaged (database disk image is malformed); restore it from a backup" in line
+
+
+def _leave_a_hot_journal(db: Path) -> None:
+    """A writer killed in the middle of a big transaction on a DELETE-mode database: its -journal stays, and the
+    database file holds pages of the unfinished transaction until someone who may write rolls it back."""
+    rows = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) SELECT randomblob(2000) FROM n"
+    )
+    script = (
+        "import sqlite3, sys, time\n"
+        "conn = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "conn.execute('PRAGMA cache_size = 5')\n"  # spill pages into the file before the commit
+        "conn.execute('BEGIN')\n"
+        "conn.execute(\"UPDATE projects SET name = 'unfinished' WHERE id = 'atlas'\")\n"
+        "conn.execute('CREATE TABLE junk (x)')\n"
+        f"conn.execute('INSERT INTO junk {rows}')\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    writer = subprocess.Popen([PYTHON, "-c", script, str(db)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdout.readline() == "ready\n"
+    writer.kill()
+    writer.wait()
+    writer.stdout.close()
+    assert db.with_name(db.name + "-journal").exists()
+
+
+def test_a_hot_journal_the_server_may_not_roll_back_is_named_with_the_fix(tmp_path: Path) -> None:
+    """SQLite must roll back a crashed writer's -journal before anyone reads: a server that may not write the file
+    was told the directory is read-only and SQLite must create journal files there (the wrong problem)."""
+    directory = Path(tempfile.mkdtemp(prefix="sg-hot-journal-"))
+    try:
+        db = directory / "graph.db"
+        shutil.copyfile(demo_db(tmp_path), db)
+        rollback_journal(db)
+        _leave_a_hot_journal(db)
+        db.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        directory.chmod(stat.S_IRUSR | stat.S_IXUSR | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+        try:
+            refused = _serve_in(directory, db)
+        except (OSError, subprocess.SubprocessError) as exc:
+            pytest.skip(f"cannot make a file read-only for a child process here: {exc}")
+        # The fix the line names: read it once as a user that may write (here: the owner, permissions restored).
+        directory.chmod(stat.S_IRWXU)
+        db.chmod(stat.S_IRUSR | stat.S_IWUSR)
+        stats = subprocess.run(
+            [PYTHON, "-m", "server", "db", "stats", "--db", str(db)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=server_env(),
+            check=False,
+            timeout=60,
+        )
+        assert stats.returncode == 0, stats.stderr
+        assert not db.with_name(db.name + "-journal").exists()
+        directory.chmod(stat.S_IRUSR | stat.S_IXUSR)
+        served = _serve_in(directory, db)
+    finally:
+        directory.chmod(stat.S_IRWXU)
+        shutil.rmtree(directory)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    [line] = refused.stderr.strip().splitlines()
+    assert "has the journal of a transaction its writer did not finish" in line
+    assert f"(story-graph-mcp db stats --db {db})" in line and "must create" not in line
+    assert served.returncode == 0, served.stderr

@@ -122,8 +122,22 @@ def unreadable(conn: sqlite3.Connection, path: Path, exc: sqlite3.Error, damaged
             f"{path} is locked by another process (an import, or the application that writes it) for longer than"
             f" {waited:g} seconds; try again when it has finished"
         )
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY_ROLLBACK:
+        return f"{path} {HOT_JOURNAL}, and this user may not write the file or its directory: {hot_journal_fix(path)}"
     # Reading needs no write access to the file, but a WAL database's readers create its -wal and -shm files.
     return directory_problem(path) or f"cannot read {path}: {exc}"
+
+
+HOT_JOURNAL: Final = (
+    "has the journal of a transaction its writer did not finish (it stopped, or its machine did), which SQLite must"
+    " roll back before anyone reads the database"
+)
+"""SQLITE_READONLY_ROLLBACK: a hot -journal beside a database this user can only read. It was reported as a
+directory SQLite must create journal files in, which sent the operator after the wrong problem."""
+
+
+def hot_journal_fix(path: Path) -> str:
+    return f"read it once as a user that can write both, which rolls it back (story-graph-mcp db stats --db {path})"
 
 
 def _primary_code(exc: sqlite3.Error) -> int:
