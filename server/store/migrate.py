@@ -82,8 +82,8 @@ def unversioned_problem(conn: sqlite3.Connection, path: Path) -> str:
         )
     if size < MIN_PAGE_SIZE:
         return (
-            f"{path} is cut short ({size} bytes, less than one SQLite page), not a story graph database: a copy"
-            " that did not finish? copy or restore it again"
+            f"{path} is cut short ({size} byte{'s' if size != 1 else ''}, less than one SQLite page), not a story"
+            " graph database: a copy that did not finish? copy or restore it again"
         )
     if conn.execute(TABLE_COUNT).fetchone()[0] > 0:
         return (
