@@ -40,7 +40,7 @@ from server.contracts.errors import StoryGraphError, internal_error, story_graph
 from server.contracts.json_schema import output_schema
 from server.health import FileIdentity, ReadFailure, classify, file_changed, identity, probe, same_file_state
 from server.reader.cursor import CursorCodec
-from server.reader.db import Database
+from server.reader.db import Database, SchemaChanged
 from server.reader.fold import Folder
 from server.reader.memo import Memo
 from server.reader.scope import READABLE_SCOPES_LISTED, readable_scopes
@@ -224,7 +224,7 @@ class StoryGraphServer(MCPServer[Any]):
             )
             try:
                 result = await spec.handler(call, args)
-            except (sqlite3.Error, StoredTextBroken) as exc:
+            except (sqlite3.Error, StoredTextBroken, SchemaChanged) as exc:
                 raise self._read_failure(exc) from None
             # The switches may have changed while this call was reading: check again before delivering.
             self.access.current_grant()
@@ -255,7 +255,7 @@ class StoryGraphServer(MCPServer[Any]):
         try:
             async with self._db.snapshot() as conn:
                 scopes, total, names = await readable_scopes(conn, grant, READABLE_SCOPES_LISTED)
-        except sqlite3.Error:
+        except (sqlite3.Error, SchemaChanged):
             return exc  # the refusal stands on its own; a read failure here must not replace it
         listed = [scope.model_dump(mode="json", by_alias=True) for scope in scopes]
         return exc.with_readable_scopes(listed, total, names)

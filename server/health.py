@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Final, Literal
 
 from server.contracts.errors import StoryGraphError, read_failed
+from server.reader.db import SchemaChanged
 from server.reader.source_rows import StoredTextBroken
+from server.store.migrate import HOT_JOURNAL, SCHEMA_VERSION, USER_VERSION, hot_journal_fix
 from server.store.paths import sqlite_uri
 
-FailureKind = Literal["locked", "corrupt", "missing", "replaced", "unreadable"]
+FailureKind = Literal["locked", "corrupt", "missing", "replaced", "schema", "unreadable"]
 FileIdentity = tuple[int, int]
 """(device, inode): which file a path named when the server opened it."""
 
@@ -64,13 +66,29 @@ def file_changed(path: Path, opened: FileIdentity | None) -> ReadFailure | None:
         return ReadFailure(
             "replaced",
             "the database file was replaced since the server opened it; the server must be restarted to read it",
-            f"{path} is another file than the one opened at start-up",
+            f"{path} is another file than the one opened at start-up" + _leftover_journals(path),
         )
     return None
 
 
+def _leftover_journals(path: Path) -> str:
+    """For the log: the replaced file's -wal/-shm left beside the new one. SQLite reads a -wal at a database's path
+    as that database's, whatever its journal mode, so a restart would read the replaced file's last writes (those a
+    writer committed while the server held it open) into the new file, and a writer would checkpoint them into it."""
+    names = [f"{path.name}{suffix}" for suffix in ("-wal", "-shm") if Path(f"{path}{suffix}").exists()]
+    if not names:
+        return ""
+    return (
+        f"; {' and '.join(names)} beside it are the replaced file's unless a process has written the new one since:"
+        " remove them before the restart, or SQLite reads the replaced file's last writes into the new one"
+        " (docs/deployment.md, 'Replacing the database file')"
+    )
+
+
 def classify(exc: BaseException, path: Path, busy_timeout: float) -> ReadFailure:
     """What a failed read means, from SQLite's error code (and whether the file is still there)."""
+    if isinstance(exc, SchemaChanged):
+        return schema_changed(path, exc.found)
     if isinstance(exc, StoredTextBroken):
         return ReadFailure("corrupt", "stored source text is incomplete (damaged data)", f"{path}: {exc}")
     name = str(getattr(exc, "sqlite_errorname", "") or "")
@@ -85,7 +103,26 @@ def classify(exc: BaseException, path: Path, busy_timeout: float) -> ReadFailure
         return ReadFailure("corrupt", f"the database file is damaged (SQLite: {exc})", detail)
     if not path.exists():
         return ReadFailure("missing", "the database file is gone (deleted or moved)", detail)
+    if name == "SQLITE_READONLY_ROLLBACK":
+        return ReadFailure(
+            "unreadable",
+            f"it {HOT_JOURNAL}, and the server may not write it; it reads again once the operator has rolled it back",
+            f"{path} {HOT_JOURNAL}, and the server's user may not write the file or its directory:"
+            f" {hot_journal_fix(path)}",
+        )
     return ReadFailure("unreadable", f"SQLite could not read it ({exc})", detail)
+
+
+def schema_changed(path: Path, found: int) -> ReadFailure:
+    newer = found > SCHEMA_VERSION
+    return ReadFailure(
+        "schema",
+        f"the database's schema version changed to {found} since the server started, and this server reads"
+        f" version {SCHEMA_VERSION}; the server must be restarted"
+        + (" with a story-graph-mcp that reads the new version" if newer else ""),
+        f"{path} has schema version {found}, not {SCHEMA_VERSION}: restart the server"
+        + (" after upgrading story-graph-mcp" if newer else ""),
+    )
 
 
 def probe(path: Path, busy_timeout: float) -> ReadFailure | None:
@@ -97,6 +134,10 @@ def probe(path: Path, busy_timeout: float) -> ReadFailure | None:
         conn = sqlite3.connect(sqlite_uri(path, "ro"), uri=True, timeout=timeout, isolation_level=None)
         try:
             conn.execute("BEGIN")
+            [(version,)] = conn.execute(USER_VERSION).fetchall()
+            if version != SCHEMA_VERSION:
+                conn.execute("COMMIT")
+                return schema_changed(path, version)
             for query in PROBE_QUERIES:
                 conn.execute(query).fetchall()
             conn.execute("COMMIT")

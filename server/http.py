@@ -35,6 +35,7 @@ from starlette.types import ASGIApp
 from uvicorn.config import STARTUP_FAILURE
 
 from server.app import StoryGraphServer, build_server
+from server.http_connections import RequestHeadDeadline
 from server.http_requests import MCP_PATH, AccessLog, McpGate, StopOnDisconnect
 from server.logs import configure_logging
 from server.policy import (
@@ -183,6 +184,7 @@ def serve_http(settings: ServeSettings) -> int:
         access_log=False,
         server_header=False,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        http=RequestHeadDeadline,  # a connection that sends no request head is closed too (server/http_connections)
         backlog=BACKLOG,
     )
     # Listening before the line is logged: a client that connects as soon as it reads it waits the few

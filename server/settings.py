@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 from server.policy import Policy, granted_projects
 from server.reader.db import check_database
 from server.store.errors import DatabaseUnusable, StoreError
-from server.store.migrate import open_for_reading, read_problem
+from server.store.migrate import open_for_reading, read_problem, unreadable
 
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 """Seconds a read waits for a writer's lock before giving up with `read_failed` (SQLite's busy timeout)."""
@@ -233,7 +233,8 @@ def check_project(db: Path, project: str) -> None:
             )
         ]
     except sqlite3.Error as exc:
-        raise DatabaseUnusable(f"cannot read the projects of {db}: {exc}") from None
+        # Damaged, locked or unreadable, said as every command says it, with its fix (not a bare SQLite message).
+        raise DatabaseUnusable(unreadable(conn, db, exc)) from None
     finally:
         conn.close()
     if row is not None and row[0] == "active":
@@ -256,7 +257,7 @@ def policy_warnings(policy: Policy, db: Path) -> list[str]:
         marks = ",".join("?" * len(wanted))
         status = dict(conn.execute(f"SELECT id, status FROM projects WHERE id IN ({marks})", wanted).fetchall())
     except sqlite3.Error as exc:
-        raise DatabaseUnusable(f"cannot read the projects of {db}: {exc}") from None
+        raise DatabaseUnusable(unreadable(conn, db, exc)) from None
     finally:
         conn.close()
     warnings = []

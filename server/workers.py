@@ -31,6 +31,7 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
 
 from server.http import BACKLOG, KEEP_ALIVE_SECONDS, listening_socket
+from server.http_connections import RequestHeadDeadline
 from server.settings import ServeSettings
 
 log = logging.getLogger("story_graph_mcp.http")
@@ -50,6 +51,7 @@ def serve_workers(settings: ServeSettings) -> int:
         access_log=False,
         server_header=False,
         timeout_keep_alive=KEEP_ALIVE_SECONDS,
+        http=RequestHeadDeadline,  # a connection that sends no request head is closed too (server/http_connections)
     )
     check_port_free(http.host, http.port)  # SO_REUSEPORT would otherwise share a port another server holds
     # Linux balances new connections over the sockets of a SO_REUSEPORT group; other systems accept the option

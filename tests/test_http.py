@@ -280,6 +280,9 @@ async def test_tokens_host_origin_and_health(tmp_path: Path) -> None:
     async with http_server(serve_args(db, policy, secret, *extra), tmp_path) as server, httpx2.AsyncClient() as http:
         health = await http.get(f"{server.base}/healthz")
         assert health.status_code == 200 and health.json() == {"status": "ok", "database": "readable"}
+        # No Host check on /healthz, on purpose (docs/deployment.md): probes name the server by its address.
+        probed = await http.get(f"{server.base}/healthz", headers={"Host": "10.1.2.3:8765"})
+        assert probed.status_code == 200 and probed.json() == health.json()
 
         for headers in ({}, {"Authorization": "Bearer sgm_wrong"}, {"Authorization": f"Bearer {hash_token('x')}"}):
             refused = await http.post(server.url, json=LIST, headers={**JSON_HEADERS, **headers})

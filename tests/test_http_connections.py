@@ -8,13 +8,22 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
 import pytest
+import uvicorn
 from http_support import PYTHON, REPO, START_TIMEOUT, free_port, http_server, policy_text, server_env, write_secret
 from support import demo_db
+
+from server.http import build_http_app
+from server.http_connections import RequestHeadDeadline
+from server.policy import FixedPolicy, one_run_policy
+from server.settings import ServeSettings
 
 pytestmark = pytest.mark.anyio
 
@@ -171,3 +180,69 @@ def test_sighup_replaces_the_workers_one_at_a_time_without_refusing_a_request(tm
         process.wait(timeout=30)
     output = log.read_text(errors="replace")
     assert output.count("Started server process") == 4 and process.returncode == 0, output
+
+
+@contextmanager
+def head_deadline_server(tmp_path: Path, keep_alive: int) -> Iterator[int]:
+    """The app `serve --transport http` runs, in uvicorn with serve's protocol, on a loopback port, in a thread, with a
+    short keep-alive (the deadline of a request head); stopped afterwards."""
+    settings = ServeSettings(db=demo_db(tmp_path), project="atlas")
+    app = build_http_app(settings, FixedPolicy(one_run_policy("atlas")[0]))
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_config=None, timeout_keep_alive=keep_alive, http=RequestHeadDeadline
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.02)
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def closed_after(sock: socket.socket, trickle: bytes = b"") -> float:
+    """Seconds until the server closes the connection, sending `trickle` a byte every 0.2 s meanwhile."""
+    started = time.monotonic()
+    sock.settimeout(0.2)
+    for byte in [trickle[i : i + 1] for i in range(len(trickle))] + [b""] * 100:
+        try:
+            if byte:
+                sock.sendall(byte)
+            if sock.recv(65536) == b"":
+                return time.monotonic() - started
+        except TimeoutError:
+            continue
+        except ConnectionError:
+            return time.monotonic() - started
+    return time.monotonic() - started
+
+
+def test_a_connection_that_sends_no_request_head_is_closed_after_the_keep_alive_timeout(tmp_path: Path) -> None:
+    """uvicorn alone timed out only idle connections after an answer, and stopped the timer at the first byte: a
+    connection that sent nothing, or a request head a byte at a time (slowloris), or a body nobody reads after its
+    answer, stayed open forever; a few hundred of them, made without a token, used up the file descriptors."""
+    keep_alive = 1
+    slow_head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 40
+    with head_deadline_server(tmp_path, keep_alive) as port:
+        with socket.create_connection(("127.0.0.1", port)) as silent:
+            assert keep_alive - 0.5 < closed_after(silent) < keep_alive + 3
+        with socket.create_connection(("127.0.0.1", port)) as slow:
+            assert keep_alive - 0.5 < closed_after(slow, slow_head) < keep_alive + 3, "each byte does not restart it"
+        with socket.create_connection(("127.0.0.1", port)) as unread_body:
+            unread_body.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n")
+            unread_body.settimeout(10)
+            assert unread_body.recv(65536).startswith(b"HTTP/1.1 200")
+            assert closed_after(unread_body, b"x" * 40) < keep_alive + 3, "a body sent after the answer does not"
+        # A client that sends its requests is served as before, on one connection, with pauses under the timeout.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            for _ in range(3):
+                time.sleep(keep_alive / 2)
+                client.sendall(request("/healthz"))
+                assert read_response(client).startswith(b"HTTP/1.1 200")
+            assert closed_after(client) < keep_alive + 3, "and an idle one is closed as before"

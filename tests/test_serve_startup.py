@@ -66,16 +66,52 @@ def _older(tmp_path: Path) -> Path:
     return path
 
 
+def _empty(tmp_path: Path) -> Path:
+    """SQLite reads an empty file as an empty database: "run db migrate" fits, but so may a copy that failed."""
+    path = tmp_path / "empty.db"
+    path.touch()
+    return path
+
+
+def _cut_short(tmp_path: Path) -> Path:
+    """A copy that stopped inside the first page: SQLite read it as an empty database, and `serve` said to run
+    `db migrate`, which then failed with `database disk image is malformed`."""
+    path = tmp_path / "short.db"
+    migrate(path)
+    path.write_bytes(path.read_bytes()[:50])
+    return path
+
+
+def _another_applications(tmp_path: Path) -> Path:
+    """Another application's SQLite file: `serve` said to run `db migrate`, which refuses a file holding tables."""
+    path = tmp_path / "notes.db"
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE notes (body TEXT)")
+    return path
+
+
 @pytest.mark.parametrize(
     ("make", "expected"),
     [
         (_missing, "no such database file"),
+        (_empty, "is an empty file (0 bytes), not a story graph database: if it should hold one, it was not copied"),
+        (_cut_short, "is cut short (50 bytes, less than one SQLite page), not a story graph database: a copy that"),
+        (_another_applications, "holds tables but no schema version: it is not a story graph database"),
         (_not_sqlite, "is not a SQLite database"),
         (_newer, f"newer than the newest version this build supports ({SCHEMA_VERSION})"),
         (_older, f"schema version 1, older than the version {SCHEMA_VERSION} this build uses; run `story-graph-mcp db"),
         (_directory, "is a directory, not a database file"),
     ],
-    ids=["missing", "not-sqlite", "newer-schema", "older-schema", "directory"],
+    ids=[
+        "missing",
+        "empty",
+        "cut-short",
+        "another-applications",
+        "not-sqlite",
+        "newer-schema",
+        "older-schema",
+        "directory",
+    ],
 )
 def test_serve_refuses_an_unusable_database_in_one_line(
     tmp_path: Path, make: Callable[[Path], Path], expected: str

@@ -27,7 +27,15 @@ import anyio
 import orjson
 
 from server.store.errors import DatabaseUnusable
-from server.store.migrate import migrate_command, open_for_reading, read_version, schema_problem
+from server.store.migrate import (
+    SCHEMA_VERSION,
+    USER_VERSION,
+    migrate_command,
+    open_for_reading,
+    read_version,
+    schema_problem,
+    unversioned_problem,
+)
 from server.store.paths import sqlite_uri
 
 Row = aiosqlite.Row
@@ -45,6 +53,15 @@ ITER_CHUNK_SIZE: Final = 64
 """Rows a cursor's `async for` fetches per hop (aiosqlite's default)."""
 # Reading the schema page starts the read transaction: from here on the snapshot is fixed and its lock held.
 BEGIN_SNAPSHOT: Final = "BEGIN; SELECT 1 FROM sqlite_schema LIMIT 1;"
+
+
+class SchemaChanged(RuntimeError):
+    """The database's schema version is no longer the one this build reads: it was migrated (by a newer build's
+    `db migrate`) while the server served it. Its tables may now mean something else, so nothing is read."""
+
+    def __init__(self, found: int) -> None:
+        super().__init__(f"schema version {found}, not {SCHEMA_VERSION}")
+        self.found = found
 
 
 def json_ids(ids: Iterable[str]) -> str:
@@ -104,6 +121,21 @@ class ReadConnection(aiosqlite.Connection):
                 await self.execute("ROLLBACK")
             raise
         self.holds_snapshot = True
+        # The schema is checked at start-up, but a newer build's `db migrate` may run while the server serves (an
+        # upgrade before the restart). One header read per snapshot (page 1 is cached): a call then answers
+        # read_failed, instead of reading tables whose meaning changed as if they had not.
+        version = await self._schema_version()
+        if version != SCHEMA_VERSION:
+            await self.end_snapshot()
+            raise SchemaChanged(version)
+
+    async def _schema_version(self) -> int:
+        """PRAGMA user_version, inside the snapshot (not counted in inline_runs/thread_runs: no statement of a tool)."""
+        if self._inline_steps and self._raw is not None:  # a header field: a few steps, and the read lock is held
+            row = self._raw.execute(USER_VERSION).fetchone()
+        else:
+            [row] = await super().execute_fetchall(USER_VERSION)
+        return int(row[0])
 
     async def end_snapshot(self) -> None:
         self.holds_snapshot = False
@@ -208,7 +240,8 @@ def check_database(path: Path) -> None:
         )
     conn = open_for_reading(path)  # a start that fails here leaves no -wal/-shm files it created behind
     try:
-        problem = schema_problem(path, read_version(conn, path))
+        found = read_version(conn, path)
+        problem = unversioned_problem(conn, path) if found == 0 else schema_problem(path, found)
     finally:
         conn.close()
     if problem is not None:

@@ -66,6 +66,33 @@ def schema_problem(path: Path, found: int) -> str | None:
     )
 
 
+MIN_PAGE_SIZE: Final = 512
+"""SQLite's smallest page: a database file that holds anything is at least this long."""
+
+
+def unversioned_problem(conn: sqlite3.Connection, path: Path) -> str:
+    """Why a database at schema version 0 cannot be read, and what to do. "Run db migrate" fits only a database with
+    nothing in it: SQLite also reads an empty file, and a file cut short inside its first page, as an empty
+    database, and `db migrate` refuses one holding another application's tables."""
+    size = path.stat().st_size
+    if size == 0:
+        return (
+            f"{path} is an empty file (0 bytes), not a story graph database: if it should hold one, it was not"
+            f" copied or restored completely; to start a new, empty graph in it, run `{migrate_command(path)}`"
+        )
+    if size < MIN_PAGE_SIZE:
+        return (
+            f"{path} is cut short ({size} byte{'s' if size != 1 else ''}, less than one SQLite page), not a story"
+            " graph database: a copy that did not finish? copy or restore it again"
+        )
+    if conn.execute(TABLE_COUNT).fetchone()[0] > 0:
+        return (
+            f"{path} holds tables but no schema version: it is not a story graph database (another application's?);"
+            " give --db the story graph's file"
+        )
+    return schema_problem(path, 0) or ""
+
+
 def read_version(conn: sqlite3.Connection, path: Path) -> int:
     """`PRAGMA user_version`; this first read is also where SQLite notices a file is not a database, is damaged,
     is locked by a writer or cannot be read here."""
@@ -76,7 +103,7 @@ def read_version(conn: sqlite3.Connection, path: Path) -> int:
     return int(row[0])
 
 
-def unreadable(conn: sqlite3.Connection, path: Path, exc: sqlite3.DatabaseError, damaged_fix: str | None = None) -> str:
+def unreadable(conn: sqlite3.Connection, path: Path, exc: sqlite3.Error, damaged_fix: str | None = None) -> str:
     """Why the first read of `path` failed, and what to do (`damaged_fix`: for a damaged file that is not ours to
     rebuild). Every failure used to read "is not a SQLite database",
     also a database locked by an import or one whose directory is read-only, sending the operator after the wrong
@@ -95,8 +122,22 @@ def unreadable(conn: sqlite3.Connection, path: Path, exc: sqlite3.DatabaseError,
             f"{path} is locked by another process (an import, or the application that writes it) for longer than"
             f" {waited:g} seconds; try again when it has finished"
         )
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY_ROLLBACK:
+        return f"{path} {HOT_JOURNAL}, and this user may not write the file or its directory: {hot_journal_fix(path)}"
     # Reading needs no write access to the file, but a WAL database's readers create its -wal and -shm files.
     return directory_problem(path) or f"cannot read {path}: {exc}"
+
+
+HOT_JOURNAL: Final = (
+    "has the journal of a transaction its writer did not finish (it stopped, or its machine did), which SQLite must"
+    " roll back before anyone reads the database"
+)
+"""SQLITE_READONLY_ROLLBACK: a hot -journal beside a database this user can only read. It was reported as a
+directory SQLite must create journal files in, which sent the operator after the wrong problem."""
+
+
+def hot_journal_fix(path: Path) -> str:
+    return f"read it once as a user that can write both, which rolls it back (story-graph-mcp db stats --db {path})"
 
 
 def _primary_code(exc: sqlite3.Error) -> int:
@@ -144,7 +185,7 @@ def directory_problem(path: Path) -> str | None:
 def check_schema(conn: sqlite3.Connection, path: Path) -> int:
     """Raise DatabaseUnusable unless the open database is at SCHEMA_VERSION; return the version."""
     found = read_version(conn, path)
-    problem = schema_problem(path, found)
+    problem = unversioned_problem(conn, path) if found == 0 else schema_problem(path, found)
     if problem is not None:
         raise DatabaseUnusable(problem)
     return found
