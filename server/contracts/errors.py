@@ -209,13 +209,17 @@ def scope_required(allow_global: bool) -> StoryGraphError:
     )
 
 
-def scope_unavailable(field: str = "scope") -> StoryGraphError:
-    # One answer for missing, inactive and not granted, so nothing outside the grant leaks.
+def scope_unavailable(field: str = "scope", *, omit_reads_current_project: bool = False) -> StoryGraphError:
+    """One answer for missing, inactive and not granted, so nothing outside the grant leaks. `omit_reads_current_
+    project`: a call without scope (and without cursor) would read the caller's current project, so saying to omit
+    scope is a next step that works; a caller without a current project, or whose current project is what was
+    refused, was sent round in a circle by it (omitted: scope_required, or this same refusal)."""
+    omit = "Omit scope to use the current project, or choose" if omit_reads_current_project else "Choose"
     return StoryGraphError(
         "scope_unavailable",
         "the requested scope does not exist, is inactive, or is not available to this client.",
         field=field,
-        next_step="Omit scope to use the current project, or choose a scope this client may read.",
+        next_step=f"{omit} a scope this client may read.",
     )
 
 
