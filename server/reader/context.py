@@ -93,6 +93,9 @@ class Selection:
     unknown_time_excluded: int
     unknown_time_excluded_types: dict[str, int] = field(default_factory=dict)
     """Those rows by object type (the header's time_note names them: its lists and counts leave them out)."""
+    undated_excluded: list[Unit] = field(default_factory=list)
+    """The events and entity changes among them whose event time is unknown (own rows, not leaves): they may lie
+    within the time range, so known_gaps names them (context_header.known_gaps, unknown_event_time)."""
     arms: list[BoundArm] = field(default_factory=list)
     """Keyset arms that serve their sections page by page (none with a time filter)."""
     gathered: list[Candidate] = field(default_factory=list)
@@ -381,10 +384,13 @@ async def select(
 
     units, excluded = in_time_range(chosen.units.values(), lambda u: u.row, time_range, time_basis)
     excluded_types: dict[str, int] = {}
+    undated_excluded: list[Unit] = []
     if excluded:
         for u in chosen.units.values():
             if u.row.time_on(time_basis) is None:
                 excluded_types[u.row.object_type] = excluded_types.get(u.row.object_type, 0) + 1
+                if undated_event(u):
+                    undated_excluded.append(u)
     background = await memories(conn, project_ids, with_global=global_memory)
     usable = [] if time_range is not None else chosen.usable_arms()
     usable_set = set(usable)
@@ -398,10 +404,22 @@ async def select(
         memories=background,
         unknown_time_excluded=excluded,
         unknown_time_excluded_types=dict(sorted(excluded_types.items())),
+        undated_excluded=undated_excluded,
         arms=[chosen.arms[n] for n in usable],
         gathered=gathered,
         missing_evidence=missing,
         present=dict(load.primary_cache),
+    )
+
+
+def undated_event(unit: Unit) -> bool:
+    """An event or entity change whose event time is unknown, by its own row. A leaf's description is no event of its
+    own: it carries its object's time (context_rows.leaf_facts), and the object's own rows, always selected with it,
+    say whether that time is known; counting it listed one undated event twice (under its leaf's id too)."""
+    return (
+        unit.row.object_type in ("event", "entity_change")
+        and unit.row.event_time_start is None
+        and unit.row.row_kind != "leaf"
     )
 
 
