@@ -101,9 +101,8 @@ async def test_hints_naming_where_an_object_is_stored_name_its_projects(demo: Pa
     assert mismatch_source["next_step"].startswith(f"Repeat with scope {named}, or search")
     assert nothing["no_match_note"].endswith(
         f'Only this scope was searched; other scopes this client can read: {{"kind":"global"}}, '
-        f'{{"kind":"projects","projectIds":["{UUID}"]}} (Cobalt), {named}, and project sets of readable projects '
-        "such as "
-        f'{{"kind":"projects","projectIds":["{UUID}","atlas"]}} (Cobalt, {ATLAS}).'
+        f'{{"kind":"projects","projectIds":["{UUID}"]}} (Cobalt), {named}, and project sets holding shared work: '
+        f'{{"kind":"projects","projectIds":["atlas","beacon"]}} ({ATLAS}, {BEACON}).'
     )
 
 

@@ -1352,3 +1352,41 @@ async def test_an_entity_or_change_counts_the_events_get_context_lists_with_it(t
     assert [r["type"] for r in entity["items"][0]["evolution_refs"]] == ["event"]
     item = next(i for i in change["items"] if i["object_ref"]["id"] == "ent-decision-a#revised-2026-05")
     assert item["evolution_refs"] == [{"type": "event", "id": "evt-revision-a-to-b"}]
+
+
+async def test_no_match_note_in_a_scope_holding_nothing_says_so_and_names_the_sets_that_hold_shared_work(
+    tmp_path: Path,
+) -> None:
+    """A search in a project set nobody stored anything under said 'try other words', and named as a project set to
+    try the searched set plus one more project ({alpha, beta, gamma}), which held nothing either and answered with
+    the same advice: an agent could walk empty sets. The note now says the scope holds nothing, and names the
+    readable project sets that hold data and share a project with the one searched ({alpha, beta} here)."""
+    from jsonl_graph import small_graph
+
+    at = "2026-03-05T00:00:00Z"
+    pair = {"kind": "projects", "projectIds": ["alpha", "beta"]}
+    lines = [
+        *small_graph(),
+        {"kind": "project", "id": "gamma", "name": "Gamma"},
+        {"kind": "scope", "scope": pair},
+        {"kind": "result", "id": "r-pair", "scope": pair, "review_generated_at": at, "recorded_at": at},
+        {"kind": "event", "id": "ev-pair", "result_id": "r-pair", "event_type": "decision", "title": "Shared API",
+         "recorded_at": at},
+    ]  # fmt: skip
+    db = imported_graph(tmp_path, lines)
+    alpha_gamma = {"kind": "projects", "projectIds": ["alpha", "gamma"]}
+    async with client_for(db, Grant(default_project="alpha")) as client:
+        empty = await ok(client, SEARCH, {"query": "shared api", "scope": alpha_gamma})
+        missed = await ok(client, SEARCH, {"query": "kubernetes"})
+        found = await ok(client, SEARCH, {"query": "shared api", "scope": pair})
+    assert empty["data_revision"] == "0" and empty["coverage"]["published_result_count"] == 0
+    note = empty["no_match_note"]
+    assert note.startswith("Nothing is stored in this scope (no review result, object or story), so no query matches")
+    assert "other words" not in note and '"alpha","beta","gamma"' not in note
+    assert note.endswith(
+        'project sets holding shared work: {"kind":"projects","projectIds":["alpha","beta"]} (Alpha, Beta).'
+    )
+    assert missed["no_match_note"].endswith(
+        'project sets holding shared work: {"kind":"projects","projectIds":["alpha","beta"]} (Alpha, Beta).'
+    )
+    assert [i["object_ref"]["id"] for i in found["items"]] == ["ev-pair"]

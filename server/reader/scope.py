@@ -204,6 +204,27 @@ async def readable_among(conn: aiosqlite.Connection, grant: Grant, scope_keys: l
     return Readable(scopes, names)
 
 
+SHARED_SCOPES: Final = f"""
+SELECT DISTINCT p.scope_key FROM scope_projects AS p JOIN scopes AS s ON s.scope_key = p.scope_key
+ WHERE p.project_id IN {IDS} AND s.data_revision > 0
+   AND (SELECT count(*) FROM scope_projects AS o WHERE o.scope_key = p.scope_key) > 1
+ ORDER BY p.scope_key LIMIT :limit"""
+SHARED_SCOPES_READ: Final = 50
+"""Project sets read as candidates for `shared_scopes` (a bounded lookup: a search that found nothing names a few)."""
+
+
+async def shared_scopes(
+    conn: aiosqlite.Connection, grant: Grant, project_ids: list[str], but: str, limit: int
+) -> Readable:
+    """Project sets (two projects or more) holding stored data that share a project with `project_ids`, other than
+    the scope `but`, that this caller may read (`readable_among`: only sets of projects in its grant, all active), the
+    first `limit` in key order. Work shared by projects is stored under their set: a search that found nothing names
+    these rather than a set that may hold nothing (a set of readable projects reveals nothing outside the grant)."""
+    rows = await conn.execute_fetchall(SHARED_SCOPES, {"ids": json_ids(project_ids), "limit": SHARED_SCOPES_READ})
+    readable = await readable_among(conn, grant, [row[0] for row in rows if row[0] != but])
+    return Readable(readable.scopes[:limit], readable.names)
+
+
 def near_ids(some_id: str) -> list[str]:
     """The stored ids an agent may have meant by `some_id` when it is not stored as sent: the id without the
     whitespace around it (search trims its query, so the same text finds the object there), and that in lower and
