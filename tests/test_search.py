@@ -1390,3 +1390,28 @@ async def test_no_match_note_in_a_scope_holding_nothing_says_so_and_names_the_se
         'project sets holding shared work: {"kind":"projects","projectIds":["alpha","beta"]} (Alpha, Beta).'
     )
     assert [i["object_ref"]["id"] for i in found["items"]] == ["ev-pair"]
+
+
+async def test_a_leaf_id_from_get_context_names_its_object_in_search_and_read_source(tmp_path: Path) -> None:
+    """get_context shows a leaf's description as an item whose id is `leaf:<leaf_id>:<id>`, and accepts that id back.
+    Searched as 'an id you already hold', it matched by terms ('2026', '05', 'edge', 'box': 14 items, none of them the
+    entity described); passed to read_source, it got the plain source_not_found. Both now read it as the object it
+    describes: search lists that object's items first, as identifier matches, and read_source names the references
+    the leaf item lists (the object's current evidence)."""
+    async with client_for(demo_db(tmp_path)) as client:
+        context = await ok(
+            client, CONTEXT, {"object_ref": {"type": "entity", "id": "ent-edge-box-constraint"}, "page_size": 50}
+        )
+        leaf = next(i for i in context["items"] if i["row_kind"] == "leaf")
+        leaf_id = leaf["object_ref"]["id"]
+        found = await ok(client, SEARCH, {"query": leaf_id})
+        refused = await error(client, "story_graph_read_source", {"source_reference_id": leaf_id})
+    assert leaf_id == "leaf:leaf-atlas-2026-05-a:ent-edge-box-constraint"
+    identified = [i for i in found["items"] if i["match_kind"] == "identifier"]
+    assert identified and identified == found["items"][: len(identified)]
+    assert {i["object_ref"]["id"] for i in identified} == {"ent-edge-box-constraint"}
+    assert refused["error"] == "source_not_found"
+    assert refused["next_step"] == (
+        "That id names a source, message, task or object; the source references of this scope that carry it: "
+        f"{', '.join(leaf['source_reference_ids'])}. Call again with one of them."
+    )

@@ -41,7 +41,7 @@ from server.reader.context_arms import (
 from server.reader.context_rows import Memory, Ref, RowLoader, Unit, memories
 from server.reader.context_stories import experience_event_rows, related_story_ids, state_event, story_event_scopes
 from server.reader.db import IDS
-from server.reader.objects import Key, in_time_range, split_change_id
+from server.reader.objects import Key, in_time_range, leaf_splits, split_change_id
 from server.reader.scope import Readable, is_readable, near_ids, readable_holding, readable_names
 
 # --- Where an object is stored (any scope): for object_not_found vs scope_mismatch. -------------------------
@@ -109,14 +109,6 @@ class Selection:
 # --- Finding the target -------------------------------------------------------------------------------------------
 
 
-def _leaf_splits(object_id: str) -> list[tuple[str, str]]:
-    """Candidate (leaf_id, object_id) pairs of a 'leaf:<leaf_id>:<object_id>' id (ids may contain ':')."""
-    if not object_id.startswith("leaf:"):
-        return []
-    rest = object_id.removeprefix("leaf:")
-    return [(rest[:i], rest[i + 1 :]) for i, ch in enumerate(rest) if ch == ":" and 0 < i < len(rest) - 1]
-
-
 async def _stored_scopes(conn: aiosqlite.Connection, object_type: str, object_id: str) -> list[str]:
     sql = LOCATE[object_type]
     if object_type == "entity_change":
@@ -134,7 +126,7 @@ async def _target_scopes(conn: aiosqlite.Connection, object_type: str, object_id
     """The scope keys the object is stored in, and the object itself (a leaf id resolves to the one it describes)."""
     scopes = await _stored_scopes(conn, object_type, object_id)
     if not scopes:
-        for leaf_id, described in _leaf_splits(object_id):
+        for leaf_id, described in leaf_splits(object_id):
             params = {"leaf_id": leaf_id, "object_type": object_type, "object_id": described}
             async with conn.execute(LOCATE_LEAF_FACT, params) as cur:
                 found = [row[0] for row in await cur.fetchall()]
