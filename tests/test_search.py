@@ -1415,3 +1415,22 @@ async def test_a_leaf_id_from_get_context_names_its_object_in_search_and_read_so
         "That id names a source, message, task or object; the source references of this scope that carry it: "
         f"{', '.join(leaf['source_reference_ids'])}. Call again with one of them."
     )
+
+
+async def test_a_sentence_with_no_hit_checks_its_naming_words_alone_before_its_common_words(tmp_path: Path) -> None:
+    """A question typed as a sentence, with no hit: the note checked its first eight terms alone, four of them common
+    words ('could', 'me', 'what', 'the'), and named 'team, said' as the terms that match, while 'edge' and 'boxes',
+    which name what was asked about, were never checked. The words that are not common are checked first, and the
+    terms left unchecked are named."""
+    question = "could you tell me what the team said about running things on the edge boxes"
+    async with client_for(demo_db(tmp_path)) as client:
+        asked = await ok(client, SEARCH, {"query": question})
+        chinese = await ok(client, SEARCH, {"query": "我们为什么放弃了 Redis，现在用什么做会话缓存？"})
+    assert asked["items"] == [] and len(asked["query_terms"]) == 14
+    note = asked["no_match_note"]
+    checked = note.split("Terms that match alone (of the 8 checked; not checked: ")[1]
+    unchecked, _, matched = checked.partition("): ")
+    assert {"edge", "boxes"} <= set(matched.split(". ")[0].replace(",", " ").split())
+    assert set(unchecked.split(", ")) <= {"could", "you", "me", "what", "the", "about", "on"}
+    # Sixteen Han pairs and 'redis': the pairs past the eighth (会话, 缓存 ...) are named as not checked.
+    assert "not checked: 现在, 在用, 用什, 么做, 做会, 会话, 话缓, 缓存): redis." in chinese["no_match_note"]

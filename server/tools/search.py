@@ -189,8 +189,12 @@ async def _no_match_note(
         advice = "; try other words." if terms == 1 else "; try fewer or other words."
     parts = [f"No object{types}{within} holds the whole query{needed}{advice}", *filtered]
     if terms > 1:
-        alone = [term for term in page.terms[:TERMS_CHECKED] if await _matches_alone(call, conn, scope, args, term)]
-        checked = "" if terms <= TERMS_CHECKED else f" (of the first {TERMS_CHECKED})"
+        # The words that name something first, then common words: a question typed as a sentence spent the eight
+        # lookups on 'could', 'me', 'what', ... and never checked 'edge' or 'boxes', naming 'team, said' instead.
+        probed = sorted(page.terms, key=lambda term: term in COMMON_WORDS)[:TERMS_CHECKED]
+        alone = [term for term in probed if await _matches_alone(call, conn, scope, args, term)]
+        unchecked = [term for term in page.terms if term not in probed]
+        checked = f" (of the {TERMS_CHECKED} checked; not checked: {', '.join(unchecked)})" if unchecked else ""
         # A common word matching alone is no next query: "Terms that match alone: the." sent agents to search "the".
         words = [term for term in alone if term not in COMMON_WORDS]
         common = [term for term in alone if term in COMMON_WORDS]
