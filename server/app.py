@@ -34,7 +34,7 @@ from mcp.types import Tool as MCPTool
 from pydantic import ValidationError
 
 from server import package_version
-from server.contracts.base import Contract, format_utc
+from server.contracts.base import Contract, ProjectsScope, format_utc
 from server.contracts.common import MAX_RESPONSE_BYTES, Grant
 from server.contracts.errors import StoryGraphError, internal_error, story_graph_unavailable, unsupported_mode
 from server.contracts.json_schema import output_schema
@@ -43,7 +43,7 @@ from server.reader.cursor import CursorCodec
 from server.reader.db import Database, SchemaChanged
 from server.reader.fold import Folder
 from server.reader.memo import Memo
-from server.reader.scope import READABLE_SCOPES_LISTED, readable_scopes
+from server.reader.scope import READABLE_SCOPES_LISTED, readable_scopes, shared_scopes
 from server.reader.source_rows import StoredTextBroken
 from server.settings import DEFAULT_BUSY_TIMEOUT
 from server.tools import TOOLS
@@ -255,10 +255,16 @@ class StoryGraphServer(MCPServer[Any]):
         try:
             async with self._db.snapshot() as conn:
                 scopes, total, names = await readable_scopes(conn, grant, READABLE_SCOPES_LISTED)
+                # The project set to give as an example: one holding data (a set nobody stored work under holds
+                # nothing to find), of projects this grant reads.
+                projects = [p for scope in scopes if isinstance(scope, ProjectsScope) for p in scope.projectIds]
+                sets = await shared_scopes(conn, grant, projects, "", 1) if len(projects) > 1 else None
         except (sqlite3.Error, SchemaChanged):
             return exc  # the refusal stands on its own; a read failure here must not replace it
         listed = [scope.model_dump(mode="json", by_alias=True) for scope in scopes]
-        return exc.with_readable_scopes(listed, total, names)
+        if sets is None or not sets.scopes:
+            return exc.with_readable_scopes(listed, total, names)
+        return exc.with_readable_scopes(listed, total, names | sets.names, sets.scopes[0])
 
 
 def _error_result(exc: StoryGraphError) -> CallToolResult:

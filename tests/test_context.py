@@ -157,6 +157,33 @@ async def test_a_late_recorded_old_event_keeps_its_event_time_position(demo: Pat
     assert {"type": "event", "id": "evt-unknown-time-1"} in gaps["unknown_event_time"]["refs"]
 
 
+async def test_a_time_range_names_the_undated_events_it_left_out_as_a_known_gap(demo: Path) -> None:
+    """Asked "what happened in March?" on the story line: the timeline kept March's dated items and dropped the undated
+    evt-unknown-time-1 and two undated changes, and known_gaps lost unknown_event_time, so nothing said that any of
+    them may have happened in March (unknown_time_excluded_count, 35, mixes them with entities, relations and
+    references, which never have an event time; a timeline has no header to break it down). The gap now names them,
+    in both modes, and says they were left out by the range."""
+    march = {"time_range": {"from": "2026-03-01T00:00:00Z", "to": "2026-03-31T23:59:59.999Z"}}
+    line = {"object_ref": _ref("story_line", "sl-atlas-cache")}
+    async with client_for(demo) as client:
+        whole = await ok(client, CONTEXT, line | {"mode": "timeline", "page_size": 1})
+        timeline = await read_all(client, line | march | {"mode": "timeline"})
+        current = await ok(client, CONTEXT, line | march | {"page_size": 1})
+        dated = await ok(client, CONTEXT, {"object_ref": _ref("event", "evt-decision-a")} | march)
+    undated = next(g for g in whole["known_gaps"] if g["kind"] == "unknown_event_time")
+    assert undated["count"] == 3 and _ref("event", "evt-unknown-time-1") in undated["refs"]
+    assert timeline["undated_count"] == 0 and timeline["unknown_time_excluded_count"] == 35
+    for page in (timeline, current):
+        gap = next(g for g in page["known_gaps"] if g["kind"] == "unknown_event_time")
+        assert (gap["count"], gap["refs"]) == (undated["count"], undated["refs"])
+        assert gap["detail"].endswith(
+            " 3 of them were left out by time_range (counted in unknown_time_excluded_count) and may lie within it: "
+            "call again without time_range to read them."
+        )
+    # An object whose selection holds no undated event or change gets no such gap, with or without a range.
+    assert "unknown_event_time" not in {g["kind"] for g in dated["known_gaps"]}
+
+
 async def test_a_leaf_description_is_not_an_event_of_unknown_time(demo: Path) -> None:
     """get_context on the revision event (dated 2026-05-02) named it in known_gaps.unknown_event_time, through its
     leaf description (which stores no time: it is a description, not an event), and counted the undated

@@ -544,3 +544,28 @@ async def test_a_project_listed_twice_is_named_with_the_fix(demo: Path) -> None:
                 "problem": "Project IDs must be unique: 'atlas' listed more than once; list each project once",
             }
         ]
+
+
+async def test_scope_unavailable_says_to_omit_scope_only_when_that_reads_a_current_project(demo: Path) -> None:
+    """scope_unavailable always said 'Omit scope to use the current project': an HTTP client granted Atlas and Beacon
+    with no default project that asked for Global did so, and got scope_required; a caller whose current project is
+    the inactive one got the same refusal again. Said only when omitting scope reads a project the caller may read."""
+    no_current = Grant(default_project=None, projects=["atlas", "beacon"], allow_global=False)
+    elsewhere = {"query": "cache", "scope": {"kind": "projects", "projectIds": ["x"]}}
+    inactive_current = Grant(default_project="legacy")
+    async with client_for(demo, no_current) as client:
+        asked_global = await error(client, SEARCH, {"query": "cache", "scope": {"kind": "global"}})
+        omitted = await error(client, SEARCH, {"query": "cache"})
+    async with client_for(demo, inactive_current) as client:
+        current_refused = await error(client, SEARCH, {"query": "cache"})
+        asked_other = await error(client, SEARCH, elsewhere)
+    async with client_for(demo) as client:  # current project atlas
+        asked_missing = await error(client, SEARCH, elsewhere)
+        followed = await ok(client, SEARCH, {"query": "cache"})
+    assert omitted["error"] == "scope_required"  # what following 'Omit scope' led to
+    for refused in (asked_global, current_refused, asked_other):
+        assert refused["error"] == "scope_unavailable"
+        assert refused["next_step"].startswith("Choose a scope this client may read. Scopes this client can read: ")
+        assert "Omit scope" not in refused["next_step"]
+    assert asked_missing["next_step"].startswith("Omit scope to use the current project, or choose a scope this client")
+    assert followed["resolved_scope"] == ATLAS

@@ -72,8 +72,12 @@ async def test_scope_errors_name_the_readable_projects_and_only_those(demo: Path
     assert required["next_step"].endswith(
         f'Scopes this client can read: {{"kind":"projects","projectIds":["{UUID}"]}} (Cobalt), '
         f'{{"kind":"projects","projectIds":["beacon"]}} ({BEACON}); a project set of readable projects is a scope too '
-        f'(work they share is stored there), e.g. {{"kind":"projects","projectIds":["{UUID}","beacon"]}} '
-        f"(Cobalt, {BEACON})."
+        "(work they share is stored there), though none holds data now."
+    )
+    # Its example was {Cobalt, Beacon} (the first two readable projects), where nothing is stored; a set holding data
+    # is the example now: {atlas, beacon} for a caller reading both.
+    assert everyone["next_step"].endswith(
+        f'e.g. {{"kind":"projects","projectIds":["atlas","beacon"]}} ({ATLAS}, {BEACON}).'
     )
     # The grant alone decides what is named: never Atlas (not granted) nor the inactive Legacy importer.
     for refused in (required, unavailable, asked):
@@ -101,9 +105,8 @@ async def test_hints_naming_where_an_object_is_stored_name_its_projects(demo: Pa
     assert mismatch_source["next_step"].startswith(f"Repeat with scope {named}, or search")
     assert nothing["no_match_note"].endswith(
         f'Only this scope was searched; other scopes this client can read: {{"kind":"global"}}, '
-        f'{{"kind":"projects","projectIds":["{UUID}"]}} (Cobalt), {named}, and project sets of readable projects '
-        "such as "
-        f'{{"kind":"projects","projectIds":["{UUID}","atlas"]}} (Cobalt, {ATLAS}).'
+        f'{{"kind":"projects","projectIds":["{UUID}"]}} (Cobalt), {named}, and project sets holding shared work: '
+        f'{{"kind":"projects","projectIds":["atlas","beacon"]}} ({ATLAS}, {BEACON}).'
     )
 
 

@@ -1444,3 +1444,85 @@ async def test_an_end_of_ones_own_relation_is_no_evolution_of_entity_event_or_ch
     # ev-c carried ent-x's own change: its evolution though that change is a related object; ev-1 is not.
     assert entity_header["evolution_refs"] == [{"type": "event", "id": "ev-c"}]
     assert (entity_header["relation_count"], entity["evolution_ref_count"]) == (3, 4)
+
+
+async def test_no_match_note_in_a_scope_holding_nothing_says_so_and_names_the_sets_that_hold_shared_work(
+    tmp_path: Path,
+) -> None:
+    """A search in a project set nobody stored anything under said 'try other words', and named as a project set to
+    try the searched set plus one more project ({alpha, beta, gamma}), which held nothing either and answered with
+    the same advice: an agent could walk empty sets. The note now says the scope holds nothing, and names the
+    readable project sets that hold data and share a project with the one searched ({alpha, beta} here)."""
+    from jsonl_graph import small_graph
+
+    at = "2026-03-05T00:00:00Z"
+    pair = {"kind": "projects", "projectIds": ["alpha", "beta"]}
+    lines = [
+        *small_graph(),
+        {"kind": "project", "id": "gamma", "name": "Gamma"},
+        {"kind": "scope", "scope": pair},
+        {"kind": "result", "id": "r-pair", "scope": pair, "review_generated_at": at, "recorded_at": at},
+        {"kind": "event", "id": "ev-pair", "result_id": "r-pair", "event_type": "decision", "title": "Shared API",
+         "recorded_at": at},
+    ]  # fmt: skip
+    db = imported_graph(tmp_path, lines)
+    alpha_gamma = {"kind": "projects", "projectIds": ["alpha", "gamma"]}
+    async with client_for(db, Grant(default_project="alpha")) as client:
+        empty = await ok(client, SEARCH, {"query": "shared api", "scope": alpha_gamma})
+        missed = await ok(client, SEARCH, {"query": "kubernetes"})
+        found = await ok(client, SEARCH, {"query": "shared api", "scope": pair})
+    assert empty["data_revision"] == "0" and empty["coverage"]["published_result_count"] == 0
+    note = empty["no_match_note"]
+    assert note.startswith("Nothing is stored in this scope (no review result, object or story), so no query matches")
+    assert "other words" not in note and '"alpha","beta","gamma"' not in note
+    assert note.endswith(
+        'project sets holding shared work: {"kind":"projects","projectIds":["alpha","beta"]} (Alpha, Beta).'
+    )
+    assert missed["no_match_note"].endswith(
+        'project sets holding shared work: {"kind":"projects","projectIds":["alpha","beta"]} (Alpha, Beta).'
+    )
+    assert [i["object_ref"]["id"] for i in found["items"]] == ["ev-pair"]
+
+
+async def test_a_leaf_id_from_get_context_names_its_object_in_search_and_read_source(tmp_path: Path) -> None:
+    """get_context shows a leaf's description as an item whose id is `leaf:<leaf_id>:<id>`, and accepts that id back.
+    Searched as 'an id you already hold', it matched by terms ('2026', '05', 'edge', 'box': 14 items, none of them the
+    entity described); passed to read_source, it got the plain source_not_found. Both now read it as the object it
+    describes: search lists that object's items first, as identifier matches, and read_source names the references
+    the leaf item lists (the object's current evidence)."""
+    async with client_for(demo_db(tmp_path)) as client:
+        context = await ok(
+            client, CONTEXT, {"object_ref": {"type": "entity", "id": "ent-edge-box-constraint"}, "page_size": 50}
+        )
+        leaf = next(i for i in context["items"] if i["row_kind"] == "leaf")
+        leaf_id = leaf["object_ref"]["id"]
+        found = await ok(client, SEARCH, {"query": leaf_id})
+        refused = await error(client, "story_graph_read_source", {"source_reference_id": leaf_id})
+    assert leaf_id == "leaf:leaf-atlas-2026-05-a:ent-edge-box-constraint"
+    identified = [i for i in found["items"] if i["match_kind"] == "identifier"]
+    assert identified and identified == found["items"][: len(identified)]
+    assert {i["object_ref"]["id"] for i in identified} == {"ent-edge-box-constraint"}
+    assert refused["error"] == "source_not_found"
+    assert refused["next_step"] == (
+        "That id names a source, message, task or object; the source references of this scope that carry it: "
+        f"{', '.join(leaf['source_reference_ids'])}. Call again with one of them."
+    )
+
+
+async def test_a_sentence_with_no_hit_checks_its_naming_words_alone_before_its_common_words(tmp_path: Path) -> None:
+    """A question typed as a sentence, with no hit: the note checked its first eight terms alone, four of them common
+    words ('could', 'me', 'what', 'the'), and named 'team, said' as the terms that match, while 'edge' and 'boxes',
+    which name what was asked about, were never checked. The words that are not common are checked first, and the
+    terms left unchecked are named."""
+    question = "could you tell me what the team said about running things on the edge boxes"
+    async with client_for(demo_db(tmp_path)) as client:
+        asked = await ok(client, SEARCH, {"query": question})
+        chinese = await ok(client, SEARCH, {"query": "我们为什么放弃了 Redis，现在用什么做会话缓存？"})
+    assert asked["items"] == [] and len(asked["query_terms"]) == 14
+    note = asked["no_match_note"]
+    checked = note.split("Terms that match alone (of the 8 checked; not checked: ")[1]
+    unchecked, _, matched = checked.partition("): ")
+    assert {"edge", "boxes"} <= set(matched.split(". ")[0].replace(",", " ").split())
+    assert set(unchecked.split(", ")) <= {"could", "you", "me", "what", "the", "about", "on"}
+    # Sixteen Han pairs and 'redis': the pairs past the eighth (会话, 缓存 ...) are named as not checked.
+    assert "not checked: 现在, 在用, 用什, 么做, 做会, 会话, 话缓, 缓存): redis." in chinese["no_match_note"]

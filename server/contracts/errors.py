@@ -131,16 +131,19 @@ class StoryGraphError(ToolError):
             fix = f"{id_note}: {fix}"
         return StoryGraphError(self.payload.error, self.payload.message, field=self.payload.field, next_step=fix)
 
-    def with_readable_scopes(self, scopes: list[dict[str, Any]], total: int, names: dict[str, str]) -> StoryGraphError:
+    def with_readable_scopes(
+        self, scopes: list[dict[str, Any]], total: int, names: dict[str, str], shared: dict[str, Any] | None = None
+    ) -> StoryGraphError:
         """The same refusal, its next step naming the scopes the caller can read (from its grant only), each
-        project's name in parentheses after its scope, and the payload carrying them (`project_names`)."""
+        project's name in parentheses after its scope, and the payload carrying them (`project_names`). `shared`: a
+        project set of them that holds data, the example of a set given (with its projects' names in `names`)."""
         names = project_names(names)
         if total == 0:
             hint = "This client can read no scope at all; ask the operator to grant one."
         else:
             listed = ", ".join(named_scope(scope, names) for scope in scopes)
             more = f" (and {total - len(scopes)} more)" if total > len(scopes) else ""
-            hint = f"Scopes this client can read: {listed}{more}{_project_sets(scopes, names)}."
+            hint = f"Scopes this client can read: {listed}{more}{_project_sets(scopes, names, shared)}."
         error = StoryGraphError(
             self.payload.error,
             self.payload.message,
@@ -168,14 +171,16 @@ def named_scope(scope: dict[str, Any], names: dict[str, str]) -> str:
     return _compact(scope) + (f" ({', '.join(shown)})" if shown else "")
 
 
-def _project_sets(readable: list[dict[str, Any]], names: dict[str, str]) -> str:
+def _project_sets(readable: list[dict[str, Any]], names: dict[str, str], shared: dict[str, Any] | None) -> str:
     """The project-set hint, only for a caller that can read two projects or more (one project makes no set; a
-    project set is its own scope, where work shared by its projects is stored), with an example it may pass."""
+    project set is its own scope, where work shared by its projects is stored), with an example it may pass: `shared`,
+    a readable set holding data, when there is one (the first two readable projects, named before, often made a set
+    holding nothing, where every search came back empty)."""
     projects = [p for scope in readable if scope.get("kind") == "projects" for p in scope.get("projectIds", [])]
     if len(projects) < 2:
         return ""
-    example = named_scope({"kind": "projects", "projectIds": sorted(projects[:2])}, names)
-    return f"; a project set of readable projects is a scope too (work they share is stored there), e.g. {example}"
+    hint = "; a project set of readable projects is a scope too (work they share is stored there)"
+    return f"{hint}, e.g. {named_scope(shared, names)}" if shared is not None else f"{hint}, though none holds data now"
 
 
 AS_OF_NEXT_STEPS: dict[str, str] = {
@@ -209,13 +214,17 @@ def scope_required(allow_global: bool) -> StoryGraphError:
     )
 
 
-def scope_unavailable(field: str = "scope") -> StoryGraphError:
-    # One answer for missing, inactive and not granted, so nothing outside the grant leaks.
+def scope_unavailable(field: str = "scope", *, omit_reads_current_project: bool = False) -> StoryGraphError:
+    """One answer for missing, inactive and not granted, so nothing outside the grant leaks. `omit_reads_current_
+    project`: a call without scope (and without cursor) would read the caller's current project, so saying to omit
+    scope is a next step that works; a caller without a current project, or whose current project is what was
+    refused, was sent round in a circle by it (omitted: scope_required, or this same refusal)."""
+    omit = "Omit scope to use the current project, or choose" if omit_reads_current_project else "Choose"
     return StoryGraphError(
         "scope_unavailable",
         "the requested scope does not exist, is inactive, or is not available to this client.",
         field=field,
-        next_step="Omit scope to use the current project, or choose a scope this client may read.",
+        next_step=f"{omit} a scope this client may read.",
     )
 
 

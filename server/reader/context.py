@@ -41,7 +41,7 @@ from server.reader.context_arms import (
 from server.reader.context_rows import Memory, Ref, RowLoader, Unit, memories
 from server.reader.context_stories import experience_event_rows, related_story_ids, state_event, story_event_scopes
 from server.reader.db import IDS
-from server.reader.objects import Key, in_time_range, split_change_id
+from server.reader.objects import Key, in_time_range, leaf_splits, split_change_id
 from server.reader.scope import Readable, is_readable, near_ids, readable_holding, readable_names
 
 # --- Where an object is stored (any scope): for object_not_found vs scope_mismatch. -------------------------
@@ -93,6 +93,9 @@ class Selection:
     unknown_time_excluded: int
     unknown_time_excluded_types: dict[str, int] = field(default_factory=dict)
     """Those rows by object type (the header's time_note names them: its lists and counts leave them out)."""
+    undated_excluded: list[Unit] = field(default_factory=list)
+    """The events and entity changes among them whose event time is unknown (own rows, not leaves): they may lie
+    within the time range, so known_gaps names them (context_header.known_gaps, unknown_event_time)."""
     arms: list[BoundArm] = field(default_factory=list)
     """Keyset arms that serve their sections page by page (none with a time filter)."""
     gathered: list[Candidate] = field(default_factory=list)
@@ -104,14 +107,6 @@ class Selection:
 
 
 # --- Finding the target -------------------------------------------------------------------------------------------
-
-
-def _leaf_splits(object_id: str) -> list[tuple[str, str]]:
-    """Candidate (leaf_id, object_id) pairs of a 'leaf:<leaf_id>:<object_id>' id (ids may contain ':')."""
-    if not object_id.startswith("leaf:"):
-        return []
-    rest = object_id.removeprefix("leaf:")
-    return [(rest[:i], rest[i + 1 :]) for i, ch in enumerate(rest) if ch == ":" and 0 < i < len(rest) - 1]
 
 
 async def _stored_scopes(conn: aiosqlite.Connection, object_type: str, object_id: str) -> list[str]:
@@ -131,7 +126,7 @@ async def _target_scopes(conn: aiosqlite.Connection, object_type: str, object_id
     """The scope keys the object is stored in, and the object itself (a leaf id resolves to the one it describes)."""
     scopes = await _stored_scopes(conn, object_type, object_id)
     if not scopes:
-        for leaf_id, described in _leaf_splits(object_id):
+        for leaf_id, described in leaf_splits(object_id):
             params = {"leaf_id": leaf_id, "object_type": object_type, "object_id": described}
             async with conn.execute(LOCATE_LEAF_FACT, params) as cur:
                 found = [row[0] for row in await cur.fetchall()]
@@ -380,10 +375,13 @@ async def select(
 
     units, excluded = in_time_range(chosen.units.values(), lambda u: u.row, time_range, time_basis)
     excluded_types: dict[str, int] = {}
+    undated_excluded: list[Unit] = []
     if excluded:
         for u in chosen.units.values():
             if u.row.time_on(time_basis) is None:
                 excluded_types[u.row.object_type] = excluded_types.get(u.row.object_type, 0) + 1
+                if undated_event(u):
+                    undated_excluded.append(u)
     background = await memories(conn, project_ids, with_global=global_memory)
     usable = [] if time_range is not None else chosen.usable_arms()
     usable_set = set(usable)
@@ -397,10 +395,22 @@ async def select(
         memories=background,
         unknown_time_excluded=excluded,
         unknown_time_excluded_types=dict(sorted(excluded_types.items())),
+        undated_excluded=undated_excluded,
         arms=[chosen.arms[n] for n in usable],
         gathered=gathered,
         missing_evidence=missing,
         present=dict(load.primary_cache),
+    )
+
+
+def undated_event(unit: Unit) -> bool:
+    """An event or entity change whose event time is unknown, by its own row. A leaf's description is no event of its
+    own: it carries its object's time (context_rows.leaf_facts), and the object's own rows, always selected with it,
+    say whether that time is known; counting it listed one undated event twice (under its leaf's id too)."""
+    return (
+        unit.row.object_type in ("event", "entity_change")
+        and unit.row.event_time_start is None
+        and unit.row.row_kind != "leaf"
     )
 
 

@@ -35,7 +35,7 @@ from server.contracts.context import (
     StoryView,
     TaskEvidence,
 )
-from server.reader.context import Selection
+from server.reader.context import Selection, undated_event
 from server.reader.context_rows import Ref, Unit
 from server.reader.coverage import time_range_unprocessed
 
@@ -412,22 +412,23 @@ def known_gaps(sel: Selection, coverage: Coverage) -> list[Gap]:
                 )
             )  # fmt: skip
 
-    # A leaf's description is a row of the object it describes, not an event of its own: it stores no time (its row
-    # takes the object's, context_rows.leaf_facts), and the described object's own rows (always selected with it)
-    # say whether that object's time is known. Counting it listed one undated event twice (under its leaf's id too).
-    undated = [
-        u
-        for u in sel.units
-        if u.row.object_type in ("event", "entity_change")
-        and u.row.event_time_start is None
-        and u.row.row_kind != "leaf"
-    ]
+    # With a time_range those the filter left out are named too: each may lie within the range, and without them the
+    # gap vanished exactly when an agent asked "what happened in March" (unknown_time_excluded_count alone mixes them
+    # with entities, relations and references, which never have an event time).
+    undated = [u for u in sel.units if undated_event(u)] + sel.undated_excluded
     undated.sort(key=lambda u: (u.row.object_type, u.row.object_id))
+    left_out = len({u.ref for u in sel.undated_excluded})
     add(
         "unknown_event_time",
         [u.ref for u in undated],
         "Events and entity changes whose event time is unknown: their order relative to dated ones is not known "
-        "(timeline lists them apart; no time is filled in).",
+        "(timeline lists them apart; no time is filled in)."
+        + (
+            f" {left_out} of them {'was' if left_out == 1 else 'were'} left out by time_range (counted in "
+            "unknown_time_excluded_count) and may lie within it: call again without time_range to read them."
+            if left_out
+            else ""
+        ),
     )
     said = []
     if coverage.status != "complete":

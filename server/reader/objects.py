@@ -187,6 +187,15 @@ def split_change_id(change_id: str) -> tuple[str, str] | None:
     return (entity_id, key) if hash_mark else None
 
 
+def leaf_splits(object_id: str) -> list[tuple[str, str]]:
+    """Candidate (leaf_id, object_id) pairs of a 'leaf:<leaf_id>:<object_id>' id (ids may contain ':'): the id a
+    get_context item shows for a leaf's description, which names the object described."""
+    if not object_id.startswith("leaf:"):
+        return []
+    rest = object_id.removeprefix("leaf:")
+    return [(rest[:i], rest[i + 1 :]) for i, ch in enumerate(rest) if ch == ":" and 0 < i < len(rest) - 1]
+
+
 def in_time_range(
     items: Iterable[T], row_of: Callable[[T], ObjectRow], time_range: tuple[str, str] | None, basis: str
 ) -> tuple[list[T], int]:

@@ -11,7 +11,13 @@ import orjson
 
 from server.contracts.base import GlobalScope, ProjectsScope, normalise_scope, scope_from_key, scope_key
 from server.contracts.common import COVERAGE_TEXT_LIMIT, CURSOR_MAX_CHARS, Grant
-from server.contracts.errors import invalid_cursor, scope_required, scope_unavailable, stale_cursor
+from server.contracts.errors import (
+    StoryGraphError,
+    invalid_cursor,
+    scope_required,
+    scope_unavailable,
+    stale_cursor,
+)
 from server.reader.cursor import DecodedCursor, scope_digest
 from server.reader.db import IDS, json_ids, scalar
 
@@ -93,14 +99,14 @@ async def resolve_scope(
     else:
         raise scope_required(grant.allow_global)
     if not grant.allows(scope):
-        raise scope_unavailable()
+        raise await _unavailable(conn, grant, scope, named=requested is not None and cursor is None)
     key = scope_key(scope)
     project_ids = [] if isinstance(scope, GlobalScope) else scope.projectIds
     rows = await conn.execute_fetchall(SCOPE_STATE, {"ids": json_ids(project_ids), "scope_key": key})
     active, revision, memory_revision, graph_revision, global_memory_revision = next(iter(rows))
     names: dict[str, str] = dict(orjson.loads(active))
     if len(names) != len(set(project_ids)):  # every project must exist and be active
-        raise scope_unavailable()
+        raise await _unavailable(conn, grant, scope, named=requested is not None and cursor is None)
     return ResolvedScope(
         requested=requested if requested is not None else "current_project",
         scope=scope,
@@ -110,6 +116,22 @@ async def resolve_scope(
         graph_revision=str(graph_revision) if graph_revision is not None else "0",
         names=names,
     )
+
+
+async def _unavailable(
+    conn: aiosqlite.Connection, grant: Grant, scope: GlobalScope | ProjectsScope, *, named: bool
+) -> StoryGraphError:
+    """scope_unavailable, saying to omit scope only when that works: the call named its scope (`named`: with no
+    cursor, which would keep its own scope), and the caller's current project is another one it may read now. It
+    depends on the grant and the call only, never on what the refused scope holds."""
+    current = grant.default_project
+    works = (
+        named
+        and current is not None
+        and scope != ProjectsScope(kind="projects", projectIds=[current])
+        and await is_readable(conn, grant, ProjectsScope(kind="projects", projectIds=[current]))
+    )
+    return scope_unavailable(omit_reads_current_project=works)
 
 
 def _memory_revision(own: int | None, global_: int | None, *, reads_global: bool) -> str:
@@ -180,6 +202,27 @@ async def readable_among(conn: aiosqlite.Connection, grant: Grant, scope_keys: l
             scopes.append(scope_from_key(key).model_dump(by_alias=True))
             names |= found
     return Readable(scopes, names)
+
+
+SHARED_SCOPES: Final = f"""
+SELECT DISTINCT p.scope_key FROM scope_projects AS p JOIN scopes AS s ON s.scope_key = p.scope_key
+ WHERE p.project_id IN {IDS} AND s.data_revision > 0
+   AND (SELECT count(*) FROM scope_projects AS o WHERE o.scope_key = p.scope_key) > 1
+ ORDER BY p.scope_key LIMIT :limit"""
+SHARED_SCOPES_READ: Final = 50
+"""Project sets read as candidates for `shared_scopes` (a bounded lookup: a search that found nothing names a few)."""
+
+
+async def shared_scopes(
+    conn: aiosqlite.Connection, grant: Grant, project_ids: list[str], but: str, limit: int
+) -> Readable:
+    """Project sets (two projects or more) holding stored data that share a project with `project_ids`, other than
+    the scope `but`, that this caller may read (`readable_among`: only sets of projects in its grant, all active), the
+    first `limit` in key order. Work shared by projects is stored under their set: a search that found nothing names
+    these rather than a set that may hold nothing (a set of readable projects reveals nothing outside the grant)."""
+    rows = await conn.execute_fetchall(SHARED_SCOPES, {"ids": json_ids(project_ids), "limit": SHARED_SCOPES_READ})
+    readable = await readable_among(conn, grant, [row[0] for row in rows if row[0] != but])
+    return Readable(readable.scopes[:limit], readable.names)
 
 
 def near_ids(some_id: str) -> list[str]:

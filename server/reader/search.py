@@ -36,6 +36,7 @@ from server.contracts.common import LimitReason
 from server.reader.db import scalar
 from server.reader.fold import Folder, narrow
 from server.reader.memo import GRAPH, Memo, weight_of
+from server.reader.objects import leaf_splits
 from server.reader.search_query import MARKERS as INDEX_MARKERS
 from server.reader.search_query import (
     Needle,
@@ -246,11 +247,16 @@ async def _identifier_items(
 ) -> list[int]:
     """Items the query names by id, as typed or width-folded (ＩＮＣ－４８２１ names INC-4821), in item id order
     (own rows first, then by type, newest first). `time`: the time clause (default: in range, if there is a range)."""
-    params = {"query": query, "narrow": narrow(query), "scope_key": scope_key} | filter_parameters(filters)
     if time is None:
         time = IN_RANGE[filters.time_basis] if filters.time_range else ""
     sql = IDENTIFIER_ITEMS.format(types=IDENTIFIER_TYPES if filters.type_codes is not None else "", time=time)
-    return sorted((int(row[0]) for row in await conn.execute_fetchall(sql, params)), reverse=True)
+    found: set[int] = set()
+    # A leaf description's id (`leaf:<leaf_id>:<id>`, as get_context shows it, and accepts) names the object it
+    # describes: its items are the ones that id means (matched by terms alone, they ranked anything with 'leaf').
+    for some_id in dict.fromkeys((query, *(described for _, described in leaf_splits(query)))):
+        params = {"query": some_id, "narrow": narrow(some_id), "scope_key": scope_key} | filter_parameters(filters)
+        found.update(int(row[0]) for row in await conn.execute_fetchall(sql, params))
+    return sorted(found, reverse=True)
 
 
 async def _whole_items(

@@ -33,6 +33,7 @@ from server.reader.coverage import read_coverage
 from server.reader.cursor import CursorCodec, request_digest
 from server.reader.db import Database
 from server.reader.memo import Memo
+from server.reader.objects import leaf_splits
 from server.reader.scope import (
     Readable,
     ResolvedScope,
@@ -323,9 +324,13 @@ async def _owner_in_scope(conn: aiosqlite.Connection, scope_key: str, some_id: s
 async def _references_carrying(conn: aiosqlite.Connection, scope_key: str, some_id: str) -> list[str]:
     """References of this scope for an id that is not a reference id: agents pass the original_source_id or the
     message id they see in a read, or an object's id. Read only in the requested scope, so nothing leaks."""
-    params = {"id": some_id, "scope_key": scope_key, "limit": CARRYING_LISTED}
-    rows = await conn.execute_fetchall(REFERENCES_CARRYING, params)
-    return [str(row[0]) for row in rows]
+    found: list[str] = []
+    # A leaf description's id (`leaf:<leaf_id>:<id>`, a get_context item's) names the object it describes, whose
+    # current evidence that item lists (evidence_basis 'object').
+    for candidate in dict.fromkeys((some_id, *(described for _, described in leaf_splits(some_id)))):
+        params = {"id": candidate, "scope_key": scope_key, "limit": CARRYING_LISTED}
+        found += [str(row[0]) for row in await conn.execute_fetchall(REFERENCES_CARRYING, params)]
+    return sorted(set(found))[:CARRYING_LISTED]
 
 
 async def _version_required(conn: aiosqlite.Connection, stored: Stored, readable: bool) -> StoryGraphError:

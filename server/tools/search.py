@@ -27,7 +27,13 @@ from server.reader.coverage import read_coverage, time_range_unprocessed
 from server.reader.cursor import request_digest
 from server.reader.fold import Folder
 from server.reader.objects import SUMMARY_TITLE_LIMIT, Evidence, evidence, object_rows
-from server.reader.scope import READABLE_SCOPES_LISTED, ResolvedScope, readable_scopes, resolve_page_scope
+from server.reader.scope import (
+    READABLE_SCOPES_LISTED,
+    ResolvedScope,
+    readable_scopes,
+    resolve_page_scope,
+    shared_scopes,
+)
 from server.reader.search_query import COMMON_WORDS, content_words, needed
 from server.tools.base import Call, ToolSpec
 from server.tools.items import item_base
@@ -148,6 +154,11 @@ async def _no_match_note(
     """Zero hits: say what the rule required and what else to try. An agent cannot tell an empty scope from a query
     that missed, nor guess which other scopes (another project, a project set, Global) it may read; the list comes
     from the grant only, as in scope_unavailable."""
+    if scope.revision == "0":
+        # Nothing was ever written to this exact scope (often a project set nobody stored shared work under): other
+        # words cannot match, and the lookups below would all find nothing.
+        stored = "Nothing is stored in this scope (no review result, object or story), so no query matches here."
+        return f"{stored} {await _other_scopes(conn, call, scope)}"
     terms = len(page.terms)
     needed = f" or at least {(terms + 1) // 2} of its {terms} terms" if terms > 1 else ""
     types = " of the requested object_types" if args.object_types is not None else ""
@@ -178,8 +189,12 @@ async def _no_match_note(
         advice = "; try other words." if terms == 1 else "; try fewer or other words."
     parts = [f"No object{types}{within} holds the whole query{needed}{advice}", *filtered]
     if terms > 1:
-        alone = [term for term in page.terms[:TERMS_CHECKED] if await _matches_alone(call, conn, scope, args, term)]
-        checked = "" if terms <= TERMS_CHECKED else f" (of the first {TERMS_CHECKED})"
+        # The words that name something first, then common words: a question typed as a sentence spent the eight
+        # lookups on 'could', 'me', 'what', ... and never checked 'edge' or 'boxes', naming 'team, said' instead.
+        probed = sorted(page.terms, key=lambda term: term in COMMON_WORDS)[:TERMS_CHECKED]
+        alone = [term for term in probed if await _matches_alone(call, conn, scope, args, term)]
+        unchecked = [term for term in page.terms if term not in probed]
+        checked = f" (of the {TERMS_CHECKED} checked; not checked: {', '.join(unchecked)})" if unchecked else ""
         # A common word matching alone is no next query: "Terms that match alone: the." sent agents to search "the".
         words = [term for term in alone if term not in COMMON_WORDS]
         common = [term for term in alone if term in COMMON_WORDS]
@@ -202,21 +217,26 @@ async def _no_match_note(
     unprocessed = time_range_unprocessed(coverage)
     if unprocessed is not None:
         parts.append(f"{unprocessed}: no match there does not prove nothing happened.")
+    parts.append(await _other_scopes(conn, call, scope))
+    return " ".join(parts)
+
+
+async def _other_scopes(conn: Any, call: Call, scope: ResolvedScope) -> str:
+    """The other scopes this caller can read (from its grant only, as in scope_unavailable), and the project sets
+    holding data that share a project with the one searched: shared work (a cross story, an experience) lives in the
+    set's own scope. A set was once named by example (the searched project and the next readable one), which often
+    held nothing, and searching it gave this note again with a larger example."""
     readable, _, readable_names = await readable_scopes(conn, call.grant, READABLE_SCOPES_LISTED + 1)
     others = [other for other in readable if other != scope.scope][:READABLE_SCOPES_LISTED]
-    # Each project's name in parentheses: an agent asked about "Beacon" cannot tell which id (often a UUID) it is.
-    names = project_names(readable_names | scope.names)
-    listed = ", ".join(_named(other, names) for other in others)
     searched = scope.scope.projectIds if isinstance(scope.scope, ProjectsScope) else []
-    projects = [p for o in others if isinstance(o, ProjectsScope) for p in o.projectIds if p not in searched]
-    if searched and projects:
-        # A project set is its own scope (shared work lives there): show the one nearest to what was searched.
-        pair = ProjectsScope(kind="projects", projectIds=sorted({*searched, projects[0]}))
-        listed += f", and project sets of readable projects such as {_named(pair, names)}"
-    parts.append(
-        "Only this scope was searched" + (f"; other scopes this client can read: {listed}." if others else ".")
-    )
-    return " ".join(parts)
+    shared = await shared_scopes(conn, call.grant, searched, scope.key, SHARED_SCOPES_LISTED) if searched else None
+    # Each project's name in parentheses: an agent asked about "Beacon" cannot tell which id (often a UUID) it is.
+    names = project_names(readable_names | scope.names | (shared.names if shared else {}))
+    listed = ", ".join(_named(other, names) for other in others)
+    if shared is not None and shared.scopes:
+        sets = ", ".join(named_scope(s, names) for s in shared.scopes)
+        listed += f"{', and' if listed else ''} project sets holding shared work: {sets}"
+    return "Only this scope was searched" + (f"; other scopes this client can read: {listed}." if listed else ".")
 
 
 async def _query_note(
@@ -302,6 +322,10 @@ async def _match_count(
         return None
     count = found.total.count if found.total.exact else f"at least {found.total.count}"
     return f"{count} item{'s' if found.total.count != 1 else ''}"
+
+
+SHARED_SCOPES_LISTED: Final = 3
+"""Project sets holding shared work that a search which found nothing names (reader.scope.shared_scopes)."""
 
 
 def _named(scope: GlobalScope | ProjectsScope, names: dict[str, str]) -> str:
