@@ -1526,3 +1526,20 @@ async def test_a_sentence_with_no_hit_checks_its_naming_words_alone_before_its_c
     assert set(unchecked.split(", ")) <= {"could", "you", "me", "what", "the", "about", "on"}
     # Sixteen Han pairs and 'redis': the pairs past the eighth (会话, 缓存 ...) are named as not checked.
     assert "not checked: 现在, 在用, 用什, 么做, 做会, 会话, 话缓, 缓存): redis." in chinese["no_match_note"]
+
+
+async def test_a_query_that_is_a_result_id_is_told_so_with_the_results_summary(tmp_path: Path) -> None:
+    """Every item shows its result_id; searching one matched 24 items on 'atlas', '2026', '05', which read like that
+    review's objects. The query note now says it is a result's id and names the result's summary to read."""
+    async with client_for(demo_db(tmp_path)) as client:
+        named = await ok(client, "story_graph_search", {"query": " res-atlas-2026-05 "})
+        with_words = await ok(client, "story_graph_search", {"query": "res-atlas-2026-05 cache"})
+        elsewhere = await ok(client, "story_graph_search", {"query": "res-beacon-2026-06"})
+    assert named["query_note"] == (
+        "res-atlas-2026-05 is the id of a review result (generated 2026-05-31T12:00:00.000Z), not of an object: search "
+        "finds objects by their words and ids, so the items found only share words with it. Each item's result_id "
+        "names the result that stored that row. What it covered is in its summary (sum-atlas-2026-05): read it with "
+        "story_graph_get_context."
+    )
+    assert with_words["query_note"] is None
+    assert elsewhere["query_note"] is None  # a result of another scope is not named (the scope is exact)

@@ -167,6 +167,17 @@ def test_source_version_required_reads_one_sources_versions_by_its_primary_key(m
     assert any(step.startswith("SEARCH source_versions USING PRIMARY KEY (source_id=?)") for step in plan), plan
 
 
+def test_a_query_naming_a_result_reads_that_result_and_its_summaries_by_index(migrated_db: Path) -> None:
+    """Asked on the first page of every one-word search (search's query_note): a primary-key lookup, never a scan."""
+    with sqlite3.connect(migrated_db) as conn:
+        plan = [
+            row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + search_sql.RESULT_BY_ID, PARAMS | {"query": "r"})
+        ]
+    scans = [step for step in plan if step.startswith("SCAN") and not step.startswith("SCAN (subquery")]
+    assert scans == [], plan  # the subquery is the three summary ids kept
+    assert any(step.startswith("SEARCH summaries USING INDEX summaries_by_result") for step in plan), plan
+
+
 def test_a_search_pages_evolution_refs_reach_every_object_by_index(migrated_db: Path) -> None:
     """One statement reads the evolution of a page's objects (changes, a story's or experience's listed events, a
     story line's events, relations): every table is reached by an index from the page's ids."""

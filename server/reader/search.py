@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Final
 
 import aiosqlite
+import orjson
 
 from server.contracts.common import LimitReason
 from server.reader.db import scalar
@@ -56,6 +57,7 @@ from server.reader.search_sql import (
     IN_RANGE,
     OWN_BIT,
     RANGE_PAGE,
+    RESULT_BY_ID,
     SCOPE_NUMBER,
     TRIGRAMS_BEGINNING,
     TRIGRAMS_FROM,
@@ -257,6 +259,29 @@ async def _identifier_items(
         params = {"query": some_id, "narrow": narrow(some_id), "scope_key": scope_key} | filter_parameters(filters)
         found.update(int(row[0]) for row in await conn.execute_fetchall(sql, params))
     return sorted(found, reverse=True)
+
+
+@dataclass(frozen=True)
+class NamedResult:
+    """A review result that a query names by its id (search finds objects, and a result is none)."""
+
+    id: str
+    review_generated_at: str
+    summary_ids: list[str]
+    """Its first summaries (by id, at most 3)."""
+
+
+async def named_result(conn: aiosqlite.Connection, scope_key: str, query: str) -> NamedResult | None:
+    """The result of this scope whose id the whole query is, if any (one primary-key lookup; none for a query with
+    spaces, which no id holds)."""
+    text = query.strip()
+    if not text or any(ch.isspace() for ch in text):
+        return None
+    rows = list(await conn.execute_fetchall(RESULT_BY_ID, {"query": text, "scope_key": scope_key}))
+    if not rows:
+        return None
+    generated, summaries = rows[0]
+    return NamedResult(text, str(generated), list(orjson.loads(summaries)))
 
 
 async def _whole_items(

@@ -66,6 +66,14 @@ SELECT i.item_id FROM search_items AS i
                         AND r.scope_key = :scope_key)
 {types}{time}
 """
+# A query that is a review result's id (every item shows one) names no object: the result and its first summaries,
+# for the query note. A primary-key lookup, then summaries_by_result.
+RESULT_BY_ID: Final = """
+SELECT r.review_generated_at,
+       (SELECT json_group_array(id) FROM (SELECT id FROM summaries
+                                           WHERE result_id = r.id AND scope_key = r.scope_key ORDER BY id LIMIT 3))
+  FROM results AS r WHERE r.id = :query AND r.scope_key = :scope_key
+"""
 IDENTIFIER_TYPES: Final = "   AND (i.item_id >> 38) & 15 IN (SELECT value FROM json_each(:codes))"
 # One index range, highest ids first: {text} adds the item's texts, {time} the time filter, {not_ids} leaves
 # out items already listed (identifier and whole-query matches).

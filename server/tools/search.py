@@ -98,7 +98,12 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
             if cursor is None and page.total.exact and page.total.count == 0
             else None
         )
-        query_note = await _query_note(call, conn, scope, args, page) if cursor is None else None
+        query_note = (
+            _result_note(await reader.named_result(conn, scope.key, args.query))
+            or await _query_note(call, conn, scope, args, page)
+            if cursor is None
+            else None
+        )
     frame = SearchResponse(
         requested_scope=scope.requested,
         resolved_scope=scope.scope,
@@ -237,6 +242,22 @@ async def _other_scopes(conn: Any, call: Call, scope: ResolvedScope) -> str:
         sets = ", ".join(named_scope(s, names) for s in shared.scopes)
         listed += f"{', and' if listed else ''} project sets holding shared work: {sets}"
     return "Only this scope was searched" + (f"; other scopes this client can read: {listed}." if listed else ".")
+
+
+def _result_note(result: reader.NamedResult | None) -> str | None:
+    """A query that is a review result's id: say so. Every item shows its `result_id`, and an agent that searched one
+    got the items holding its words ('atlas', '2026', '05'), which read like that review's objects and are not."""
+    if result is None:
+        return None
+    said = (
+        f"{result.id} is the id of a review result (generated {result.review_generated_at}), not of an object: "
+        "search finds objects by their words and ids, so the items found only share words with it. Each item's "
+        "result_id names the result that stored that row."
+    )
+    if not result.summary_ids:
+        return f"{said} That result stored no summary."
+    listed = ", ".join(result.summary_ids)
+    return f"{said} What it covered is in its summary ({listed}): read it with story_graph_get_context."
 
 
 async def _query_note(
