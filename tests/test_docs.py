@@ -388,8 +388,7 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
     from server.reader.search import TOTAL_CAP
     from server.reader.search_items import EVOLUTION_LIMIT
     from server.reader.search_query import MAX_EXACT_TERMS, MAX_RANGE_MONTHS
-    from server.reader.source import CARRYING_LISTED
-    from server.reader.source_rows import VERSION_LIST_LIMIT
+    from server.reader.source_rows import CARRYING_LISTED, VERSION_LIST_LIMIT
     from server.tools import context, search
 
     words = {8: "eight", 10: "ten"}

@@ -569,3 +569,21 @@ async def test_scope_unavailable_says_to_omit_scope_only_when_that_reads_a_curre
         assert "Omit scope" not in refused["next_step"]
     assert asked_missing["next_step"].startswith("Omit scope to use the current project, or choose a scope this client")
     assert followed["resolved_scope"] == ATLAS
+
+
+async def test_a_source_id_sent_as_a_source_reference_names_the_references_saved_from_it(tmp_path: Path) -> None:
+    """read_source named the references carrying a source's id; get_context answered a bare object_not_found (found by
+    the agent review). Its next step now names them, and following it literally reads one."""
+    ref = {"type": "source_reference", "id": "src-msg-decision-a"}
+    async with client_for(demo_db(tmp_path)) as client:
+        refused = await error(client, "story_graph_get_context", {"object_ref": ref})
+        assert refused["error"] == "object_not_found"
+        assert refused["next_step"] == (
+            "That id names a source, message or task; the source references of this scope saved from it: "
+            'ref-decision-a-msg, ref-ttl-30m. Call again with object_ref {"type":"source_reference",'
+            '"id":"ref-decision-a-msg"} (or another of them), or read their text with story_graph_read_source.'
+        )
+        page = await ok(
+            client, "story_graph_get_context", {"object_ref": {"type": "source_reference", "id": "ref-decision-a-msg"}}
+        )
+    assert page["object_ref"] == {"type": "source_reference", "id": "ref-decision-a-msg"}

@@ -88,7 +88,7 @@ def test_a_time_filtered_search_reads_item_times_from_their_narrow_index(migrate
 
 def test_read_sources_lookup_of_an_id_that_is_not_a_reference_stays_on_indexes(migrated_db: Path) -> None:
     """source_not_found looks up the references carrying the id (a source, message, task or object id)."""
-    from server.reader.source import REFERENCES_CARRYING
+    from server.reader.source_rows import REFERENCES_CARRYING
 
     with sqlite3.connect(migrated_db) as conn:
         params = {"id": "x", "scope_key": "global", "limit": 10}

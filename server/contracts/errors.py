@@ -261,14 +261,23 @@ def object_not_found(
     other_type: str | None = None,
     other_scope: dict[str, Any] | None = None,
     stored_id: str | None = None,
+    carrying: list[str] | None = None,
 ) -> StoryGraphError:
     """No such object the caller may read. `other_type`: the id (or `stored_id`, a near id: see `id_difference`) is
     stored as that type in the requested scope, or in `other_scope` (one the caller may read), so the
-    next step is the one call that reads it."""
+    next step is the one call that reads it. `carrying`: the source references of the requested scope saved from
+    the source, message or task that the id names (a source id sent as a source reference's)."""
     next_step = (
         "Use an object_ref returned by story_graph_search in this scope (a query equal to an id finds the objects "
         "that carry it)."
     )
+    if carrying:
+        ref = _compact({"type": "source_reference", "id": carrying[0]})
+        next_step = (
+            f"That id names a source, message or task; the source references of this scope saved from it: "
+            f"{', '.join(carrying)}. Call again with object_ref {ref} (or another of them), or read their text "
+            "with story_graph_read_source."
+        )
     if other_type is not None:
         ref = _compact({"type": other_type, "id": stored_id if stored_id is not None else object_id})
         where = f" and scope {_compact(other_scope)}" if other_scope is not None else ""

@@ -43,6 +43,7 @@ from server.reader.context_stories import experience_event_rows, related_story_i
 from server.reader.db import IDS
 from server.reader.objects import Key, in_time_range, leaf_splits, split_change_id
 from server.reader.scope import Readable, is_readable, near_ids, readable_holding, readable_names
+from server.reader.source_rows import references_carrying
 
 # --- Where an object is stored (any scope): for object_not_found vs scope_mismatch. -------------------------
 LOCATE: Final[dict[str, str]] = {
@@ -196,7 +197,9 @@ async def _not_found(
         return object_not_found(
             object_type, object_id, other_type, scope_from_key(key).model_dump(), stored_id=stored_id
         )
-    return object_not_found(object_type, object_id)
+    # A source's id (or a message's) sent as a source reference's: the references saved from it, as read_source names.
+    carrying = await references_carrying(conn, scope_key, object_id) if object_type == "source_reference" else None
+    return object_not_found(object_type, object_id, carrying=carrying)
 
 
 # --- Selecting the neighbourhood ----------------------------------------------------------------------------------

@@ -33,7 +33,6 @@ from server.reader.coverage import read_coverage
 from server.reader.cursor import CursorCodec, request_digest
 from server.reader.db import Database
 from server.reader.memo import Memo
-from server.reader.objects import leaf_splits
 from server.reader.scope import (
     Readable,
     ResolvedScope,
@@ -67,25 +66,14 @@ from server.reader.source_rows import (
     newest_versions,
     read_slice,
     read_stored,
+    references_carrying,
 )
 
 __all__ = ["TOOL", "StoredTextBroken", "read"]
 
 TOOL: Final = "story_graph_read_source"
-CARRYING_LISTED: Final = 10
 NEWEST_LISTED: Final = 5  # versions source_version_required names (newest first), with a count of the others
 REFERENCE_SCOPE: Final = "SELECT scope_key FROM source_references WHERE id = :id"
-# One statement per kind of id (each on its own index), so the error path costs a few index lookups.
-REFERENCES_CARRYING: Final = """
-SELECT id FROM source_references WHERE original_source_id = :id AND scope_key = :scope_key
-UNION SELECT id FROM source_references WHERE json_extract(locator_json, '$.message_id') = :id AND scope_key = :scope_key
-UNION SELECT id FROM source_references WHERE json_extract(locator_json, '$.task_id') = :id AND scope_key = :scope_key
-UNION SELECT source_reference_id FROM object_sources
-       WHERE object_type IN ('story_line', 'story', 'experience', 'event', 'entity', 'entity_change', 'relation',
-                             'summary', 'source_reference')
-         AND object_id = :id AND scope_key = :scope_key
-ORDER BY 1 LIMIT :limit
-"""
 # A story or experience has no evidence of its own (its events carry it): an id of one in the requested scope.
 OWNER_IN_SCOPE: Final = """
 SELECT 'story' FROM stories WHERE id = :id AND scope_key = :scope_key
@@ -254,7 +242,7 @@ async def _stored_in_scope(
         else None
     )
     if scope_key is None or (scope_key != scope.key and other_names is None):
-        carrying = await _references_carrying(conn, scope.key, args.source_reference_id)
+        carrying = await references_carrying(conn, scope.key, args.source_reference_id)
         near = await _near_reference(conn, grant, scope, args.source_reference_id)
         owner = None if carrying or near else await _owner_in_scope(conn, scope.key, args.source_reference_id)
         raise StoryGraphError(
@@ -319,18 +307,6 @@ async def _owner_in_scope(conn: aiosqlite.Connection, scope_key: str, some_id: s
         f"them. Call story_graph_get_context with object_ref {ref}; each event item lists its source_reference_ids "
         "and its own scope: read them with that scope."
     )
-
-
-async def _references_carrying(conn: aiosqlite.Connection, scope_key: str, some_id: str) -> list[str]:
-    """References of this scope for an id that is not a reference id: agents pass the original_source_id or the
-    message id they see in a read, or an object's id. Read only in the requested scope, so nothing leaks."""
-    found: list[str] = []
-    # A leaf description's id (`leaf:<leaf_id>:<id>`, a get_context item's) names the object it describes, whose
-    # current evidence that item lists (evidence_basis 'object').
-    for candidate in dict.fromkeys((some_id, *(described for _, described in leaf_splits(some_id)))):
-        params = {"id": candidate, "scope_key": scope_key, "limit": CARRYING_LISTED}
-        found += [str(row[0]) for row in await conn.execute_fetchall(REFERENCES_CARRYING, params)]
-    return sorted(set(found))[:CARRYING_LISTED]
 
 
 async def _version_required(conn: aiosqlite.Connection, stored: Stored, readable: bool) -> StoryGraphError:

@@ -13,6 +13,7 @@ from typing import Any, Final
 import aiosqlite
 import orjson
 
+from server.reader.objects import leaf_splits
 from server.reader.saved_range import saved_range, text_differs_sql
 
 VERSION_LIST_LIMIT: Final = 50
@@ -210,3 +211,29 @@ async def read_slice(conn: aiosqlite.Connection, source_id: str, version: str, s
     if len(text) != end - start:
         raise StoredTextBroken(f"source {source_id!r} version {version!r} is shorter than its recorded length")
     return text
+
+
+CARRYING_LISTED: Final = 10
+# One statement per kind of id (each on its own index), so the error path costs a few index lookups.
+REFERENCES_CARRYING: Final = """
+SELECT id FROM source_references WHERE original_source_id = :id AND scope_key = :scope_key
+UNION SELECT id FROM source_references WHERE json_extract(locator_json, '$.message_id') = :id AND scope_key = :scope_key
+UNION SELECT id FROM source_references WHERE json_extract(locator_json, '$.task_id') = :id AND scope_key = :scope_key
+UNION SELECT source_reference_id FROM object_sources
+       WHERE object_type IN ('story_line', 'story', 'experience', 'event', 'entity', 'entity_change', 'relation',
+                             'summary', 'source_reference')
+         AND object_id = :id AND scope_key = :scope_key
+ORDER BY 1 LIMIT :limit
+"""
+
+
+async def references_carrying(conn: aiosqlite.Connection, scope_key: str, some_id: str) -> list[str]:
+    """References of this scope for an id that is not a reference id: agents pass the original_source_id or the
+    message id they see in a read, or an object's id. Read only in the requested scope, so nothing leaks."""
+    found: list[str] = []
+    # A leaf description's id (`leaf:<leaf_id>:<id>`, a get_context item's) names the object it describes, whose
+    # current evidence that item lists (evidence_basis 'object').
+    for candidate in dict.fromkeys((some_id, *(described for _, described in leaf_splits(some_id)))):
+        params = {"id": candidate, "scope_key": scope_key, "limit": CARRYING_LISTED}
+        found += [str(row[0]) for row in await conn.execute_fetchall(REFERENCES_CARRYING, params)]
+    return sorted(set(found))[:CARRYING_LISTED]
