@@ -113,6 +113,10 @@ def time_range_coverage(processed: Spans | None, time_range: tuple[str, str]) ->
     if processed is None:
         return TimeRangeCoverage(status="unknown", uncovered_parts="unknown", uncovered_part_count="unknown")
     start, end = (datetime.fromisoformat(t) for t in time_range)
+    # A range within one millisecond comes rounded to `from` one millisecond after `to` (tools.md, Time): it holds
+    # one instant of the millisecond starting at `to`. Read as empty, it was "covered" wherever it lay; processed
+    # ranges start at a stored millisecond and cover whole seconds, so that millisecond's coverage is the instant's.
+    start = min(start, end)
     gaps: Spans = []
     covered_until, touched = start, False  # every instant of the range before covered_until is covered
     for first, last in processed:
