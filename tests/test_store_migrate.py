@@ -502,3 +502,23 @@ async def test_upgrading_a_version_16_database_dates_a_leaf_item_in_place(tmp_pa
     assert shown == [("ev-1", "r-2", march)]
     assert found["unknown_time_excluded_count"] == elsewhere["unknown_time_excluded_count"] == 0
     assert elsewhere["items"] == []
+
+
+def test_a_database_written_before_migrations_0003_and_0005_changed_is_refused_unchanged(tmp_path: Path) -> None:
+    """Builds of 2026-11-30 before commit 368aab8 applied an earlier 0003/0005, without the search index's apply
+    trigger that 0009 replaces: upgrading such a version-5 database failed at 0009 and left it at version 8, too new
+    for the build that wrote it (checked with that build's database). It is refused before anything is applied,
+    naming the way out (export with the old build, import into a new database)."""
+    path = tmp_path / "v5.db"
+    with sqlite3.connect(path) as conn:
+        migrate_to(conn, 5)
+        conn.executescript(SEARCHABLE_V1_ROWS)
+        conn.execute("DROP TRIGGER search_apply_now")  # as the earlier 0003 left it
+    before = path.read_bytes()
+
+    with pytest.raises(DatabaseUnusable) as caught:
+        migrate(path)
+
+    assert _version(path) == 5 and path.read_bytes() == before
+    assert "before 2026-11-30" in str(caught.value)
+    assert f"story-graph-mcp db export --db {path} graph.jsonl" in str(caught.value)

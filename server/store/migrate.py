@@ -93,6 +93,24 @@ def unversioned_problem(conn: sqlite3.Connection, path: Path) -> str:
     return schema_problem(path, 0) or ""
 
 
+# Migrations 0003 and 0005 were changed after builds of 2026-11-30 (before commit 368aab8) had applied them: a
+# database those builds wrote at version 3 to 6 lacks the search index's apply trigger, which 0009 replaces, so
+# upgrading it failed there and left it at version 8, too new for the build that wrote it. Such a database is
+# refused before anything is applied (an applied migration is never edited, and none before 0009 can repair it).
+PRE_PORT_VERSIONS: Final = (3, 8)
+PORT_TRIGGER: Final = "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'search_apply_now'"
+
+
+def pre_port_problem(path: Path, found: int) -> str:
+    return (
+        f"{path} is at schema version {found} as written by a build from before 2026-11-30 10:00 UTC (its search"
+        " index predates a change to migrations 0003 and 0005), which cannot be upgraded in place; nothing was"
+        f" changed: export it with the build that wrote it (`story-graph-mcp db export --db {path} graph.jsonl`),"
+        " then create a new database with this build and import the file"
+        " (`story-graph-mcp db migrate --db new.db && story-graph-mcp db import --db new.db graph.jsonl`)"
+    )
+
+
 def read_version(conn: sqlite3.Connection, path: Path) -> int:
     """`PRAGMA user_version`; this first read is also where SQLite notices a file is not a database, is damaged,
     is locked by a writer or cannot be read here."""
@@ -286,6 +304,8 @@ def migrate(path: Path) -> tuple[int, int]:
             raise DatabaseUnusable(schema_problem(path, before) or "")
         if before == 0 and conn.execute(TABLE_COUNT).fetchone()[0] > 0:
             raise DatabaseUnusable(f"{path} holds tables but no schema version: it is not a story graph database")
+        if PRE_PORT_VERSIONS[0] <= before <= PRE_PORT_VERSIONS[1] and not conn.execute(PORT_TRIGGER).fetchone():
+            raise DatabaseUnusable(pre_port_problem(path, before))
         if before == 0:
             # A new database: readers keep working while a writer imports. An existing one keeps the journal mode
             # its operator chose (a snapshot published in DELETE mode for a read-only directory stays so). Set
