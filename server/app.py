@@ -358,8 +358,8 @@ def _problem(err: Any, arguments: dict[str, Any]) -> str:
 
 def response_too_large(size: int, spec: ToolSpec) -> StoryGraphError:
     """The refusal names the arguments of this tool that shrink its page (`size_arguments`): `field` the one most
-    likely to help. It named page_size for every tool, though a get_context page over the limit already holds one
-    fragment, which only content_page_size makes smaller."""
+    likely to help. It named page_size for every tool, though a get_context page holds as little as one fragment,
+    which only content_page_size makes smaller."""
     first, *others = spec.size_arguments
     also = "".join(f" or {name}" for name in others)
     return StoryGraphError(

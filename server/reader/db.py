@@ -30,11 +30,9 @@ from server.store.errors import DatabaseUnusable
 from server.store.migrate import (
     SCHEMA_VERSION,
     USER_VERSION,
+    check_schema,
     migrate_command,
     open_for_reading,
-    read_version,
-    schema_problem,
-    unversioned_problem,
 )
 from server.store.paths import sqlite_uri
 
@@ -240,12 +238,9 @@ def check_database(path: Path) -> None:
         )
     conn = open_for_reading(path)  # a start that fails here leaves no -wal/-shm files it created behind
     try:
-        found = read_version(conn, path)
-        problem = unversioned_problem(conn, path) if found == 0 else schema_problem(path, found)
+        check_schema(conn, path)
     finally:
         conn.close()
-    if problem is not None:
-        raise DatabaseUnusable(problem)
 
 
 async def scalar(conn: aiosqlite.Connection, sql: str, params: dict[str, Any] | None = None) -> Any:

@@ -303,7 +303,7 @@ def migrate(path: Path) -> tuple[int, int]:
         if before > SCHEMA_VERSION:
             raise DatabaseUnusable(schema_problem(path, before) or "")
         if before == 0 and conn.execute(TABLE_COUNT).fetchone()[0] > 0:
-            raise DatabaseUnusable(f"{path} holds tables but no schema version: it is not a story graph database")
+            raise DatabaseUnusable(unversioned_problem(conn, path))  # another application's tables
         if PRE_PORT_VERSIONS[0] <= before <= PRE_PORT_VERSIONS[1] and not conn.execute(PORT_TRIGGER).fetchone():
             raise DatabaseUnusable(pre_port_problem(path, before))
         if before == 0:

@@ -268,7 +268,7 @@ SPEC = ToolSpec(
     input_model=ContextArgs,
     output_model=ContextResponse,
     handler=run,
-    # A page stops before its byte budget but always holds its first fragment (`fits`): one over the limit is that
-    # fragment beside the frame, which only a smaller content_page_size shrinks.
+    # A page stops before its byte budget, and its first fragment is cut to fit (context_pages.paginate): a page still
+    # over the limit is a frame that leaves almost no room, where fewer code points per fragment help first.
     size_arguments=("content_page_size", "page_size"),
 )
