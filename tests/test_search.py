@@ -20,6 +20,7 @@ from support import all_items, client_for, demo_db, error, ok
 
 from server.contracts.common import Grant
 from server.contracts.search import SearchResponse
+from server.reader.search_query import terms_as_query
 
 pytestmark = pytest.mark.anyio
 
@@ -1524,8 +1525,10 @@ async def test_a_sentence_with_no_hit_checks_its_naming_words_alone_before_its_c
     unchecked, _, matched = checked.partition("): ")
     assert {"edge", "boxes"} <= set(matched.split(". ")[0].replace(",", " ").split())
     assert set(unchecked.split(", ")) <= {"could", "you", "me", "what", "the", "about", "on"}
-    # Sixteen Han pairs and 'redis': the pairs past the eighth (会话, 缓存 ...) are named as not checked.
-    assert "not checked: 现在, 在用, 用什, 么做, 做会, 会话, 话缓, 缓存): redis." in chinese["no_match_note"]
+    # Sixteen Han pairs and 'redis': the pairs that are Chinese question words (为什, 什么) or hold a particle or
+    # pronoun (弃了, 用什, 么做: two words' edges) are checked last; 会话 and 缓存 were once left unchecked.
+    checked_last = "not checked: 我们, 为什, 什么, 弃了, 现在, 在用, 用什, 么做): redis, 会话, 话缓, 缓存."
+    assert checked_last in chinese["no_match_note"]
 
 
 async def test_a_query_that_is_a_result_id_is_told_so_with_the_results_summary(tmp_path: Path) -> None:
@@ -1543,3 +1546,37 @@ async def test_a_query_that_is_a_result_id_is_told_so_with_the_results_summary(t
     )
     assert with_words["query_note"] is None
     assert elsewhere["query_note"] is None  # a result of another scope is not named (the scope is exact)
+
+
+async def test_a_chinese_sentence_with_no_hit_is_offered_the_words_that_match_as_the_next_query(tmp_path: Path) -> None:
+    """为什么会话缓存方案被修改了 splits into 12 Han pairs and needs 6; the note listed the pairs that match alone, 话缓
+    and 存方 among them, which no agent would search for. It now joins them back in the query's order into the next
+    query, with the call's own filters and what it matches, and that call finds the decision story."""
+    question = "为什么会话缓存方案被修改了"
+    async with client_for(demo_db(tmp_path)) as client:
+        asked = await ok(client, SEARCH, {"query": question, "object_types": ["entity", "event"]})
+        note = asked["no_match_note"]
+        assert asked["items"] == [] and len(asked["query_terms"]) == 12
+        assert "Terms that match alone (of the 8 checked; not checked: 为什, 什么, 被修, 改了): " in note
+        offered = note.split("As a next query, ")[1].split(" matches ")
+        suggested = orjson.loads(offered[0])
+        assert suggested == {"query": "会话缓存方案", "object_types": ["entity", "event"]}  # 修改: only in a source
+        found = await ok(client, SEARCH, suggested)
+        assert offered[1].startswith(f"{found['page']['total_count']} items.")
+        first_page = {(item["object_ref"]["type"], item["object_ref"]["id"]) for item in found["items"]}
+        decision = {("event", "evt-revision-a-to-b"), ("entity", "ent-decision-b"), ("event", "evt-decision-a")}
+        assert decision <= first_page
+        # As docs/tools.md quotes it, without the filters.
+        unfiltered = await ok(client, SEARCH, {"query": question})
+        assert 'As a next query, {"query": "会话缓存方案 修改"} matches 17 items.' in unfiltered["no_match_note"]
+        # The query itself offered again would be no next step: a one-word query gets no such line.
+        alone = await ok(client, SEARCH, {"query": "zyzzogeton"})
+        assert "As a next query" not in alone["no_match_note"]
+
+
+def test_terms_joined_back_into_the_stretches_they_came_from() -> None:
+    # Consecutive kept pairs of a Han run rejoin; a particle at a stretch's edge is dropped; other terms stay apart.
+    kept = {"么会", "会话", "话缓", "缓存", "修改", "改了"}
+    assert terms_as_query("什么会话缓存方案被修改了", kept) == "会话缓存 修改"
+    assert terms_as_query("redis 会话 缓存 redis", {"redis", "缓存"}) == "redis 缓存"
+    assert terms_as_query("的了", {"的了"}) == "的了"

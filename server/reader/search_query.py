@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Final
 
@@ -45,6 +46,12 @@ _HAN: Final = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U
 def query_terms(folded_query: str) -> list[str]:
     """Split on whitespace, punctuation and symbols; Han runs give overlapping pairs (回顾调度 → 回顾, 顾调, 调度).
     Other runs count when at least two characters long or containing a digit."""
+    return list(dict.fromkeys(term for group in _term_groups(folded_query) for term in group))
+
+
+def _term_groups(folded_query: str) -> list[list[str]]:
+    """The query's terms in order (repeats kept): a Han run's overlapping pairs as one group, every other term a
+    group of its own."""
     words: list[str] = []
     current: list[str] = []
     for ch in folded_query:
@@ -56,16 +63,40 @@ def query_terms(folded_query: str) -> list[str]:
             current.append(ch)
     if current:
         words.append("".join(current))
-    terms: list[str] = []
+    groups: list[list[str]] = []
     for word in words:
         position = 0
         for han in _HAN.finditer(word):
-            terms.extend(_plain_terms(word[position : han.start()]))
+            groups.extend([term] for term in _plain_terms(word[position : han.start()]))
             run = han.group()
-            terms.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
+            groups.append([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
             position = han.end()
-        terms.extend(_plain_terms(word[position:]))
-    return list(dict.fromkeys(terms))
+        groups.extend([term] for term in _plain_terms(word[position:]))
+    return groups
+
+
+def terms_as_query(folded_query: str, kept: Collection[str]) -> str:
+    """The kept terms as one query, in the query's order: a Han run's consecutive kept pairs joined back into the
+    stretch they came from (会话, 话缓, 缓存 → 会话缓存), a particle at a stretch's edge dropped (么会话 → 会话)."""
+    parts: list[str] = []
+    for group in _term_groups(folded_query):
+        stretch = ""
+        for term in [*group, None]:
+            if term is not None and term in kept:
+                stretch = stretch + term[-1] if stretch else term  # a run's pairs overlap by one character
+                continue
+            if stretch:
+                parts.append(_trimmed(stretch))
+            stretch = ""
+    return " ".join(dict.fromkeys(parts))
+
+
+def _trimmed(stretch: str) -> str:
+    while len(stretch) > 2 and stretch[0] in HAN_PARTICLES:
+        stretch = stretch[1:]
+    while len(stretch) > 2 and stretch[-1] in HAN_PARTICLES:
+        stretch = stretch[:-1]
+    return stretch
 
 
 COMMON_WORDS: Final = frozenset(
@@ -73,9 +104,19 @@ COMMON_WORDS: Final = frozenset(
     from had has have he her here him his how i if in into is it its just me may might must my no not now of on or
     our out over shall she should so some than that the their them then there these they this those to too up us
     very was we were what when where which while who whom whose why will with would yes you your""".split()  # noqa: SIM905
+    + """为什 什么 怎么 怎样 如何 为何 哪些 哪个 哪里 是否 是不 不是 我们 你们 他们 她们 它们 这个 那个
+    这些 那些 这样 那样 因为 所以 但是 而且 或者 还是 可以 应该 已经 没有 一个 一些 时候 现在 之前
+    之后 以前 以后 就是 然后 关于""".split()  # noqa: SIM905
 )
-"""English function and question words: terms that hold nothing of what an agent looks for, yet match most
-fields (the half-of-the-terms rule counts them like any other)."""
+"""Function and question words, English and Chinese (as the Han pairs a query splits into: 为什么 → 为什, 什么): terms
+that hold nothing of what an agent looks for, yet match most fields (the half-of-the-terms rule counts them like any
+other)."""
+HAN_FUNCTION_CHARACTERS: Final = frozenset("的了吗呢吧啊么被把是在和与我你他她它们这那哪谁啥怎什为")
+"""Particles, pronouns and question characters: a Han pair holding one is often no word of the query but two words'
+edges (缓存方案被修改 → 案被), so the no-match note checks such pairs after the others."""
+HAN_PARTICLES: Final = frozenset("的了吗呢吧啊么")
+"""Characters that end a phrase (修改了) or are left over from a question word (什么会话 → 么会): dropped at the edge
+of a stretch of terms offered as the next query."""
 
 
 def content_words(query: str) -> str:

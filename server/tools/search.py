@@ -34,7 +34,14 @@ from server.reader.scope import (
     resolve_page_scope,
     shared_scopes,
 )
-from server.reader.search_query import COMMON_WORDS, content_words, needed
+from server.reader.search_query import (
+    COMMON_WORDS,
+    HAN_FUNCTION_CHARACTERS,
+    content_words,
+    needed,
+    query_terms,
+    terms_as_query,
+)
 from server.tools.base import Call, ToolSpec
 from server.tools.items import item_base
 
@@ -196,7 +203,8 @@ async def _no_match_note(
     if terms > 1:
         # The words that name something first, then common words: a question typed as a sentence spent the eight
         # lookups on 'could', 'me', 'what', ... and never checked 'edge' or 'boxes', naming 'team, said' instead.
-        probed = sorted(page.terms, key=lambda term: term in COMMON_WORDS)[:TERMS_CHECKED]
+        # A Chinese sentence's pairs across two words' edges (方案被修改 → 案被) hold a particle or pronoun: after.
+        probed = sorted(page.terms, key=_probe_order)[:TERMS_CHECKED]
         alone = [term for term in probed if await _matches_alone(call, conn, scope, args, term)]
         unchecked = [term for term in page.terms if term not in probed]
         checked = f" (of the {TERMS_CHECKED} checked; not checked: {', '.join(unchecked)})" if unchecked else ""
@@ -206,6 +214,7 @@ async def _no_match_note(
         if words:
             also = f" (and common words: {', '.join(common)})" if common else ""
             parts.append(f"Terms that match alone{checked}: {', '.join(words)}{also}.")
+            parts.extend(await _together(call, conn, scope, args, page, words))
         elif common:
             parts.append(
                 f"Only common words match alone{checked} ({', '.join(common)}), which says little: search for the "
@@ -277,9 +286,17 @@ async def _query_note(
         return f"{said}: {rule}. Search for the words that name what you look for (2–4 keywords or an id)."
     time_range = _time_range(args)
     count = await _match_count(call, conn, scope, other, _types(args), time_range, args.time_basis)
-    # The call shown is the one counted: with the request's own filters. `{"query": "change plan"}` alone, shown
-    # for a search of entities, matched 2 items where the note said "nothing".
-    suggested: dict[str, Any] = {"query": other}
+    return (
+        f"{said}: {rule}, and an item holding only the other words may not match. "
+        f"The other words alone ({_call(_suggested(args, scope, other))}) match {count or 'nothing'}."
+    )
+
+
+def _suggested(args: SearchArgs, scope: ResolvedScope, query: str) -> dict[str, Any]:
+    """The arguments of a suggested search: the request's own filters, so the call shown is the one counted
+    (`{"query": "change plan"}` alone, shown for a search of entities, matched 2 items where the note said
+    "nothing")."""
+    suggested: dict[str, Any] = {"query": query}
     if args.scope is not None:
         suggested["scope"] = scope.scope.model_dump(mode="json", by_alias=True)
     if args.object_types is not None:
@@ -288,10 +305,7 @@ async def _query_note(
         suggested["time_range"] = args.time_range.model_dump(by_alias=True)
     if args.time_basis != "event_time":
         suggested["time_basis"] = args.time_basis
-    return (
-        f"{said}: {rule}, and an item holding only the other words may not match. "
-        f"The other words alone ({_call(suggested)}) match {count or 'nothing'}."
-    )
+    return suggested
 
 
 def _call(arguments: dict[str, Any]) -> str:
@@ -306,6 +320,26 @@ def _time_range(args: SearchArgs) -> tuple[str, str] | None:
 
 def _types(args: SearchArgs) -> list[str]:
     return sorted(set(args.object_types or OBJECT_TYPES))
+
+
+def _probe_order(term: str) -> tuple[bool, bool]:
+    return term in COMMON_WORDS, any(ch in HAN_FUNCTION_CHARACTERS for ch in term)
+
+
+async def _together(
+    call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage, words: list[str]
+) -> list[str]:
+    """The terms that match alone as one next query, with what it matches. A Chinese question typed as a sentence
+    (为什么会话缓存方案被修改了: 12 pairs, 6 needed) found nothing, and the note listed pairs such as 话缓 and 存方,
+    which no agent would search for; joined back in the query's order they read 会话缓存方案. Said only when it is
+    another query than the one made and it matches something (a dead end is no next step)."""
+    together = terms_as_query(page.needle, set(words))
+    if set(query_terms(together)) == set(page.terms):
+        return []
+    count = await _match_count(call, conn, scope, together, _types(args), _time_range(args), args.time_basis)
+    if count is None:
+        return []
+    return [f"As a next query, {_call(_suggested(args, scope, together))} matches {count}."]
 
 
 async def _matches_alone(call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, term: str) -> bool:
