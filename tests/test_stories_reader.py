@@ -425,3 +425,31 @@ async def test_a_story_bound_dated_by_day_carries_its_precision(tmp_path: Path) 
     assert header["ended_at_precision"] is None and data["endedAtPrecision"] is None
     header, data = found["story-atlas-session-cache"]
     assert (header["started_at_precision"], data["startedAtPrecision"]) == (None, None)
+
+
+async def test_a_story_items_interval_carries_its_bounds_precision_when_they_agree(tmp_path: Path) -> None:
+    """A story's search item (and get_context item) showed `event_interval.precision` null whatever its bounds'
+    precisions: a story the GoodBuddy app dated 2026-03-01 to 2026-03-31 read as two midnights. The interval now
+    carries the bounds' precision when they agree; when they differ it stays null (the header gives each)."""
+    from jsonl_graph import imported_graph, story_graph
+
+    lines = story_graph()
+    for line in lines:
+        if line.get("kind") == "story" and line["id"] == "st-thread":
+            line |= {"started_at_precision": "day", "ended_at_precision": "day"}
+        if line.get("kind") == "story" and line["id"] == "st-feature":
+            line |= {"started_at": "2026-03-01T00:00:00Z", "started_at_precision": "day"}
+            line |= {"ended_at": "2026-03-09T10:30:00Z"}
+    db = imported_graph(tmp_path, lines)
+    alpha = {"kind": "projects", "projectIds": ["alpha"]}
+    async with client_for(db, Grant(default_project="alpha")) as client:
+        found = await ok(client, SEARCH, {"query": "SQLite 迁移", "object_types": ["story"]})
+        mixed = await ok(client, SEARCH, {"query": "Storage", "object_types": ["story"], "scope": alpha})
+        context = await ok(client, CONTEXT, {"object_ref": {"type": "story", "id": "st-thread"}, "mode": "timeline"})
+    [thread] = [i for i in found["items"] if i["object_ref"]["id"] == "st-thread"]
+    assert thread["event_interval"]["precision"] == "day" and thread["event_interval"]["basis"] == "story_span"
+    [own] = [i for i in context["items"] if i["object_ref"] == {"type": "story", "id": "st-thread"}]
+    assert own["event_interval"] == thread["event_interval"]
+    [feature] = [i for i in mixed["items"] if i["object_ref"]["id"] == "st-feature"]
+    assert feature["event_interval"]["start"] == "2026-03-01T00:00:00.000Z"
+    assert feature["event_interval"]["precision"] is None

@@ -72,9 +72,11 @@ SELECT x.id, x.result_id, x.scope_key, 'result', x.title, NULL, NULL, NULL, NULL
        r.review_generated_at, x.recorded_at, NULL, NULL
   FROM source_references AS x JOIN results AS r ON r.id = x.result_id
  WHERE x.id IN {IDS} AND x.scope_key = :scope_key""",
-    # A story's time is its recorded span; it belongs to no review result.
+    # A story's time is its recorded span; it belongs to no review result. The span's precision is its bounds' when
+    # they agree (or it has no end), unknown when they differ: get_context's header gives each.
     "story": f"""
-SELECT s.id, '', s.scope_key, 'current', s.name, s.started_at, s.ended_at, NULL,
+SELECT s.id, '', s.scope_key, 'current', s.name, s.started_at, s.ended_at,
+       CASE WHEN s.ended_at IS NULL OR s.ended_at_precision IS s.started_at_precision THEN s.started_at_precision END,
        CASE WHEN s.started_at IS NULL THEN NULL ELSE 'story_span' END, NULL, s.recorded_at, s.confirmation_state,
        s.revision
   FROM stories AS s WHERE s.id IN {IDS} AND +s.scope_key = :scope_key""",
