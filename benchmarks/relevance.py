@@ -17,6 +17,7 @@ of the set is checked to exist in its scope (get_context), so a typo in the grou
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -54,6 +55,9 @@ class Query:
     need: dict[str, list[str]]
     must_pass: bool
     note: str
+    follow_note: bool
+    """A question typed as a sentence: when page 1 is empty, the agent makes the call its no_match_note offers ("As
+    a next query, {...}"), and that call's page 1 is scored."""
 
 
 @dataclass
@@ -64,6 +68,8 @@ class Scored:
     met: list[str] = field(default_factory=list)
     missed: list[str] = field(default_factory=list)
     error: str | None = None
+    followed: dict[str, Any] | None = None
+    """The arguments of the call the no_match_note offered, when it was made."""
 
     @property
     def recall(self) -> float:
@@ -77,7 +83,13 @@ def load_set(path: Path) -> tuple[dict[str, dict[str, Any]], list[Query]]:
     seen: set[str] = set()
     for raw in data["queries"]:
         query = Query(
-            raw["id"], raw["graph"], raw["arguments"], raw["need"], bool(raw.get("must_pass")), raw.get("note", "")
+            raw["id"],
+            raw["graph"],
+            raw["arguments"],
+            raw["need"],
+            bool(raw.get("must_pass")),
+            raw.get("note", ""),
+            bool(raw.get("follow_note")),
         )
         problems = [f"duplicate id {query.id}"] if query.id in seen else []
         seen.add(query.id)
@@ -127,6 +139,10 @@ async def score_graph(db: Path, project: str, queries: list[Query], log: Path) -
             result = Scored(query)
             try:
                 content = await call_structured(client, SEARCH, query.arguments)
+                offered = next_query(content) if query.follow_note and not content["items"] else None
+                if offered is not None:
+                    result.followed = offered
+                    content = await call_structured(client, SEARCH, offered)
             except RuntimeError as exc:
                 result.error = str(exc)[:200]
                 result.missed = list(query.need)
@@ -139,6 +155,19 @@ async def score_graph(db: Path, project: str, queries: list[Query], log: Path) -
     return scored, missing
 
 
+NEXT_QUERY: Final = "As a next query, "
+
+
+def next_query(content: dict[str, Any]) -> dict[str, Any] | None:
+    """The arguments of the call an empty page's no_match_note offers (`As a next query, {...} matches N items.`)."""
+    note = content.get("no_match_note") or ""
+    start = note.find(NEXT_QUERY)
+    if start < 0:
+        return None
+    offered, _ = json.JSONDecoder().raw_decode(note, start + len(NEXT_QUERY))
+    return dict(offered)
+
+
 def report(scored: list[Scored], verbose: bool) -> list[str]:
     rows = []
     for s in scored:
@@ -148,6 +177,8 @@ def report(scored: list[Scored], verbose: bool) -> list[str]:
             status = "missing: " + ", ".join(s.missed)
         else:
             status = "ok"
+        if s.followed is not None:
+            status += f" (page 1 of the no_match_note's next query `{s.followed['query']}`)"
         rows.append((s.query.id, f"`{s.query.arguments['query']}`", f"{s.recall:.2f}", status))
     lines = [markdown_table(("query id", "query", "recall@10", "page 1"), rows)]
     overall = sum(s.recall for s in scored) / len(scored)

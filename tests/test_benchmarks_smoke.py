@@ -105,6 +105,9 @@ def test_relevance_scores_every_query_of_the_set(cache: Path) -> None:
     assert "must-pass queries" in out
     for query_id in ("demo-story-en", "demo-story-zh", "demo-story-tech", "gen-queue-topic"):
         assert table_rows(out, query_id), query_id
+    # A question typed as a sentence finds nothing and is scored on the call its no_match_note offers.
+    [sentence] = table_rows(out, "demo-sentence-zh-why")
+    assert "of the no_match_note's next query `会话缓存方案 修改`" in sentence[-1], sentence
 
 
 def http_rows(out: str) -> list[list[str]]:
