@@ -191,8 +191,9 @@ def _ratios(ours: list[float], floor: list[float]) -> str:
 def class_table(measured: list[Measured]) -> str:
     rows = []
     groups = [(c.title, [m for m in measured if m.case.cls == c.key]) for c in CLASSES]
-    searches = [m for m in measured if m.case.tool == SEARCH and m.arguments is not None]
-    groups.append(("all searches above (mixed workload)", searches))
+    # Sentences stay out of the mixed workload, which is the one the issues' targets were set and measured on.
+    searches = [m for m in measured if m.case.tool == SEARCH and m.arguments is not None and m.case.cls != "sentence"]
+    groups.append(("all searches above but sentences (mixed workload)", searches))
     for title, members in groups:
         ok = [m for m in members if m.arguments is not None]
         if not members:

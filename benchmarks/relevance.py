@@ -17,7 +17,6 @@ of the set is checked to exist in its scope (get_context), so a typo in the grou
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -164,8 +163,8 @@ def next_query(content: dict[str, Any]) -> dict[str, Any] | None:
     start = note.find(NEXT_QUERY)
     if start < 0:
         return None
-    offered, _ = json.JSONDecoder().raw_decode(note, start + len(NEXT_QUERY))
-    return dict(offered)
+    call = note[start + len(NEXT_QUERY) :]
+    return dict(orjson.loads(call[: call.index("} matches ") + 1]))
 
 
 def report(scored: list[Scored], verbose: bool) -> list[str]:

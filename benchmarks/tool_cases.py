@@ -64,6 +64,7 @@ CLASSES: Final = (
     QueryClass("deep", f"deep page ({DEEP_PAGE})"),
     QueryClass("scope_small", "small scope (1 %)"),
     QueryClass("scope_big", "big scope (90 %), same words"),
+    QueryClass("sentence", "questions typed as sentences"),
     QueryClass("context_small", "get_context: 8 relations"),
     QueryClass("context_hub_first", "get_context: big neighbourhood, first page"),
     QueryClass("context_hub_last", "get_context: big neighbourhood, last page"),
@@ -98,6 +99,13 @@ def _source(cls: str, position: Position) -> Case:
 
 
 COMMON: Final = ("cache", "方案", "decision")
+SENTENCES: Final = (
+    "what should we use for the session cache now",
+    "could you tell me what the team said about running things on the edge boxes",
+    "我们当初为什么选了这个消息队列",
+)
+"""What agents type: many terms, half of them needed, most of them common words or two words' edges; each finds
+little or nothing, so its answer carries a note made of further bounded lookups (docs/tools.md)."""
 
 
 def all_cases() -> list[Case]:
@@ -112,6 +120,7 @@ def all_cases() -> list[Case]:
     cases += [_search("deep", q, position="deep") for q in COMMON]
     cases += [_search("scope_small", q, scope=SMALL_SCOPE) for q in COMMON]
     cases += [_search("scope_big", q, scope=BIG_SCOPE) for q in COMMON]
+    cases += [_search("sentence", q) for q in SENTENCES]
     cases += [
         _context("context_small", f"`{SMALL_HUB_ENTITY}`", "entity", SMALL_HUB_ENTITY, "first", "current"),
         _context("context_hub_first", f"`{HUB_ENTITY}`", "entity", HUB_ENTITY, "first", "current"),
