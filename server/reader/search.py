@@ -59,6 +59,7 @@ from server.reader.search_sql import (
     RANGE_PAGE,
     RESULT_BY_ID,
     SCOPE_NUMBER,
+    TERM_FREQUENCY,
     TRIGRAMS_BEGINNING,
     TRIGRAMS_FROM,
     TYPE_CODES,
@@ -74,6 +75,8 @@ TOTAL_CAP: Final = 10_001
 """Totals are counted up to this many items; a total that reaches it is reported as unknown."""
 WHOLE_SET_CAP: Final = 2_000
 """A query of several terms lists its whole-query matches at once when there are at most this many."""
+FREQUENCY_CAP: Final = 1_000
+"""A term's items are counted up to this many to plan a query rarest term first (the commoner ones tie)."""
 CHECK_BATCH: Final = 500
 CHECK_BUDGET: Final = 20_000
 """Candidates one call may check against their text (only for queries of more than MAX_EXACT_TERMS terms)."""
@@ -179,7 +182,9 @@ async def search(
     months = time_match(time_basis, time_range) if time_range is not None else None
     filters = Filters(number, None if len(codes) == len(TYPE_CODES) else codes, time_basis, time_range, months)
     whole = await _needle(conn, memo, graph_revision, whole_text)
-    query_plan = plan(whole, [await _needle(conn, memo, graph_revision, t) for t in term_texts])
+    term_needles = [await _needle(conn, memo, graph_revision, t) for t in term_texts]
+    frequency = await _frequencies(conn, memo, graph_revision, term_needles) if len(term_needles) >= 3 else None
+    query_plan = plan(whole, term_needles, frequency)
     ids = await _identifier_items(conn, filters, query, scope_key)
     memo_at, remembered = memo.at(scope_key, scope_revision), (whole_text, filters.key())
     listed: list[tuple[int, bool]] | None = None
@@ -230,6 +235,24 @@ async def _needle(conn: aiosqlite.Connection, memo: Memo, graph_revision: str, t
         listed = [str(row[0]) for row in rows if "\x03" not in str(row[0])]
         trigrams = memo_at.put(key, listed, weight_of(len(listed)))
     return needle(text, trigrams)
+
+
+async def _frequencies(
+    conn: aiosqlite.Connection, memo: Memo, graph_revision: str, terms: list[Needle]
+) -> dict[str, int]:
+    """How many items of the whole index hold each term, up to FREQUENCY_CAP: remembered per graph revision (a
+    query of three or more terms, whose plan needs two or more of them, is planned rarest term first)."""
+    memo_at = memo.at(GRAPH, graph_revision)
+    found: dict[str, int] = {}
+    for term in terms:
+        if term.anywhere is None:
+            continue
+        count = memo_at.get(("frequency", term.text))
+        if count is None:
+            params = {"expression": term.anywhere, "cap": FREQUENCY_CAP}
+            count = memo_at.put(("frequency", term.text), int(await scalar(conn, TERM_FREQUENCY, params)))
+        found[term.text] = count
+    return found
 
 
 def _above_prefix(text: str) -> str | None:

@@ -94,6 +94,11 @@ SELECT count(*) FROM (SELECT 1 FROM search_fts AS f{join}
                        WHERE f.search_fts MATCH :expression AND f.rowid BETWEEN :low AND :high{time}{not_ids}
                        LIMIT :cap)
 """
+# How many items of the whole index (every scope) hold a term, up to :cap: a query of several terms is planned
+# rarest term first (search_query.plan).
+TERM_FREQUENCY: Final = """
+SELECT count(*) FROM (SELECT 1 FROM search_fts AS f WHERE f.search_fts MATCH :expression LIMIT :cap)
+"""
 NOT_IDS: Final = "\n   AND f.rowid NOT IN (SELECT value FROM json_each(:ids))"
 JOIN_ITEMS: Final = " CROSS JOIN search_items AS i ON i.item_id = f.rowid"
 # Only the item's times (a time filter without texts): read from their narrow index (migrations/0007).
