@@ -37,6 +37,7 @@ from uvicorn.config import STARTUP_FAILURE
 from server.app import StoryGraphServer, build_server
 from server.http_connections import RequestHeadDeadline
 from server.http_requests import MCP_PATH, AccessLog, McpGate, StopOnDisconnect
+from server.jsonrpc_errors import MAX_MESSAGE_BYTES
 from server.logs import configure_logging
 from server.policy import (
     FixedPolicy,
@@ -116,6 +117,7 @@ def build_http_app(settings: ServeSettings, policy: PolicySource) -> ASGIApp:
         json_response=True,
         transport_security=transport_security(http),
         host=http.host,
+        max_request_body_size=MAX_MESSAGE_BYTES,  # stdio takes the same per line
     )
     return AccessLog(StopOnDisconnect(McpGate(AuthContextMiddleware(app), verifier)))
 

@@ -14,14 +14,13 @@ import anyio
 import orjson
 import pydantic_core
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST, ErrorData, JSONRPCError, jsonrpc_message_adapter
 from pydantic import ValidationError
 from starlette.authentication import AuthCredentials
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server.jsonrpc_errors import invalid_message
+from server.jsonrpc_errors import MAX_MESSAGE_BYTES, invalid_message
 from server.policy import PolicyTokenVerifier, hash_token
 
 access_log = logging.getLogger("story_graph_mcp.access")
@@ -109,7 +108,7 @@ def _invalid_message_answers(scope: Scope, receive: Receive, send: Send) -> tupl
     """A POST body that is JSON but not one JSON-RPC message (`[]`, `{}`, a batch, params that are not an object)
     answered as stdio answers that line (server/jsonrpc_errors.py: `-32600`, the request's id when readable), in place
     of the SDK's `-32602` carrying pydantic's whole validation report; status 400 as before. The body is kept as it
-    passes to the SDK (at most the SDK's 4 MiB limit) and read again only for that answer."""
+    passes to the SDK (at most `MAX_MESSAGE_BYTES`, 4 MiB) and read again only for that answer."""
     body = bytearray()
 
     async def receiving() -> Message:
@@ -198,7 +197,7 @@ REFUSAL_FIXES: Final = {
     400: "send the JSON-RPC message with the header 'Content-Type: application/json'",
     403: "this Origin is not allowed; the server's operator allows one with --allowed-origin (or --public-url)",
     406: "send the header 'Accept: application/json, text/event-stream'",
-    413: f"this server accepts at most {DEFAULT_MAX_REQUEST_BODY_SIZE // 2**20} MiB per request",  # the SDK's limit
+    413: f"this server accepts at most {MAX_MESSAGE_BYTES // 2**20} MiB per request",
     421: "this Host is not a name this server answers for; the server's operator adds one with --allowed-host "
     "(or --public-url), and a proxy in front must pass the client's Host header",
 }

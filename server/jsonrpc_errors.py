@@ -4,14 +4,22 @@ JSON that is not one JSON-RPC request, notification or response (`[]`, `{}`, a b
 not an object) gets `-32600 Invalid Request`, with the request's id when one can be read from it and null otherwise.
 The stdio server answers such a line with it (server/stdio.py), and the HTTP server puts it in place of the SDK's
 answer to the same body (server/http_requests.py), which is `-32602` with pydantic's whole validation report (1-2 KB).
+Both transports also take one message of at most `MAX_MESSAGE_BYTES`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from mcp.types import INVALID_REQUEST, ErrorData, JSONRPCError
 from pydantic import ValidationError
+
+MAX_MESSAGE_BYTES: Final = 4 * 2**20
+"""The most one JSON-RPC message may take, on every transport: an HTTP request body (beyond it `413`) and a stdio line
+(beyond it `-32600`, the line dropped as it arrives; server/stdio.py). It is the MCP SDK's default HTTP body limit
+(4 MiB), now stated here and passed to the SDK: the largest request the tools take is about 360 KB (a 4,000-character
+query, a 4,096-character cursor and 100 project ids of 256 characters each, every character a JSON `\\u` escape of a
+surrogate pair), so this leaves ten times that, and it bounds what a process holds for one client's message."""
 
 
 def invalid_message(exc: ValidationError) -> JSONRPCError:

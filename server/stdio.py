@@ -4,8 +4,16 @@ The SDK's stdio transport reads one message per line and hands a line it cannot 
 exception, which drops it without a reply, so a client that sent malformed JSON, a lone surrogate, `[]`,
 `{}`, a batch or 5,000-deep nesting waits forever. Here such a line gets `-32700 Parse error` (not JSON) or
 `-32600 Invalid Request` (JSON, but not one JSON-RPC message; batches are not part of MCP), with the
-request's id when one can be read from it and null otherwise, and the server keeps serving. Everything else
-is the SDK's transport unchanged (including its guard that keeps stray prints off the protocol stream).
+request's id when one can be read from it and null otherwise, and the server keeps serving.
+
+The SDK's reader also gathered a line whole, however long, so a client that wrote a huge line, or bytes with no
+newline at all, grew the server's memory without limit. Stdin is read here instead (`StdinLines`): a line over
+`MAX_MESSAGE_BYTES` (4 MiB, the HTTP body limit) is answered `-32600` with id null as soon as it passes the limit,
+and the rest of it is dropped as it arrives, unread. A line that is not UTF-8 is `-32700`, as the same HTTP body
+is (the SDK's reader replaced the bad bytes with U+FFFD and served the message). The rest is the SDK's: lines end at
+`\\n`, `\\r\\n` or `\\r`, a last line without one is read at end of input, fd 0 is moved out of the way while
+serving (`_claim_fd`, the SDK's own, so a handler or child that reads stdin gets end of input), and the SDK's
+transport writes the answers (with its guard that keeps stray prints off the protocol stream).
 A client that closes our stdout is noticed by polling it once a second (`_output_closed`), not only when the
 next answer fails to be written: a client that stops reading but keeps our stdin open does not leave the
 server running.
@@ -13,27 +21,37 @@ server running.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import select
+import sys
 import threading
 from typing import Any, Final
 
 import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
-from mcp.server.stdio import stdio_server
+from mcp.server.stdio import _claim_fd, _open_stdin_diversion, stdio_server
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
-from mcp.types import PARSE_ERROR, JSONRPCError
+from mcp.types import INVALID_REQUEST, PARSE_ERROR, JSONRPCError, jsonrpc_message_adapter
 from pydantic import ValidationError
 
-from server.jsonrpc_errors import error, invalid_message
+from server.jsonrpc_errors import MAX_MESSAGE_BYTES, error, invalid_message
 
 log = logging.getLogger("story_graph_mcp.stdio")
 OUTPUT_CHECK_SECONDS: Final = 1.0
 """How often the server checks whether the client still reads its stdout (a poll without waiting)."""
 EXIT_GRACE_SECONDS: Final = 5.0
 """Time given to a normal stop after the client closed our stdout, before the process exits regardless."""
+READ_BYTES: Final = 64 * 1024
+"""The most read from stdin at once: with the line being gathered (at most `MAX_MESSAGE_BYTES`), all of its input
+the server holds."""
+LINE_TOO_LONG: Final = (
+    f"Invalid Request: the line is over {MAX_MESSAGE_BYTES:,} bytes ({MAX_MESSAGE_BYTES // 2**20} MiB), the most"
+    " this server reads as one message; it was dropped unread (send one JSON-RPC message per line)"
+)
 
 
 def refusal(exc: Exception) -> JSONRPCError:
@@ -45,6 +63,79 @@ def refusal(exc: Exception) -> JSONRPCError:
             return error(None, PARSE_ERROR, f"Parse error: {invalid[0]['msg']} (send one JSON-RPC message per line)")
         return invalid_message(exc)
     return error(None, PARSE_ERROR, "Parse error: the line could not be read")
+
+
+class OverLong:
+    """A line over `MAX_MESSAGE_BYTES`, dropped as it arrived (what it said is unknown, so its id is too)."""
+
+
+OVER_LONG: Final = OverLong()
+
+
+class StdinLines:
+    """The lines a client writes to `fd`, read a chunk at a time, holding at most `limit` bytes of one.
+
+    `next` blocks (run it on a thread). Lines end as the SDK's reader ended them (a text file's universal
+    newlines): at `\\n`, `\\r\\n` or `\\r`; the end is not part of the line or of its length."""
+
+    def __init__(self, fd: int, limit: int) -> None:
+        self._fd = fd
+        self._limit = limit
+        self._chunk = b""
+        self._at = 0  # how much of `_chunk` has been used
+        self._line = bytearray()
+        self._dropping = False  # inside a line already answered as over-long: the rest of it is skipped
+        self._after_cr = False  # the last line ended at a `\r` at the end of a chunk: a `\n` next belongs to it
+
+    def next(self) -> bytes | OverLong | None:
+        """The next line; `OVER_LONG` once a line passes the limit, before the rest of it has arrived (the rest
+        is then skipped); None at end of input."""
+        while True:
+            if self._at == len(self._chunk):
+                # os.read, not the buffered file: one read returns what the pipe has, up to READ_BYTES, where a
+                # buffered readline waits for a line end. Nothing else reads this descriptor.
+                self._chunk, self._at = os.read(self._fd, READ_BYTES), 0
+                if not self._chunk:
+                    return self._last()
+                if self._after_cr and self._chunk.startswith(b"\n"):
+                    self._at = 1
+                self._after_cr = False
+                continue
+            end = _line_end(self._chunk, self._at)
+            stop = len(self._chunk) if end is None else end[0]
+            if not self._dropping:
+                self._line += memoryview(self._chunk)[self._at : stop]
+            self._at = stop if end is None else end[1]
+            # A `\r` that ends the chunk may be the first half of a `\r\n`.
+            self._after_cr = end is not None and self._at == len(self._chunk) and self._chunk.endswith(b"\r")
+            if not self._dropping and len(self._line) > self._limit:
+                self._line = bytearray()
+                self._dropping = end is None
+                return OVER_LONG
+            if end is not None:
+                if self._dropping:
+                    self._dropping = False
+                    continue
+                line, self._line = bytes(self._line), bytearray()
+                return line
+
+    def _last(self) -> bytes | None:
+        """At end of input: a last line without its line end is still a line (the SDK's reader read it too)."""
+        if self._dropping or not self._line:
+            self._dropping = False
+            return None
+        line, self._line = bytes(self._line), bytearray()
+        return line
+
+
+def _line_end(chunk: bytes, start: int) -> tuple[int, int] | None:
+    """Where the first line end in `chunk` from `start` begins and where it ends (after a `\\r\\n`'s `\\n`). With
+    bytes.find, which scans at memory speed: a regular expression took seconds for a 200 MiB line."""
+    lf = chunk.find(b"\n", start)
+    cr = chunk.find(b"\r", start, len(chunk) if lf < 0 else lf)
+    if cr >= 0:
+        return cr, cr + 2 if cr + 1 == lf else cr + 1
+    return None if lf < 0 else (lf, lf + 1)
 
 
 class OutputClosed(BrokenPipeError):
@@ -74,18 +165,39 @@ async def _serve(server: MCPServer[Any]) -> None:
 
 
 async def _serve_until_output_closes(server: MCPServer[Any], lowlevel: Any, output: int | None) -> None:
-    async with stdio_server() as (transport_in, write_stream):
+    # The SDK's own guard for fd 0, as its stdio_server applies it when it reads stdin itself: the wire moves to a
+    # private descriptor and fd 0 reads the null device until `release` puts it back.
+    wire, release = _claim_fd(0, sys.stdin, "rb", _open_stdin_diversion)
+    try:
+        await _serve_lines(lowlevel, wire.fileno(), output)
+    finally:
+        if release is not None:
+            release()
+
+
+async def _serve_lines(lowlevel: Any, wire: int, output: int | None) -> None:
+    # The SDK's transport is given an empty stdin: it only writes the answers.
+    async with stdio_server(stdin=anyio.wrap_file(io.StringIO())) as (unused, write_stream):
+        await unused.aclose()
         to_server, from_transport = create_context_streams[SessionMessage | Exception](0)
 
         async def pump() -> None:
+            lines = StdinLines(wire, MAX_MESSAGE_BYTES)
             async with to_server:
-                async for item in transport_in:
-                    if isinstance(item, Exception):
-                        reply = refusal(item)
-                        log.warning("refused an unreadable stdio line: %s", reply.error.message)
-                        await write_stream.send(SessionMessage(reply))
+                while (line := await anyio.to_thread.run_sync(lines.next)) is not None:
+                    if isinstance(line, OverLong):
+                        reply = error(None, INVALID_REQUEST, LINE_TOO_LONG)
                     else:
-                        await to_server.send(item)
+                        try:
+                            # From the bytes, as an HTTP body is parsed: a line that is not UTF-8 is not JSON.
+                            message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+                        except Exception as exc:  # any failure is answered, as the SDK's reader passed on any
+                            reply = refusal(exc)
+                        else:
+                            await to_server.send(SessionMessage(message))
+                            continue
+                    log.warning("refused an unreadable stdio line: %s", reply.error.message)
+                    await write_stream.send(SessionMessage(reply))
 
         async def watch() -> None:
             if output is None:

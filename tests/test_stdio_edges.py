@@ -4,7 +4,9 @@ and the server keeps serving the next request."""
 
 from __future__ import annotations
 
+import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,9 @@ import httpx2
 import pytest
 from http_support import RawStdio, http_server, raw_stdio
 from support import demo_db
+
+from server.jsonrpc_errors import MAX_MESSAGE_BYTES
+from server.stdio import LINE_TOO_LONG
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
 
@@ -32,6 +37,8 @@ HOSTILE: dict[str, tuple[bytes, int, Any]] = {
     "lone low surrogate": (b'{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":"\\udc00"}}', PARSE_ERROR, None),
     "malformed JSON": (b'{"jsonrpc":"2.0","id":3,"method":', PARSE_ERROR, None),
     "not UTF-8": (b"\xff\xfe\x00garbage", PARSE_ERROR, None),
+    # The SDK's reader replaced the byte with U+FFFD and served the request; over HTTP the same body is refused.
+    "not UTF-8 inside a string": (b'{"jsonrpc":"2.0","id":2,"method":"ping","params":{"x":"\xff"}}', PARSE_ERROR, None),
     "empty array": (b"[]", INVALID_REQUEST, None),
     "empty object": (b"{}", INVALID_REQUEST, None),
     "a batch": (
@@ -112,3 +119,137 @@ async def test_json_that_is_not_one_message_gets_the_same_answer_over_http(tmp_p
     access = [line for line in server.output().splitlines() if "story_graph_mcp.access:" in line]
     refused = [line for line in access if re.search(r" operator POST /mcp 400 \S+ms", line)]
     assert sum(line.endswith(' reason="Invalid Request"') for line in refused) == len(invalid), refused
+
+
+TOO_LONG = {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": LINE_TOO_LONG}}
+MiB = 2**20
+
+
+def padded_ping(request_id: int, size: int) -> bytes:
+    """A valid ping of exactly `size` bytes (its params carry padding)."""
+    head, tail = b'{"jsonrpc":"2.0","id":%d,"method":"ping","params":{"pad":"' % request_id, b'"}}'
+    return head + b"x" * (size - len(head) - len(tail)) + tail
+
+
+def status_kib(pid: int, field: str) -> int:
+    """`VmRSS` or `VmHWM` (the peak RSS) of a process, in KiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for {pid}")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads the server's peak RSS from /proc")
+def test_a_line_without_end_is_refused_at_the_limit_and_dropped_as_it_arrives(stdio: RawStdio) -> None:
+    """200 MiB with no newline: the SDK's reader gathered it all (RSS grew by several times that) and answered only
+    at its end. Now the line is answered `-32600` once it passes 4 MiB, its rest is read and dropped, the server's
+    peak RSS stays within a few MiB of where it was, and the next line is served."""
+    pid = stdio.process.pid
+    peak_before = status_kib(pid, "VmHWM")
+    stdio.stdin.write(b'{"jsonrpc":"2.0","id":41,"method":"ping","params":{"pad":"')
+    chunk = b"x" * MiB
+    for sent in range(1, 201):
+        stdio.stdin.write(chunk)
+        if sent == 8:
+            stdio.stdin.flush()
+            # Answered before the line's end has arrived, with id null: what the line said is never read.
+            assert stdio.receive() == TOO_LONG
+        if sent % 50 == 0:
+            stdio.stdin.flush()
+            assert status_kib(pid, "VmRSS") < peak_before + 32 * 1024, sent
+    stdio.stdin.flush()
+    assert status_kib(pid, "VmHWM") < peak_before + 32 * 1024
+    stdio.send(b'"}}')  # the end of the dropped line: it gets no second answer
+    listed = stdio.call({"jsonrpc": "2.0", "id": 42, "method": "tools/list"})
+    assert listed["id"] == 42 and len(listed["result"]["tools"]) == 3
+    refused = [line for line in stdio.output().splitlines() if "refused an unreadable stdio line" in line]
+    assert len(refused) == 1 and refused[0].endswith(LINE_TOO_LONG), refused
+
+
+def test_a_line_of_the_limit_is_served_and_one_byte_more_is_refused(stdio: RawStdio) -> None:
+    # The line end is not counted, whichever it is.
+    for request_id, end in enumerate((b"\n", b"\r\n", b"\r"), start=10):
+        stdio.stdin.write(padded_ping(request_id, MAX_MESSAGE_BYTES) + end)
+        stdio.stdin.flush()
+        assert stdio.receive() == {"jsonrpc": "2.0", "id": request_id, "result": {}}
+    stdio.send(padded_ping(20, MAX_MESSAGE_BYTES + 1))
+    assert stdio.receive() == TOO_LONG
+    assert stdio.call({"jsonrpc": "2.0", "id": 21, "method": "ping"}) == {"jsonrpc": "2.0", "id": 21, "result": {}}
+    # The largest request the tools take, every character a JSON escape of a surrogate pair (12 bytes), is far
+    # below the limit: a 4,000-character query, 100 project ids of 256 characters and a 4,096-character cursor.
+    emoji = "\\ud83d\\ude00"
+    ids = ",".join(f'"{emoji * 255}{n:c}"' for n in range(ord("a"), ord("a") + 100))
+    arguments = (
+        f'{{"query":"{emoji * 4000}","scope":{{"kind":"projects","projectIds":[{ids}]}},"cursor":"{"c" * 4096}"}}'
+    )
+    largest = (
+        '{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":"story_graph_search","arguments":'
+        + arguments
+        + "}}"
+    ).encode()
+    assert 350_000 < len(largest) < MAX_MESSAGE_BYTES // 8
+    stdio.send(largest)
+    answer = stdio.receive()
+    # Every argument is within its limits: the call gets as far as the cursor, which this server did not issue.
+    assert answer["id"] == 22 and answer["result"]["content"][0]["text"].startswith("invalid_cursor:"), answer
+
+
+def test_line_ends_are_the_sdk_readers(stdio: RawStdio) -> None:
+    """`\\n`, `\\r\\n` and `\\r` end a line, also when a `\\r\\n` is split between two reads. (The SDK's reader held a
+    line ended by a `\\r` until the next byte came, to see whether it was a `\\r\\n`: it is answered at once now.)"""
+    # A notification first (no answer): had the `\r` not ended it, the two would be one line, a parse error.
+    cancel = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}'
+    stdio.stdin.write(cancel + b'\r{"jsonrpc":"2.0","id":1,"method":"ping"}\r')
+    stdio.stdin.flush()
+    assert stdio.receive() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    time.sleep(0.2)  # the `\n` of that `\r\n` arrives in a read of its own, and ends no empty line
+    stdio.send(b'\n{"jsonrpc":"2.0","id":2,"method":"ping"}\r')
+    assert stdio.receive() == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert stdio.call({"jsonrpc": "2.0", "id": 3, "method": "ping"}) == {"jsonrpc": "2.0", "id": 3, "result": {}}
+    # The SDK's guard is kept: while serving, the server's fd 0 is the null device (a handler reading stdin gets
+    # end of input), not the client's pipe.
+    if Path("/proc/self/fd/0").exists():
+        assert os.readlink(f"/proc/{stdio.process.pid}/fd/0") == os.devnull
+
+
+@pytest.mark.parametrize(
+    ("last", "answer"),
+    [
+        pytest.param(
+            b'{"jsonrpc":"2.0","id":5,"method":"ping"}', {"jsonrpc": "2.0", "id": 5, "result": {}}, id="whole"
+        ),
+        pytest.param(b'{"jsonrpc":"2.0","id":5,"method":', PARSE_ERROR, id="cut short"),
+        pytest.param(b'{"jsonrpc":"2.0","id":5,"method":"ping","x":"' + b"x" * (5 * MiB), TOO_LONG, id="over-long"),
+    ],
+)
+def test_input_that_ends_inside_a_line(tmp_path: Path, last: bytes, answer: dict[str, Any] | int) -> None:
+    """A last line without its newline is read and answered as any other, then the server exits 0."""
+    with raw_stdio(["--db", str(demo_db(tmp_path)), "--project", "atlas"], tmp_path) as raw:
+        raw.initialize()
+        raw.stdin.write(last)
+        raw.stdin.close()
+        reply = raw.receive()
+        if isinstance(answer, int):
+            assert reply["id"] is None and reply["error"]["code"] == answer, reply
+        else:
+            assert reply == answer
+        assert raw.wait() == 0
+        assert raw.stdout.read() == b""
+
+
+@pytest.mark.anyio
+async def test_http_takes_the_same_most_bytes_per_message(tmp_path: Path) -> None:
+    """One limit on both transports: a body of `MAX_MESSAGE_BYTES` is served over HTTP, one byte more is 413."""
+    async with http_server(["--db", str(demo_db(tmp_path)), "--project", "atlas"], tmp_path) as server:
+        (token,) = set(re.findall(r"sgm_[A-Za-z0-9_-]{20,}", server.output()))
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-11-25",
+        }
+        async with httpx2.AsyncClient() as http:
+            served = await http.post(server.url, content=padded_ping(1, MAX_MESSAGE_BYTES), headers=headers)
+            assert served.status_code == 200 and served.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+            refused = await http.post(server.url, content=padded_ping(2, MAX_MESSAGE_BYTES + 1), headers=headers)
+            assert refused.status_code == 413 and "at most 4 MiB" in refused.json()["error"]["message"]
