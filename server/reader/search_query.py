@@ -38,7 +38,7 @@ MAX_RANGE_MONTHS: Final = 120
 """A time range of at most this many months is also matched by its month tokens in the index (migrations/0009)."""
 MAX_EXACT_TERMS: Final = 8
 """Up to this many distinct terms the at-least-half rule is one FTS5 expression (125 phrases for 8 terms; it
-doubles with every term). With more, candidates holding one of the first terms are checked against the text."""
+doubles with every term). With more, candidates holding one of the rarest terms are checked against the text."""
 
 _HAN: Final = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]+")
 
