@@ -98,13 +98,7 @@ async def test_json_that_is_not_one_message_gets_the_same_answer_over_http(tmp_p
         raw.stdin.close()
         assert raw.wait() == 0
     async with http_server(["--db", str(db), "--project", "atlas"], tmp_path) as server:
-        (token,) = set(re.findall(r"sgm_[A-Za-z0-9_-]{20,}", server.output()))
-        headers = {
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": "2025-11-25",
-        }
+        headers = raw_http_headers(server.output())
         async with httpx2.AsyncClient() as http:
             for name, line in invalid.items():
                 answer = await http.post(server.url, content=line, headers=headers)
@@ -237,17 +231,22 @@ def test_input_that_ends_inside_a_line(tmp_path: Path, last: bytes, answer: dict
         assert raw.stdout.read() == b""
 
 
+def raw_http_headers(server_output: str) -> dict[str, str]:
+    """Headers of a raw JSON-RPC POST to a server that printed its generated token at start."""
+    (token,) = set(re.findall(r"sgm_[A-Za-z0-9_-]{20,}", server_output))
+    return {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+
+
 @pytest.mark.anyio
 async def test_http_takes_the_same_most_bytes_per_message(tmp_path: Path) -> None:
     """One limit on both transports: a body of `MAX_MESSAGE_BYTES` is served over HTTP, one byte more is 413."""
     async with http_server(["--db", str(demo_db(tmp_path)), "--project", "atlas"], tmp_path) as server:
-        (token,) = set(re.findall(r"sgm_[A-Za-z0-9_-]{20,}", server.output()))
-        headers = {
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": "2025-11-25",
-        }
+        headers = raw_http_headers(server.output())
         async with httpx2.AsyncClient() as http:
             served = await http.post(server.url, content=padded_ping(1, MAX_MESSAGE_BYTES), headers=headers)
             assert served.status_code == 200 and served.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
