@@ -457,3 +457,37 @@ async def test_a_remembered_page_runs_whole_on_the_event_loops_thread(tmp_path: 
         assert walked > 4 * len(DEMO_OBJECTS)  # cursors were followed too
     finally:
         await db.close()
+
+
+async def test_a_page_of_relations_does_not_read_their_ends_again(tmp_path: Path) -> None:
+    """Whether a relation's ends are stored in the scope (`in_scope`) is what the remembered selection found at
+    this revision: a page of relations reads the relations alone, not the rows of the entities and events at their
+    ends (2-5 statements more per page, and their rows built, before), nor the content of the object after the page
+    (only its sort key says where the next page starts)."""
+    db = await Database.open(demo_db(tmp_path), size=1)
+    [conn] = db._all
+    assert isinstance(conn, ReadConnection) and conn._raw is not None
+    statements: list[str] = []
+    conn._raw.set_trace_callback(statements.append)
+    call = Call(db, Grant(default_project="atlas"), CursorCodec(b"test-secret-0123456789"), Folder(), Memo(), T)
+    arguments: dict[str, Any] = {"object_ref": {"type": "entity", "id": "ent-decision-b"}, "page_size": 1}
+    relation_pages = 0
+    try:
+        await context_tool.run(call, ContextArgs.model_validate(arguments))  # remembers the selection
+        while True:
+            statements.clear()
+            page = await context_tool.run(call, ContextArgs.model_validate(arguments))
+            if [item.role for item in page.items] == ["relation"]:
+                relation_pages += 1
+                assert page.items[0].relation is not None and page.items[0].relation.to_end.in_scope
+                # Locating the target reads its own row's scope; nothing else reads an entity or an event.
+                ends = [
+                    s for s in statements if ("FROM entities" in s or "FROM events" in s) and "scope_key FROM" not in s
+                ]
+                assert ends == [], ends
+            if page.page.next_cursor is None:
+                break
+            arguments["cursor"] = page.page.next_cursor
+    finally:
+        await db.close()
+    assert relation_pages >= 2

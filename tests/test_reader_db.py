@@ -167,9 +167,9 @@ async def test_a_full_text_statement_never_runs_on_the_event_loop(tmp_path: Path
 
 async def test_a_snapshot_begins_on_the_loops_thread_unless_a_writer_holds_the_lock(tmp_path: Path) -> None:
     """A free read lock is taken inline (no hop to the connection's thread: a wake-up that cost more than the
-    statements of a get_context page); while a writer holds the lock (rollback journal: an exclusive lock keeps readers out) the
-    snapshot begins on the thread and waits there, the loop serving other tasks, and reads once the writer is done.
-    The busy timeout the inline attempt turns off is the configured one again afterwards."""
+    statements of a get_context page); while a writer holds the lock (rollback journal: an exclusive lock keeps
+    readers out) the snapshot begins on the thread and waits there, the loop serving other tasks, and reads once the
+    writer is done. The busy timeout the inline attempt turns off is the configured one again afterwards."""
     path = demo_db(tmp_path)
     with sqlite3.connect(path) as setup:
         assert setup.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
