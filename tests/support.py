@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,6 +15,7 @@ from mcp.types import CallToolResult, TextContent
 from server.app import StaticAccess, StoryGraphServer, build_server
 from server.contracts.common import Grant
 from server.reader.cursor import CursorCodec
+from server.reader.db import ReadConnection
 from server.store.migrate import migration_files
 
 _DEMO_CACHE: dict[str, Path] = {}
@@ -116,3 +117,17 @@ def migrate_to(conn: sqlite3.Connection, version: int) -> None:
     for number, file in migration_files():
         if number <= version:
             conn.executescript(file.read_text(encoding="utf-8"))
+
+
+def count_hops(conn: ReadConnection) -> list[int]:
+    """Counts what `conn` runs on its own thread from now on (each a hop from the event loop), in the list's one
+    element (set it to 0 to count again)."""
+    hops = [0]
+    hop: Callable[..., Awaitable[Any]] = conn._execute
+
+    async def counting_hop(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        hops[0] += 1
+        return await hop(function, *args, **kwargs)
+
+    conn._execute = counting_hop  # type: ignore[method-assign,assignment]
+    return hops

@@ -197,7 +197,8 @@ def test_bench_read_source_reads_the_last_page(tmp_path: Path) -> None:
     out = run("bench_read_source.py", "--code-points", SOURCE, "--runs", "2")
     assert re.search(r"big source, page 5 \(last\) .* \[16,000, 20,000\)", out), out
     steps = re.findall(r"SQLite VM steps +([\d,]+) +thread hops +(\d+)", out)
-    assert len(steps) == 3 and all(int(s.replace(",", "")) > 0 and int(h) >= 1 for s, h in steps), out
+    # No hop: the snapshot begins inline when its read lock is free, and a page's statements are short.
+    assert len(steps) == 3 and all(int(s.replace(",", "")) > 0 and int(h) == 0 for s, h in steps), out
 
 
 def test_bench_live_memory_prints_the_server_memory_after_every_import_round(cache: Path) -> None:

@@ -10,11 +10,19 @@ from typing import Any
 import orjson
 import pytest
 from jsonl_graph import imported_graph, write_jsonl
-from support import all_pages, client_for, demo_db, error, ok
+from support import all_pages, client_for, count_hops, demo_db, error, ok
 
+from server.contracts.common import Grant
+from server.contracts.context import ContextArgs
+from server.reader.cursor import CursorCodec
+from server.reader.db import Database, ReadConnection
+from server.reader.fold import Folder
+from server.reader.memo import Memo
 from server.store.importer import import_file
 from server.store.lines import load_line
 from server.store.migrate import migrate, open_store
+from server.tools import context as context_tool
+from server.tools.base import Call
 
 pytestmark = pytest.mark.anyio
 
@@ -396,3 +404,90 @@ async def test_memory_background_pages_like_any_object_and_only_for_this_scope(g
     # Background comes after every graph object.
     kinds = ["background" if p["background"] else "graph" for p in paged]
     assert kinds == sorted(kinds, key=lambda k: k == "background")
+
+
+BOTH = {"kind": "projects", "projectIds": ["atlas", "beacon"]}
+DEMO_OBJECTS: tuple[tuple[dict[str, Any], str, str], ...] = (
+    (ATLAS, "entity", "ent-decision-b"),
+    (ATLAS, "story_line", "sl-atlas-cache"),
+    (ATLAS, "story", "story-atlas-session-cache"),
+    (ATLAS, "relation", "rel-b-replaces-a"),
+    (ATLAS, "summary", "sum-atlas-2026-03"),
+    (ATLAS, "entity_change", "ent-decision-a#revised-2026-05"),
+    (BEACON, "event", "evt-beacon-push-relay"),
+    (BEACON, "entity", "ent-beacon-session-cache"),
+    (BEACON, "source_reference", "ref-beacon-push"),
+    (BEACON, "story_line", "sl-beacon-sync"),
+    (BOTH, "experience", "exp-edge-box-infra"),
+)
+
+
+async def test_a_remembered_page_runs_whole_on_the_event_loops_thread(tmp_path: Path) -> None:
+    """Once a selection is remembered, a page's statements are short keyset and by-key reads: they run inline
+    (server/reader/db.py), its snapshot begins inline too, and the only operation on the connection's thread is a
+    statement over its inline budget (one, on the demo graph: a long source's reference). Each hop costs more
+    than such a statement (a thread wake-up, GIL hand-overs, under load a wait for a CPU): a small object's first
+    page made 19 (the BEGIN, and cursors opened with `conn.execute`), and cost more than the last page of an
+    entity with 1,000 relations."""
+    db = await Database.open(demo_db(tmp_path), size=1)
+    [conn] = db._all
+    assert isinstance(conn, ReadConnection)
+    hops = count_hops(conn)
+    codec, memo = CursorCodec(b"test-secret-0123456789"), Memo()
+    walked = 0
+    try:
+        call = Call(db, Grant(default_project="atlas"), codec, Folder(), memo, "2026-11-30T00:00:00.000Z")
+        for scope, object_type, object_id in DEMO_OBJECTS:
+            for mode in ("current", "timeline"):
+                arguments: dict[str, Any] = {"object_ref": {"type": object_type, "id": object_id}, "scope": scope}
+                arguments |= {"mode": mode, "page_size": 2}
+                await context_tool.run(call, ContextArgs.model_validate(arguments))  # remembers the selection
+                pages = 0
+                while True:
+                    hops[0], long_ones = 0, conn.thread_runs
+                    page = await context_tool.run(call, ContextArgs.model_validate(arguments))
+                    long_ones = conn.thread_runs - long_ones
+                    assert hops[0] == long_ones, (object_type, object_id, mode, pages)
+                    assert long_ones <= 1  # reading a long source's stored length and fragment (ref-long-doc)
+                    pages += 1
+                    if page.page.next_cursor is None:
+                        break
+                    arguments["cursor"] = page.page.next_cursor
+                walked += pages
+        assert walked > 4 * len(DEMO_OBJECTS)  # cursors were followed too
+    finally:
+        await db.close()
+
+
+async def test_a_page_of_relations_does_not_read_their_ends_again(tmp_path: Path) -> None:
+    """Whether a relation's ends are stored in the scope (`in_scope`) is what the remembered selection found at
+    this revision: a page of relations reads the relations alone, not the rows of the entities and events at their
+    ends (2-5 statements more per page, and their rows built, before), nor the content of the object after the page
+    (only its sort key says where the next page starts)."""
+    db = await Database.open(demo_db(tmp_path), size=1)
+    [conn] = db._all
+    assert isinstance(conn, ReadConnection) and conn._raw is not None
+    statements: list[str] = []
+    conn._raw.set_trace_callback(statements.append)
+    call = Call(db, Grant(default_project="atlas"), CursorCodec(b"test-secret-0123456789"), Folder(), Memo(), T)
+    arguments: dict[str, Any] = {"object_ref": {"type": "entity", "id": "ent-decision-b"}, "page_size": 1}
+    relation_pages = 0
+    try:
+        await context_tool.run(call, ContextArgs.model_validate(arguments))  # remembers the selection
+        while True:
+            statements.clear()
+            page = await context_tool.run(call, ContextArgs.model_validate(arguments))
+            if [item.role for item in page.items] == ["relation"]:
+                relation_pages += 1
+                assert page.items[0].relation is not None and page.items[0].relation.to_end.in_scope
+                # Locating the target reads its own row's scope; nothing else reads an entity or an event.
+                ends = [
+                    s for s in statements if ("FROM entities" in s or "FROM events" in s) and "scope_key FROM" not in s
+                ]
+                assert ends == [], ends
+            if page.page.next_cursor is None:
+                break
+            arguments["cursor"] = page.page.next_cursor
+    finally:
+        await db.close()
+    assert relation_pages >= 2

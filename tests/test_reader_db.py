@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import pytest
-from support import demo_db
+from support import count_hops, demo_db
 
 from server.reader.db import Database, ReadConnection
 from server.reader.fold import Folder
@@ -162,4 +162,45 @@ async def test_a_full_text_statement_never_runs_on_the_event_loop(tmp_path: Path
         assert during_fts > 0 and during_vocabulary > 0  # the loop served the ticker meanwhile
         assert during_plain == 0  # inline: no hop to the thread for a short ordinary statement
     finally:
+        await db.close()
+
+
+async def test_a_snapshot_begins_on_the_loops_thread_unless_a_writer_holds_the_lock(tmp_path: Path) -> None:
+    """A free read lock is taken inline (no hop to the connection's thread: a wake-up that cost more than the
+    statements of a get_context page); while a writer holds the lock (rollback journal: an exclusive lock keeps
+    readers out) the snapshot begins on the thread and waits there, the loop serving other tasks, and reads once the
+    writer is done. The busy timeout the inline attempt turns off is the configured one again afterwards."""
+    path = demo_db(tmp_path)
+    with sqlite3.connect(path) as setup:
+        assert setup.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    db = await Database.open(path, size=1, busy_timeout=5.0)
+    [conn] = db._all
+    assert isinstance(conn, ReadConnection)
+    hops = count_hops(conn)
+    writer = sqlite3.connect(path, isolation_level=None)
+    ticker = Ticker()
+    try:
+        async with db.snapshot() as snap:
+            assert [r[0] for r in await snap.execute_fetchall(ATLAS_NAME)] == ["Atlas sync service"]
+            assert [r[0] for r in await snap.execute_fetchall("PRAGMA busy_timeout")] == [5000]
+        assert hops[0] == 0
+
+        writer.execute("BEGIN EXCLUSIVE")
+        writer.execute("UPDATE projects SET name = 'Atlas v2' WHERE id = 'atlas'")
+
+        async def writer_finishes() -> None:
+            await anyio.sleep(0.3)
+            writer.execute("COMMIT")
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(ticker.run)
+            tasks.start_soon(writer_finishes)
+            async with db.snapshot() as snap:
+                names = [r[0] for r in await snap.execute_fetchall(ATLAS_NAME)]
+                assert [r[0] for r in await snap.execute_fetchall("PRAGMA busy_timeout")] == [5000]
+            ticker.done.set()
+        assert names == ["Atlas v2"]
+        assert hops[0] >= 1 and ticker.ticks > 10  # began on the thread; the loop ran the ticker meanwhile
+    finally:
+        writer.close()
         await db.close()

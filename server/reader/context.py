@@ -119,8 +119,7 @@ async def _stored_scopes(conn: aiosqlite.Connection, object_type: str, object_id
         params: dict[str, str] = {"entity_id": parts[0], "key": parts[1]}
     else:
         params = {"id": object_id}
-    async with conn.execute(sql, params) as cur:
-        return [row[0] for row in await cur.fetchall()]
+    return [row[0] for row in await conn.execute_fetchall(sql, params)]
 
 
 async def _target_scopes(conn: aiosqlite.Connection, object_type: str, object_id: str) -> tuple[list[str], Ref]:
@@ -129,8 +128,7 @@ async def _target_scopes(conn: aiosqlite.Connection, object_type: str, object_id
     if not scopes:
         for leaf_id, described in leaf_splits(object_id):
             params = {"leaf_id": leaf_id, "object_type": object_type, "object_id": described}
-            async with conn.execute(LOCATE_LEAF_FACT, params) as cur:
-                found = [row[0] for row in await cur.fetchall()]
+            found = [row[0] for row in await conn.execute_fetchall(LOCATE_LEAF_FACT, params)]
             if found:
                 return found, (object_type, described)
     return scopes, (object_type, object_id)

@@ -127,8 +127,7 @@ class BoundArm:
 
     async def all_ids(self, conn: aiosqlite.Connection) -> list[str]:
         """Every id of the section (the selection reads it whole once per scope revision)."""
-        async with conn.execute(self.arm.sql, self.params) as cur:
-            return [row[0] for row in await cur.fetchall()]
+        return [row[0] for row in await conn.execute_fetchall(self.arm.sql, self.params)]
 
     def queries(self, mode: Mode, after: SortKey | None, limit: int) -> list[tuple[str, dict[str, Any]]]:
         """The keyset queries (one per part of the arm) for up to `limit` rows at or after `after`."""
@@ -144,9 +143,7 @@ class BoundArm:
         """Up to `limit` candidates whose sort key is at or after `after`, in sort-key order (parts in turn)."""
         found: list[Candidate] = []
         for sql, params in self.queries(mode, after, limit):
-            async with conn.execute(sql, params) as cur:
-                rows = await cur.fetchall()
-            for object_id, result_key, time in rows:
+            for object_id, result_key, time in await conn.execute_fetchall(sql, params):
                 candidate = Candidate(
                     self.arm.role,
                     self.arm.kind,

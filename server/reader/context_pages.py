@@ -74,12 +74,14 @@ def paginate(
     stream: list[Piece],
     position: tuple[SortKey, int] | None,
     *,
+    following: SortKey | None,
     page_size: int,
     content_page_size: int,
     fits: Callable[[Fragment, bool], bool],
 ) -> Window:
-    """Up to page_size fragments from the position on (`stream` holds the objects from the position on, one more
-    than the page can hold when more follow). A page ends after a fragment that does not finish its object (the
+    """Up to page_size fragments from the position on (`stream` holds the objects from the position on, at most
+    page_size: each gives a page one fragment at most; `following` is the sort key of the object after them, when
+    one follows). A page ends after a fragment that does not finish its object (the
     next page continues inside it), or before a fragment that would not fit the byte budget: `fits(fragment,
     force)` is asked for every fragment, and takes it when it fits or when forced. A page's first fragment that
     does not fit is halved until it does (a page beside a large header at content_page_size 8,000 was
@@ -110,4 +112,6 @@ def paginate(
         if fragment.end < len(piece.text):
             return Window(fragments, (piece.key, fragment.end), "response_budget" if cut else "content_page_size")
         index, offset = index + 1, 0
+    if following is not None:  # every object of the stream gave its last fragment: the page is full
+        return Window(fragments, (following, 0), "page_size")
     return Window(fragments, None, None)

@@ -139,8 +139,7 @@ class RowLoader:
 
     async def rows(self, sql: str, **params: Any) -> list[aiosqlite.Row]:
         values = {k: (json_ids(v) if isinstance(v, list | set) else v) for k, v in params.items()}
-        async with self.conn.execute(sql, values) as cur:
-            return list(await cur.fetchall())
+        return list(await self.conn.execute_fetchall(sql, values))
 
     async def column(self, sql: str, **params: Any) -> list[str]:
         return [row[0] for row in await self.rows(sql, scope_key=self.scope_key, **params)]
@@ -447,8 +446,7 @@ class RowLoader:
 
 async def memories(conn: aiosqlite.Connection, project_ids: list[str], *, with_global: bool) -> list[Memory]:
     """The memory items a scope of `project_ids` shows: its projects' and, `with_global`, the Global ones."""
-    async with conn.execute(MEMORY_ITEMS_FOR, {"ids": json_ids(project_ids), "with_global": with_global}) as cur:
-        rows = await cur.fetchall()
+    rows = await conn.execute_fetchall(MEMORY_ITEMS_FOR, {"ids": json_ids(project_ids), "with_global": with_global})
     found = []
     for r in rows:
         data = {name: r[name] for name in ("id", "project_id", "memory_type", "body", "confirmation_state")}

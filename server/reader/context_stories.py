@@ -87,8 +87,7 @@ def single_project(scope_key: str) -> str | None:
 
 
 async def _rows(conn: aiosqlite.Connection, sql: str, params: dict[str, Any]) -> list[aiosqlite.Row]:
-    async with conn.execute(sql, params) as cur:
-        return list(await cur.fetchall())
+    return list(await conn.execute_fetchall(sql, params))
 
 
 async def story_events(conn: aiosqlite.Connection, scope_key: str, story_ids: list[str]) -> dict[str, list[EventRow]]:

@@ -10,8 +10,10 @@ needs. The budget is checked between steps only, so a statement that can spend u
 step never runs inline: every statement reading the full-text index (ONE_STEP_UNBOUNDED) goes straight to
 the thread, whatever its query. While it runs there, the loop keeps answering other calls of the session
 and a cancellation; a cancelled statement is interrupted at its next step and its snapshot ends after it.
-The snapshot's read lock is taken on the thread when it begins, so a statement run inline never waits for
-a writer's lock (the busy timeout) on the loop's thread; ending a read transaction never waits."""
+The snapshot's read lock is taken inline when it is free (with no busy timeout, so a writer's lock fails
+at once instead of waiting), else on the thread, where it waits up to the busy timeout; either way a statement
+run inline never waits for a writer's lock on the loop's thread (the snapshot holds the read lock), and ending a
+read transaction never waits. A page of get_context or read_source then makes no hop at all."""
 
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ one of them always runs on its connection's thread."""
 ITER_CHUNK_SIZE: Final = 64
 """Rows a cursor's `async for` fetches per hop (aiosqlite's default)."""
 # Reading the schema page starts the read transaction: from here on the snapshot is fixed and its lock held.
-BEGIN_SNAPSHOT: Final = "BEGIN; SELECT 1 FROM sqlite_schema LIMIT 1;"
+FIRST_READ: Final = "SELECT 1 FROM sqlite_schema LIMIT 1"
+BEGIN_SNAPSHOT: Final = f"BEGIN; {FIRST_READ};"
 
 
 class SchemaChanged(RuntimeError):
@@ -74,10 +77,11 @@ class ReadConnection(aiosqlite.Connection):
     def __init__(self, path: Path, busy_timeout: float, inline_steps: int) -> None:
         self._raw: sqlite3.Connection | None = None
         self._inline_steps = inline_steps
+        self._busy_ms = int(busy_timeout * 1000)  # as sqlite3.connect sets it
         self.holds_snapshot = False
         """True from the snapshot's BEGIN (its read lock taken) to its COMMIT."""
         self._abandoned = False
-        """A statement on the thread was cancelled while it ran: the thread may still be in it."""
+        """A statement or BEGIN on the thread was cancelled while it ran: the thread may still be in it."""
         self.inline_runs = 0
         self.thread_runs = 0
         """Statements `execute_fetchall` started inline / ran on the thread (an interrupted one counts in both)."""
@@ -112,12 +116,21 @@ class ReadConnection(aiosqlite.Connection):
             raise
 
     async def begin_snapshot(self) -> None:
-        try:
-            await self.executescript(BEGIN_SNAPSHOT)
-        except sqlite3.Error:
-            if self.in_transaction:  # BEGIN ran, the first read failed (locked, damaged): the caller sees the error
-                await self.execute("ROLLBACK")
-            raise
+        # After a BEGIN cancelled on the thread (the call waited for a writer's lock and its client left), that BEGIN
+        # may still be queued or waiting there, and may leave a transaction open: begin on the thread, after it.
+        if self._abandoned or not self._begin_inline():
+            try:
+                # sqlite3's executescript first commits a transaction left open (by such a cancelled BEGIN).
+                await self.executescript(BEGIN_SNAPSHOT)
+            except anyio.get_cancelled_exc_class():
+                self._abandoned = True
+                raise
+            except sqlite3.Error:
+                if self.in_transaction:  # BEGIN ran, the first read failed (locked, damaged): the caller sees the error
+                    await self.execute("ROLLBACK")
+                self._abandoned = False  # the thread is done with what was queued before
+                raise
+            self._abandoned = False
         self.holds_snapshot = True
         # The schema is checked at start-up, but a newer build's `db migrate` may run while the server serves (an
         # upgrade before the restart). One header read per snapshot (page 1 is cached): a call then answers
@@ -126,6 +139,30 @@ class ReadConnection(aiosqlite.Connection):
         if version != SCHEMA_VERSION:
             await self.end_snapshot()
             raise SchemaChanged(version)
+
+    def _begin_inline(self) -> bool:
+        """Take the snapshot's read lock on the loop's thread when it is free right now; False when a writer holds
+        it (the caller then begins on the connection's thread, which waits up to the busy timeout). With the busy
+        timeout off, SQLite answers SQLITE_BUSY at once instead of waiting, so the loop never waits for a lock (in
+        WAL mode a writer hardly ever keeps a reader out). The hop it saves (a thread wake-up and GIL hand-overs,
+        under load a wait for a CPU) was the last one of a get_context or read_source page, whose statements run
+        inline: ~0.1 ms of CPU per call, more than most of those statements."""
+        raw = self._raw
+        if not self._inline_steps or raw is None:
+            return False
+        raw.execute("PRAGMA busy_timeout = 0")
+        try:
+            raw.execute("BEGIN")
+            raw.execute(FIRST_READ).fetchall()
+        except sqlite3.Error as exc:
+            if raw.in_transaction:
+                raw.execute("ROLLBACK")
+            if (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_BUSY:
+                return False
+            raise  # damaged, gone: what the thread would have raised
+        finally:
+            raw.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+        return True
 
     async def _schema_version(self) -> int:
         """PRAGMA user_version, inside the snapshot (not counted in inline_runs/thread_runs: no statement of a tool)."""

@@ -110,9 +110,11 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
             # A grant kept out of the Global scope does not see its memory items either (docs/deployment.md).
             global_memory=call.grant.allow_global,
         )
-        # One object more than the page can hold, to know whether another page follows.
+        # One object more than the page can hold, to know whether another page follows (and where it starts: only its
+        # sort key, so its content is not read).
         entries = await read_stream(conn, summary, args.mode, position[0] if position else None, args.page_size + 1)
-        stream = await load_pieces(conn, summary, scope.key, entries)
+        following = entries[args.page_size][0] if len(entries) > args.page_size else None
+        stream = await load_pieces(conn, summary, scope.key, entries[: args.page_size])
         gaps = await known_gaps_now(
             conn,
             call.memo,
@@ -173,6 +175,7 @@ async def run(call: Call, args: ContextArgs) -> ContextResponse:
     window = paginate(
         stream,
         position,
+        following=following,
         page_size=args.page_size,
         content_page_size=args.content_page_size,
         fits=fits,
