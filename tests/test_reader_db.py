@@ -204,3 +204,38 @@ async def test_a_snapshot_begins_on_the_loops_thread_unless_a_writer_holds_the_l
     finally:
         writer.close()
         await db.close()
+
+
+async def test_a_snapshot_cancelled_while_it_waits_for_a_writer_leaves_no_read_lock_behind(tmp_path: Path) -> None:
+    """A call whose snapshot waited on the thread for a writer's lock, and was cancelled (its client left): the BEGIN
+    went on waiting there, then took the read lock and held it until the connection's next use, however long the
+    server idled, so a writer (rollback journal) could not write, nor (WAL) checkpoint. It is now ended once taken."""
+    path = demo_db(tmp_path)
+    with sqlite3.connect(path) as setup:
+        assert setup.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    db = await Database.open(path, size=1, busy_timeout=5.0)
+    writer = sqlite3.connect(path, isolation_level=None)
+    later = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        writer.execute("BEGIN EXCLUSIVE")
+        writer.execute("UPDATE projects SET name = 'Atlas v2' WHERE id = 'atlas'")
+
+        async def writer_finishes() -> None:
+            await anyio.sleep(0.6)
+            writer.execute("COMMIT")
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(writer_finishes)
+            with anyio.move_on_after(0.3) as waited:
+                async with db.snapshot():
+                    pass
+        assert waited.cancelled_caught
+        await anyio.sleep(0.3)  # the thread's BEGIN has had the lock since the writer was done
+        later.execute("BEGIN EXCLUSIVE")  # refused ("database is locked") while a reader holds its lock
+        later.execute("ROLLBACK")
+        async with db.snapshot() as snap:  # and the connection serves the next call
+            assert [r[0] for r in await snap.execute_fetchall(ATLAS_NAME)] == ["Atlas v2"]
+    finally:
+        writer.close()
+        later.close()
+        await db.close()

@@ -123,7 +123,14 @@ class ReadConnection(aiosqlite.Connection):
                 # sqlite3's executescript first commits a transaction left open (by such a cancelled BEGIN).
                 await self.executescript(BEGIN_SNAPSHOT)
             except anyio.get_cancelled_exc_class():
+                # The BEGIN may still wait on the thread for a writer's lock (up to the busy timeout) and would then
+                # hold a read transaction, and its lock, until this connection's next use: a writer could not
+                # checkpoint (or, with a rollback journal, write) meanwhile. Queued after it, a COMMIT ends it once
+                # taken; shielded, as the caller is being cancelled.
                 self._abandoned = True
+                with anyio.CancelScope(shield=True):
+                    await self._execute(self._end_left_transaction)  # type: ignore[no-untyped-call]  # aiosqlite: run on its thread
+                self._abandoned = False
                 raise
             except sqlite3.Error:
                 if self.in_transaction:  # BEGIN ran, the first read failed (locked, damaged): the caller sees the error
@@ -139,6 +146,11 @@ class ReadConnection(aiosqlite.Connection):
         if version != SCHEMA_VERSION:
             await self.end_snapshot()
             raise SchemaChanged(version)
+
+    def _end_left_transaction(self) -> None:
+        """On the connection's thread, after a cancelled BEGIN: end the transaction it opened, if it did."""
+        if self._raw is not None and self._raw.in_transaction:
+            self._raw.execute("COMMIT")
 
     def _begin_inline(self) -> bool:
         """Take the snapshot's read lock on the loop's thread when it is free right now; False when a writer holds
