@@ -389,7 +389,7 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
     from server.reader.search_items import EVOLUTION_LIMIT
     from server.reader.search_query import MAX_EXACT_TERMS, MAX_RANGE_MONTHS
     from server.reader.source_rows import CARRYING_LISTED, VERSION_LIST_LIMIT
-    from server.tools import context, search
+    from server.tools import context, search, search_notes
 
     words = {8: "eight", 10: "ten"}
     quoted = [
@@ -411,7 +411,7 @@ def test_the_limits_quoted_in_tools_md_are_the_constants() -> None:
         f"a range of up to {MAX_RANGE_MONTHS} months",
         f"(for queries of up to {words[MAX_EXACT_TERMS]} terms)",
         f"A query of more than {words[MAX_EXACT_TERMS]} distinct terms",
-        f"(at most {words[search.TERMS_CHECKED]}, each a bounded first-page lookup",
+        f"(at most {words[search_notes.TERMS_CHECKED]}, each a bounded first-page lookup",
         f"| ≤ {search.PREVIEW_LIMIT} code points, led by the best matching field",
         f"starts {search.PREVIEW_HEAD} code points before the match",
         f"the {search.TERMS_WINDOW}-code-point stretch",

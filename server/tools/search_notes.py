@@ -1,0 +1,254 @@
+"""What story_graph_search says beside its items: the no-match note on an empty first page (what the rule required,
+the filter that left matches out, the terms that match alone and the next query they make, the other scopes), the
+query note (a result's id, a sentence of common words) and the counts those notes cite, each a bounded lookup."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import orjson
+
+from server.contracts.base import OBJECT_TYPES, GlobalScope, ProjectsScope
+from server.contracts.common import Coverage, project_names
+from server.contracts.errors import named_scope
+from server.contracts.search import SearchArgs
+from server.reader import search as reader
+from server.reader.coverage import time_range_unprocessed
+from server.reader.scope import READABLE_SCOPES_LISTED, ResolvedScope, readable_scopes, shared_scopes
+from server.reader.search_query import (
+    COMMON_WORDS,
+    HAN_FUNCTION_CHARACTERS,
+    content_words,
+    needed,
+    query_terms,
+    terms_as_query,
+)
+from server.tools.base import Call
+
+TERMS_CHECKED: Final = 8
+"""A note on zero hits checks at most this many terms one by one."""
+SHARED_SCOPES_LISTED: Final = 3
+"""Project sets holding shared work that a search which found nothing names (reader.scope.shared_scopes)."""
+
+
+async def no_match_note(
+    call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage, coverage: Coverage
+) -> str:
+    """Zero hits: say what the rule required and what else to try. An agent cannot tell an empty scope from a query
+    that missed, nor guess which other scopes (another project, a project set, Global) it may read; the list comes
+    from the grant only, as in scope_unavailable."""
+    if scope.revision == "0":
+        # Nothing was ever written to this exact scope (often a project set nobody stored shared work under): other
+        # words cannot match, and the lookups below would all find nothing.
+        stored = "Nothing is stored in this scope (no review result, object or story), so no query matches here."
+        return f"{stored} {await _other_scopes(conn, call, scope)}"
+    terms = len(page.terms)
+    needed = f" or at least {(terms + 1) // 2} of its {terms} terms" if terms > 1 else ""
+    types = " of the requested object_types" if args.object_types is not None else ""
+    within = " within time_range" if args.time_range is not None else ""
+    # Which filter left the matches out: the words are then right, and "other words" would mislead.
+    all_types = sorted(set(OBJECT_TYPES))
+    time_range = time_range_of(args)
+    filtered: list[str] = []
+    if time_range is not None:
+        wider = await _match_count(call, conn, scope, args.query, _types(args), None, args.time_basis)
+        if wider is not None:
+            filtered.append(
+                f"Without time_range (time_basis {args.time_basis}) it matches {wider}: widen time_range or try "
+                "another time_basis."
+            )
+    if args.object_types is not None:
+        wider = await _match_count(call, conn, scope, args.query, all_types, time_range, args.time_basis)
+        if wider is not None:
+            filtered.append(f"Without object_types it matches {wider}: add their types or leave object_types out.")
+    if filtered:
+        advice = "."
+    elif terms == 0:
+        advice = (
+            "; the query holds no search term (punctuation and symbols only separate terms, and there is no "
+            "wildcard), so only its exact text was looked for: search for words or an id."
+        )
+    else:
+        advice = "; try other words." if terms == 1 else "; try fewer or other words."
+    parts = [f"No object{types}{within} holds the whole query{needed}{advice}", *filtered]
+    if terms > 1:
+        # The words that name something first, then common words: a question typed as a sentence spent the eight
+        # lookups on 'could', 'me', 'what', ... and never checked 'edge' or 'boxes', naming 'team, said' instead.
+        # A Chinese sentence's pairs across two words' edges (方案被修改 → 案被) hold a particle or pronoun: after.
+        probed = sorted(page.terms, key=_probe_order)[:TERMS_CHECKED]
+        alone = [term for term in probed if await _matches_alone(call, conn, scope, args, term)]
+        unchecked = [term for term in page.terms if term not in probed]
+        checked = f" (of the {TERMS_CHECKED} checked; not checked: {', '.join(unchecked)})" if unchecked else ""
+        # A common word matching alone is no next query: "Terms that match alone: the." sent agents to search "the".
+        words = [term for term in alone if term not in COMMON_WORDS]
+        common = [term for term in alone if term in COMMON_WORDS]
+        if words:
+            also = f" (and common words: {', '.join(common)})" if common else ""
+            parts.append(f"Terms that match alone{checked}: {', '.join(words)}{also}.")
+            parts.extend(await _together(call, conn, scope, args, page, words))
+        elif common:
+            parts.append(
+                f"Only common words match alone{checked} ({', '.join(common)}), which says little: search for the "
+                "words that name what you look for."
+            )
+        else:
+            parts.append(f"No term{checked} matches alone.")
+    excluded = page.unknown_time_excluded
+    if excluded is not None and excluded.count > 0:
+        count = excluded.count if excluded.exact else f"at least {excluded.count}"
+        parts.append(f"Matches left out because they have no {args.time_basis}: {count}; search without time_range.")
+    if coverage.status != "complete":
+        parts.append(f"Coverage of this scope is {coverage.status}: no match does not prove nothing happened.")
+    unprocessed = time_range_unprocessed(coverage)
+    if unprocessed is not None:
+        parts.append(f"{unprocessed}: no match there does not prove nothing happened.")
+    parts.append(await _other_scopes(conn, call, scope))
+    return " ".join(parts)
+
+
+async def _other_scopes(conn: Any, call: Call, scope: ResolvedScope) -> str:
+    """The other scopes this caller can read (from its grant only, as in scope_unavailable), and the project sets
+    holding data that share a project with the one searched: shared work (a cross story, an experience) lives in the
+    set's own scope. A set was once named by example (the searched project and the next readable one), which often
+    held nothing, and searching it gave this note again with a larger example."""
+    readable, _, readable_names = await readable_scopes(conn, call.grant, READABLE_SCOPES_LISTED + 1)
+    others = [other for other in readable if other != scope.scope][:READABLE_SCOPES_LISTED]
+    searched = scope.scope.projectIds if isinstance(scope.scope, ProjectsScope) else []
+    shared = await shared_scopes(conn, call.grant, searched, scope.key, SHARED_SCOPES_LISTED) if searched else None
+    # Each project's name in parentheses: an agent asked about "Beacon" cannot tell which id (often a UUID) it is.
+    names = project_names(readable_names | scope.names | (shared.names if shared else {}))
+    listed = ", ".join(_named(other, names) for other in others)
+    if shared is not None and shared.scopes:
+        sets = ", ".join(named_scope(s, names) for s in shared.scopes)
+        listed += f"{', and' if listed else ''} project sets holding shared work: {sets}"
+    return "Only this scope was searched" + (f"; other scopes this client can read: {listed}." if listed else ".")
+
+
+def result_note(result: reader.NamedResult | None) -> str | None:
+    """A query that is a review result's id: say so. Every item shows its `result_id`, and an agent that searched one
+    got the items holding its words ('atlas', '2026', '05'), which read like that review's objects and are not."""
+    if result is None:
+        return None
+    said = (
+        f"{result.id} is the id of a review result (generated {result.review_generated_at}), not of an object: "
+        "search finds objects by their words and ids, so the items found only share words with it. Each item's "
+        "result_id names the result that stored that row."
+    )
+    if not result.summary_ids:
+        return f"{said} That result stored no summary."
+    listed = ", ".join(result.summary_ids)
+    return f"{said} What it covered is in its summary ({listed}): read it with story_graph_get_context."
+
+
+async def query_note(
+    call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage
+) -> str | None:
+    """When common words alone can make an item match (an agent's question typed as a sentence): say so, and what the
+    other words match alone. `what should we use for the session cache now` needs 5 of its 9 terms, 6 of which are
+    common words: its hits hold `we`, `for`, `the` ..., and Decision B (`session cache` and little else) is not one."""
+    common = [term for term in page.terms if term in COMMON_WORDS]
+    need = needed(len(page.terms))
+    if len(page.terms) < 2 or len(common) < need:
+        return None
+    said = f"{len(common)} of the query's {len(page.terms)} terms are common words ({', '.join(common)})"
+    rule = f"an item matches with any {need} of the {len(page.terms)} terms, so a hit may hold only common words"
+    other = content_words(args.query)
+    if not other:
+        return f"{said}: {rule}. Search for the words that name what you look for (2–4 keywords or an id)."
+    time_range = time_range_of(args)
+    count = await _match_count(call, conn, scope, other, _types(args), time_range, args.time_basis)
+    return (
+        f"{said}: {rule}, and an item holding only the other words may not match. "
+        f"The other words alone ({_call(_suggested(args, scope, other))}) match {count or 'nothing'}."
+    )
+
+
+def _suggested(args: SearchArgs, scope: ResolvedScope, query: str) -> dict[str, Any]:
+    """The arguments of a suggested search: the request's own filters, so the call shown is the one counted
+    (`{"query": "change plan"}` alone, shown for a search of entities, matched 2 items where the note said
+    "nothing")."""
+    suggested: dict[str, Any] = {"query": query}
+    if args.scope is not None:
+        suggested["scope"] = scope.scope.model_dump(mode="json", by_alias=True)
+    if args.object_types is not None:
+        suggested["object_types"] = list(args.object_types)
+    if args.time_range is not None:
+        suggested["time_range"] = args.time_range.model_dump(by_alias=True)
+    if args.time_basis != "event_time":
+        suggested["time_basis"] = args.time_basis
+    return suggested
+
+
+def _call(arguments: dict[str, Any]) -> str:
+    """Arguments as JSON with a space after each top-level colon and comma, as the notes have always shown them."""
+    pairs = (f"{orjson.dumps(key).decode()}: {orjson.dumps(value).decode()}" for key, value in arguments.items())
+    return "{" + ", ".join(pairs) + "}"
+
+
+def time_range_of(args: SearchArgs) -> tuple[str, str] | None:
+    return (args.time_range.from_, args.time_range.to) if args.time_range else None
+
+
+def _types(args: SearchArgs) -> list[str]:
+    return sorted(set(args.object_types or OBJECT_TYPES))
+
+
+def _probe_order(term: str) -> tuple[bool, bool]:
+    return term in COMMON_WORDS, any(ch in HAN_FUNCTION_CHARACTERS for ch in term)
+
+
+async def _together(
+    call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage, words: list[str]
+) -> list[str]:
+    """The terms that match alone as one next query, with what it matches. A Chinese question typed as a sentence
+    (为什么会话缓存方案被修改了: 12 pairs, 6 needed) found nothing, and the note listed pairs such as 话缓 and 存方,
+    which no agent would search for; joined back in the query's order they read 会话缓存方案. Said only when it is
+    another query than the one made and it matches something (a dead end is no next step)."""
+    together = terms_as_query(page.needle, set(words))
+    if set(query_terms(together)) == set(page.terms):
+        return []
+    count = await _match_count(call, conn, scope, together, _types(args), time_range_of(args), args.time_basis)
+    if count is None:
+        return []
+    return [f"As a next query, {_call(_suggested(args, scope, together))} matches {count}."]
+
+
+async def _matches_alone(call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, term: str) -> bool:
+    """Whether one term, searched on its own with the same filters, finds anything (a bounded first page)."""
+    time_range = time_range_of(args)
+    return await _match_count(call, conn, scope, term, _types(args), time_range, args.time_basis) is not None
+
+
+async def _match_count(
+    call: Call,
+    conn: Any,
+    scope: ResolvedScope,
+    query: str,
+    object_types: list[str],
+    time_range: tuple[str, str] | None,
+    time_basis: str,
+) -> str | None:
+    """How many items a query matches with these filters ('3 items', 'at least 10001 items'), or None for none:
+    a bounded first page with its capped total."""
+    found = await reader.search(
+        conn,
+        call.folder,
+        call.memo,
+        query=query,
+        scope_key=scope.key,
+        scope_revision=scope.revision,
+        graph_revision=scope.graph_revision,
+        object_types=object_types,
+        time_range=time_range,
+        time_basis=time_basis,
+        page_size=1,
+        position=None,
+    )
+    if found.total.count == 0:
+        return None
+    count = found.total.count if found.total.exact else f"at least {found.total.count}"
+    return f"{count} item{'s' if found.total.count != 1 else ''}"
+
+
+def _named(scope: GlobalScope | ProjectsScope, names: dict[str, str]) -> str:
+    return named_scope(scope.model_dump(mode="json", by_alias=True), names)
