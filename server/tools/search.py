@@ -24,9 +24,7 @@ from server.reader.coverage import read_coverage
 from server.reader.cursor import request_digest
 from server.reader.fold import Folder
 from server.reader.objects import SUMMARY_TITLE_LIMIT, Evidence, evidence, object_rows
-from server.reader.scope import (
-    resolve_page_scope,
-)
+from server.reader.scope import resolve_page_scope
 from server.tools import search_notes as notes
 from server.tools.base import Call, ToolSpec
 from server.tools.items import item_base
