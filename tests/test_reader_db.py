@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -165,14 +167,32 @@ async def test_a_full_text_statement_never_runs_on_the_event_loop(tmp_path: Path
         await db.close()
 
 
+def rollback_journal_demo(tmp_path: Path) -> Path:
+    """The demo database in DELETE journal mode, where a writer's exclusive lock keeps readers out."""
+    path = demo_db(tmp_path)
+    with sqlite3.connect(path) as setup:
+        assert setup.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    return path
+
+
+def hold_the_lock(writer: sqlite3.Connection, seconds: float) -> Callable[[], Coroutine[Any, Any, None]]:
+    """Take the exclusive lock (renaming Atlas) now; the task returned commits after `seconds`."""
+    writer.execute("BEGIN EXCLUSIVE")
+    writer.execute("UPDATE projects SET name = 'Atlas v2' WHERE id = 'atlas'")
+
+    async def writer_finishes() -> None:
+        await anyio.sleep(seconds)
+        writer.execute("COMMIT")
+
+    return writer_finishes
+
+
 async def test_a_snapshot_begins_on_the_loops_thread_unless_a_writer_holds_the_lock(tmp_path: Path) -> None:
     """A free read lock is taken inline (no hop to the connection's thread: a wake-up that cost more than the
     statements of a get_context page); while a writer holds the lock (rollback journal: an exclusive lock keeps
     readers out) the snapshot begins on the thread and waits there, the loop serving other tasks, and reads once the
     writer is done. The busy timeout the inline attempt turns off is the configured one again afterwards."""
-    path = demo_db(tmp_path)
-    with sqlite3.connect(path) as setup:
-        assert setup.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    path = rollback_journal_demo(tmp_path)
     db = await Database.open(path, size=1, busy_timeout=5.0)
     [conn] = db._all
     assert isinstance(conn, ReadConnection)
@@ -185,12 +205,7 @@ async def test_a_snapshot_begins_on_the_loops_thread_unless_a_writer_holds_the_l
             assert [r[0] for r in await snap.execute_fetchall("PRAGMA busy_timeout")] == [5000]
         assert hops[0] == 0
 
-        writer.execute("BEGIN EXCLUSIVE")
-        writer.execute("UPDATE projects SET name = 'Atlas v2' WHERE id = 'atlas'")
-
-        async def writer_finishes() -> None:
-            await anyio.sleep(0.3)
-            writer.execute("COMMIT")
+        writer_finishes = hold_the_lock(writer, seconds=0.3)
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(ticker.run)
@@ -210,19 +225,12 @@ async def test_a_snapshot_cancelled_while_it_waits_for_a_writer_leaves_no_read_l
     """A call whose snapshot waited on the thread for a writer's lock, and was cancelled (its client left): the BEGIN
     went on waiting there, then took the read lock and held it until the connection's next use, however long the
     server idled, so a writer (rollback journal) could not write, nor (WAL) checkpoint. It is now ended once taken."""
-    path = demo_db(tmp_path)
-    with sqlite3.connect(path) as setup:
-        assert setup.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    path = rollback_journal_demo(tmp_path)
     db = await Database.open(path, size=1, busy_timeout=5.0)
     writer = sqlite3.connect(path, isolation_level=None)
     later = sqlite3.connect(path, isolation_level=None, timeout=0)
     try:
-        writer.execute("BEGIN EXCLUSIVE")
-        writer.execute("UPDATE projects SET name = 'Atlas v2' WHERE id = 'atlas'")
-
-        async def writer_finishes() -> None:
-            await anyio.sleep(0.6)
-            writer.execute("COMMIT")
+        writer_finishes = hold_the_lock(writer, seconds=0.6)
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(writer_finishes)

@@ -314,6 +314,11 @@ class ResultWithoutDetail(Contract):
     """What a legacy_count record holds (items processed, with no time, version or range); 'unknown' when absent."""
 
 
+def range_bounds(time_range: TimeRange | None) -> tuple[str, str] | None:
+    """A call's time_range as the readers take it, (from, to) in the stored form; None without one."""
+    return (time_range.from_, time_range.to) if time_range is not None else None
+
+
 class TimeRangeCoverage(Contract):
     """How the recorded processed ranges meet the call's time_range (event_time basis only)."""
 

@@ -15,6 +15,7 @@ from server.contracts.common import (
     fitting,
     json_size,
     project_names,
+    range_bounds,
 )
 from server.contracts.errors import invalid_cursor
 from server.contracts.search import MatchPosition, SearchArgs, SearchItem, SearchResponse
@@ -64,7 +65,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
     }
     digest = request_digest(NAME, normalised)
     cursor = call.cursors.decode(args.cursor, tool=NAME, request=digest)
-    time_range = notes.time_range_of(args)
+    time_range = range_bounds(args.time_range)
     async with call.db.snapshot() as conn:
         scope = await resolve_page_scope(conn, call.grant, args.scope, cursor)
         page = await reader.search(

@@ -9,7 +9,7 @@ from typing import Any, Final
 import orjson
 
 from server.contracts.base import OBJECT_TYPES, GlobalScope, ProjectsScope
-from server.contracts.common import Coverage, project_names
+from server.contracts.common import Coverage, project_names, range_bounds
 from server.contracts.errors import named_scope
 from server.contracts.search import SearchArgs
 from server.reader import search as reader
@@ -48,7 +48,7 @@ async def no_match_note(
     within = " within time_range" if args.time_range is not None else ""
     # Which filter left the matches out: the words are then right, and "other words" would mislead.
     all_types = sorted(set(OBJECT_TYPES))
-    time_range = time_range_of(args)
+    time_range = range_bounds(args.time_range)
     filtered: list[str] = []
     if time_range is not None:
         wider = await _match_count(call, conn, scope, args.query, _types(args), None, args.time_basis)
@@ -155,7 +155,7 @@ async def query_note(
     other = content_words(args.query)
     if not other:
         return f"{said}: {rule}. Search for the words that name what you look for (2–4 keywords or an id)."
-    time_range = time_range_of(args)
+    time_range = range_bounds(args.time_range)
     count = await _match_count(call, conn, scope, other, _types(args), time_range, args.time_basis)
     return (
         f"{said}: {rule}, and an item holding only the other words may not match. "
@@ -185,10 +185,6 @@ def _call(arguments: dict[str, Any]) -> str:
     return "{" + ", ".join(pairs) + "}"
 
 
-def time_range_of(args: SearchArgs) -> tuple[str, str] | None:
-    return (args.time_range.from_, args.time_range.to) if args.time_range else None
-
-
 def _types(args: SearchArgs) -> list[str]:
     return sorted(set(args.object_types or OBJECT_TYPES))
 
@@ -207,7 +203,8 @@ async def _together(
     together = terms_as_query(page.needle, set(words))
     if set(query_terms(together)) == set(page.terms):
         return []
-    count = await _match_count(call, conn, scope, together, _types(args), time_range_of(args), args.time_basis)
+    time_range = range_bounds(args.time_range)
+    count = await _match_count(call, conn, scope, together, _types(args), time_range, args.time_basis)
     if count is None:
         return []
     return [f"As a next query, {_call(_suggested(args, scope, together))} matches {count}."]
@@ -215,7 +212,7 @@ async def _together(
 
 async def _matches_alone(call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, term: str) -> bool:
     """Whether one term, searched on its own with the same filters, finds anything (a bounded first page)."""
-    time_range = time_range_of(args)
+    time_range = range_bounds(args.time_range)
     return await _match_count(call, conn, scope, term, _types(args), time_range, args.time_basis) is not None
 
 
