@@ -17,7 +17,16 @@ from support import all_items, client_for, ok
 
 from server.contracts.common import Grant
 from server.reader.fold import Folder
-from server.reader.search_query import MAX_EXACT_TERMS, at_least, needed, needle, plan, query_terms
+from server.reader.search_query import (
+    MAX_EXACT_TERMS,
+    SUBSTRINGS_OVER,
+    at_least,
+    needed,
+    needle,
+    plan,
+    query_terms,
+    term_matcher,
+)
 from server.store.demo import demo_path
 from server.store.importer import import_file
 from server.store.migrate import migrate
@@ -257,6 +266,8 @@ QUERIES = [
     # Terms no item holds (the query is planned without them, rarest term first): exact, then checked.
     "zyzzyva session qqqq cache 方案",
     "session zyzzyva cache 会话 qqqq xylophone 方案 wobble redis",
+    # A Han run's many pairs (checked): more pairs than a short field has places.
+    "会话缓存方案 回顾调度 rollback",
 ]
 
 
@@ -282,8 +293,33 @@ async def test_every_page_follows_the_documented_rank_exactly(tmp_path: Path, se
                 rank_class = expected[key][0]
                 assert low <= rank_class <= high and item["own_row"] == (rank_class % 2 == 1)
                 assert item["field_weight"] == (3 if rank_class in (1, 2, 5, 6) else 1)
-    assert len(query_terms(QUERIES[-1].lower())) > MAX_EXACT_TERMS  # the last query takes the checked path
-    assert len(query_terms(QUERIES[-3].lower())) > MAX_EXACT_TERMS
+    assert len(query_terms(QUERIES[-1].lower())) > MAX_EXACT_TERMS  # the last queries take the checked path
+    assert len(query_terms(QUERIES[-2].lower())) > MAX_EXACT_TERMS
+    assert len(query_terms(QUERIES[-4].lower())) > MAX_EXACT_TERMS
+
+
+def test_a_term_matcher_holds_what_searching_the_text_for_each_term_finds() -> None:
+    """Checked plans ask the matcher which terms a candidate's text holds: by its substrings where a length has more
+    terms than the text has places, by searching the text for each term otherwise; the same terms either way, and
+    never more than its bound says."""
+    rng = random.Random(11)
+    alphabet = "ab会话缓 "
+    by_substrings = 0
+    for _ in range(2_000):
+        terms = {"".join(rng.choices(alphabet, k=rng.randint(1, 4))) for _ in range(rng.randint(1, 30))}
+        text = "".join(rng.choices(alphabet, k=rng.randint(0, 14)))
+        matcher = term_matcher(terms)
+        held = {term for term in terms if term in text}
+        assert matcher.held(text) == held
+        assert matcher.most_held(len(text)) >= len(held)
+        two = {t for t in terms if t in text[:5] or t in text[5:]}
+        assert matcher.most_held(len(text[:5]), len(text[5:])) >= len(two)
+        for need in range(1, len(terms) + 1):
+            assert matcher.cannot_hold(need, len(text[:5]), len(text[5:])) == (
+                matcher.most_held(len(text[:5]), len(text[5:])) < need
+            )
+        by_substrings += len(terms) > SUBSTRINGS_OVER * len(matcher.by_length) * len(text)
+    assert 100 < by_substrings < 1_900  # both ways were taken
 
 
 def test_a_plan_leaves_out_the_terms_no_item_holds_and_puts_the_rarest_first() -> None:
@@ -659,12 +695,13 @@ async def test_the_decision_story_leads_the_first_page_among_many_newer_objects_
 async def test_a_many_term_query_out_of_work_budget_stops_its_page_and_the_cursor_walks_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A query of more than eight terms checks its candidates' text, at most CHECK_BUDGET per call (lowered here to
-    20, so that a small graph reaches it): a page that runs out stops early with `limit_reason: "work_budget"` and a
-    cursor, and the walk goes on from the last candidate checked, so every match is found once, in rank order."""
+    """A query of more than eight terms checks its candidates' text, at most CHECK_WORK // terms per call (lowered
+    here to 20 for 9 terms, so that a small graph reaches it): a page that runs out stops early with
+    `limit_reason: "work_budget"` and a cursor, and the walk goes on from the last candidate checked, so every match
+    is found once, in rank order."""
     from server.reader import search
 
-    monkeypatch.setattr(search, "CHECK_BUDGET", 20)
+    monkeypatch.setattr(search, "CHECK_WORK", 20 * 9)
     words = ["amber", "basalt", "cobalt", "dolomite", "emerald", "feldspar", "garnet", "hematite", "ilmenite"]
     matches = [f"ev-match-{n}" for n in range(3)]  # five of nine terms: stored first, so checked last
     lines: list[dict[str, Any]] = [

@@ -70,6 +70,13 @@ def test_the_fold_table_is_full_width_ascii_and_the_ideographic_space() -> None:
     assert Folder().fold("ＲｅＤｉｓ　ＩＮＣ－４８２１") == "redis inc-4821"
 
 
+def test_ascii_text_folds_as_fts5_folds_each_of_its_characters() -> None:
+    """An ASCII text is folded by str.lower(); the characters one by one through SQLite's own fold agree."""
+    every = "".join(map(chr, range(1, 128)))
+    by_sqlite = "".join(Folder().fold(ch + "é")[0] for ch in every)  # not ASCII: asked of SQLite
+    assert Folder().fold(every) == every.lower() == by_sqlite
+
+
 async def test_the_index_folds_every_character_as_the_server_does(graph_db: Path) -> None:
     """The view's replace() chains (plain SQL, migrations/0011) against the server's table, on all 95 characters
     and their neighbours just outside the folded ranges (U+FF00, U+FF5F, U+3001 stay as they are)."""

@@ -46,8 +46,9 @@ class Folder:
         )
 
     def fold(self, text: str) -> str:
-        if not text:
-            return text
+        if text.isascii():
+            # FTS5 folds ASCII as str.lower() does (A-Z to a-z, nothing else): a tenth of the translation's cost.
+            return text.lower()
         missing = set(text) - self._known
         if missing:
             self._learn({ord(ch) for ch in missing})

@@ -78,8 +78,11 @@ WHOLE_SET_CAP: Final = 2_000
 FREQUENCY_CAP: Final = 1_000
 """A term's items are counted up to this many to plan a query rarest term first (the commoner ones tie)."""
 CHECK_BATCH: Final = 500
-CHECK_BUDGET: Final = 20_000
-"""Candidates one call may check against their text (only for queries of more than MAX_EXACT_TERMS terms)."""
+CHECK_WORK: Final = 180_000
+"""What one call may spend checking candidates against their text (only for queries of more than MAX_EXACT_TERMS
+terms), in candidates times distinct terms: 20,000 candidates for 9 terms, fewer for more. A candidate costs about
+its query's terms (it is read through an OR of half of them, its text is searched for each): a pasted paragraph of
+hundreds of terms spent 1-2 s per call at 1M on 20,000."""
 
 
 @dataclass(frozen=True)
@@ -339,7 +342,7 @@ async def _page(
     start_class, after = position if position is not None else (0, None)
     wanted = page_size + 1
     hits: list[Hit] = []
-    budget = CHECK_BUDGET
+    budget = _check_budget(q.plan)
     terms = term_classes(q.plan) if q.plan.terms else []
     for rank_class in range(start_class, 5 + len(terms)):
         resume = after if rank_class == start_class else None
@@ -464,15 +467,24 @@ async def _walk(
     return found, None, budget
 
 
+def _check_budget(query_plan: Plan) -> int:
+    """How many candidates one call may check against their text."""
+    return max(1, CHECK_WORK // max(1, len(query_plan.terms)))
+
+
 def _accepts(q: Query, hi: str, lo: str, heavy: bool | None, *, whole_too: bool = False) -> bool:
     """Whether an item's text holds enough terms and — unless `whole_too` — not the whole query (listed in classes
     1–4), and — unless `heavy` is None — whether one of the terms is in a weight-3 field."""
+    matcher = q.plan.matcher
+    if matcher.cannot_hold(q.plan.need, len(hi), len(lo)):  # folding keeps lengths
+        return False
     hi_folded, lo_folded = q.folder.fold(hi), q.folder.fold(lo)
     if not whole_too and q.whole is None and (q.plan.whole.text in hi_folded or q.plan.whole.text in lo_folded):
         return False
-    in_heavy = {t.text for t in q.plan.terms if t.text in hi_folded}
-    held = in_heavy | {t.text for t in q.plan.terms if t.text in lo_folded}
-    return len(held) >= q.plan.need and (heavy is None or bool(in_heavy) == heavy)
+    in_heavy = matcher.held(hi_folded)
+    if heavy is not None and bool(in_heavy) != heavy:
+        return False
+    return len(in_heavy | matcher.held(lo_folded)) >= q.plan.need
 
 
 # --- Totals ------------------------------------------------------------------------------------------------------
@@ -501,11 +513,12 @@ async def _total(q: Query) -> Total:
         found = 0 if q.plan.accept is None else await _count(q, q.plan.accept, q.ids)
         return Total(len(q.ids) + found, found < TOTAL_CAP)
     # More terms than one expression holds: whole-query matches, then candidates checked against their text
-    # up to CHECK_BUDGET of them (beyond it the total is unknown).
+    # up to the check budget (beyond it the total is unknown).
     if q.whole is None:
         return Total(len(q.ids) + WHOLE_SET_CAP, False)
     count = len(q.ids) + len(q.whole)
-    accepted, stopped_at, _ = await _walk(q, q.filters.ranges(), TOTAL_CAP - count, CHECK_BUDGET, heavy=None)
+    budget = _check_budget(q.plan)
+    accepted, stopped_at, _ = await _walk(q, q.filters.ranges(), TOTAL_CAP - count, budget, heavy=None)
     count += len(accepted)
     return Total(count, count < TOTAL_CAP and stopped_at is None)
 
@@ -513,13 +526,13 @@ async def _total(q: Query) -> Total:
 async def _unknown_time_excluded(q: Query, unknown_ids: list[int]) -> Total | None:
     """Matches the time range left out because their time on the basis is unknown: identifier matches
     (`unknown_ids`) and text matches, counted as `_total` counts (a query of very many terms: its candidates
-    checked against their text, up to CHECK_BUDGET of them; beyond it the number is unknown)."""
+    checked against their text, up to the check budget; beyond it the number is unknown)."""
     if q.filters.time_range is None:
         return None
     if q.plan.checked:
         cap = TOTAL_CAP - len(unknown_ids)
         accepted, stopped_at, _ = await _walk(
-            q, q.filters.ranges(), cap, CHECK_BUDGET, heavy=None, unknown_time=unknown_ids
+            q, q.filters.ranges(), cap, _check_budget(q.plan), heavy=None, unknown_time=unknown_ids
         )
         return Total(len(unknown_ids) + len(accepted), len(accepted) < cap and stopped_at is None)
     expression = q.plan.whole.anywhere if not q.plan.terms else q.plan.accept
