@@ -1580,3 +1580,126 @@ def test_terms_joined_back_into_the_stretches_they_came_from() -> None:
     assert terms_as_query("什么会话缓存方案被修改了", kept) == "会话缓存 修改"
     assert terms_as_query("redis 会话 缓存 redis", {"redis", "缓存"}) == "redis 缓存"
     assert terms_as_query("的了", {"的了"}) == "的了"
+
+
+def _offered(note: str, lead: str) -> tuple[dict[str, Any], str]:
+    """The call a note offers after `lead` (`As a next query, ` or `The other words alone (`), and what it claims."""
+    offer = note.split(lead)[1]
+    end = offer.index("} match") + 1 if "} match" in offer else offer.index("}) match") + 1
+    claim = offer[end:].removeprefix(")").removeprefix(" matches ").removeprefix(" match ").split(".")[0]
+    return orjson.loads(offer[:end]), claim
+
+
+def _claim(total: int) -> str:
+    return "nothing" if total == 0 else f"{total} item{'s' if total != 1 else ''}"
+
+
+async def test_the_next_query_is_offered_as_typed_and_its_call_finds_what_it_claims(tmp_path: Path) -> None:
+    """The next query was made of folded terms: `why did Redis stall ATL-212 ...` offered `redis atl 212`, a query
+    the agent never typed, with the task id cut in two. It now offers the words as typed, an id whose parts are both
+    kept stays whole, and the call made as offered finds the count the note states and the task on page 1."""
+    question = "why did Redis stall ATL-212 zebra quokka narwhal"
+    asks: list[dict[str, Any]] = [{}, {"object_types": ["entity", "source_reference"], "time_basis": "recorded_at"}]
+    async with client_for(demo_db(tmp_path)) as client:
+        for filters in asks:
+            asked = await ok(client, SEARCH, {"query": question} | filters)
+            assert asked["items"] == []
+            suggested, claim = _offered(asked["no_match_note"], "As a next query, ")
+            assert suggested == {"query": "Redis ATL-212"} | filters
+            made = await ok(client, SEARCH, suggested)
+            assert claim == _claim(made["page"]["total_count"])
+            first_page = {item["object_ref"]["id"] for item in made["items"]}
+            assert {"ent-task-cache-migration", "ref-task-cache-migration"} <= first_page
+
+
+def test_terms_are_joined_back_as_typed() -> None:
+    typed = "Why did INC-4821 hit Redis, then redis again? v2.1 foo-x-bar Ｒｅｄｉｓ缓存"
+    folded = typed.casefold().replace("ｒｅｄｉｓ", "redis")  # as the index folds width and case (one to one)
+    assert terms_as_query(folded, {"inc", "4821", "redis"}, typed) == "INC-4821 Redis"
+    assert terms_as_query(folded, {"4821", "hit"}, typed) == "4821 hit"
+    assert terms_as_query(folded, {"v2", "1", "foo", "bar"}, typed) == "v2.1 foo bar"  # a letter between: two words
+    assert terms_as_query(folded, {"again", "缓存"}, typed) == "again 缓存"
+    with pytest.raises(ValueError, match="same length"):
+        terms_as_query(folded, {"inc"}, typed + " ")
+
+
+def _chatter_graph() -> list[dict[str, Any]]:
+    """A decision worded other than the question, and chat messages that ask back in the question's function words:
+    `为什么会这样？是不是被修改了？` holds 为什, 什么, 么会, 被修, 修改 and 改了, six of the question's twelve pairs."""
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "result", "id": "r-atlas", "scope": ATLAS, "review_generated_at": T, "recorded_at": T},
+        {
+            "kind": "event",
+            "id": "evt-decision",
+            "result_id": "r-atlas",
+            "event_type": "decision",
+            "title": "会话缓存从 Redis 修改为 SQLite",
+            "description": "决定：边缘节点上改用 SQLite WAL",
+            "event_time": {"start": "2026-05-02T09:00:00Z"},
+            "recorded_at": T,
+        },
+    ]
+    lines.extend(
+        {
+            "kind": "event",
+            "id": f"evt-chatter-{i}",
+            "result_id": "r-atlas",
+            "event_type": "discussion",
+            "title": f"群聊 {i}",
+            "description": "为什么会这样？是不是被修改了？我们什么时候改的？",
+            "event_time": {"start": f"2026-05-{3 + i:02d}T09:00:00Z"},
+            "recorded_at": T,
+        }
+        for i in range(3)
+    )
+    return lines
+
+
+async def test_hits_that_match_through_function_words_get_the_other_words_as_a_next_query(tmp_path: Path) -> None:
+    """A question whose hits are chatter: `为什么会话缓存方案被修改了` needs 6 of its 12 pairs, and chat messages
+    asking back (`为什么会这样？是不是被修改了？`) hold six pairs that name nothing (为什, 么会, 被修, 改了 ...), while
+    the decision, worded `会话缓存从 Redis 修改为 SQLite`, holds four and did not match. Page 1 was the chatter, with no
+    note: only 为什 and 什么 were common words, and the next query was offered only when nothing matched. So too in
+    English: `the load test window for edge boxes` put five items holding `the`, `for` and two other words on page 1.
+    The note now counts Han pairs holding a particle, pronoun or question character with the common words, names
+    the page's hits that match through them, and offers the other words, whose call finds the decision."""
+    question = "为什么会话缓存方案被修改了"
+    async with client_for(imported_graph(tmp_path, _chatter_graph())) as client:
+        asked = await ok(client, SEARCH, {"query": question})
+        assert {item["object_ref"]["id"] for item in asked["items"]} == {f"evt-chatter-{i}" for i in range(3)}
+        assert asked["no_match_note"] is None
+        note = asked["query_note"]
+        assert note is not None
+        assert note.startswith(
+            "6 of the query's 12 terms are common words or Han pairs holding a particle, pronoun or question "
+            "character (为什, 什么, 么会, 案被, 被修, 改了): an item matches with any 6 of the 12 terms, so a hit may "
+            "hold only such terms"
+        )
+        suggested, claim = _offered(note, "The other words alone (")
+        assert suggested == {"query": "会话缓存方案 修改"}
+        made = await ok(client, SEARCH, suggested)
+        assert claim == _claim(made["page"]["total_count"]) == "1 item"
+        assert [item["object_ref"]["id"] for item in made["items"]] == ["evt-decision"]
+    async with client_for(demo_db(tmp_path)) as client:
+        english = await ok(client, SEARCH, {"query": "the load test window for edge boxes"})
+        note = english["query_note"]
+        assert note is not None
+        assert note.startswith(
+            "5 of the 9 items this page matched by terms hold fewer than 3 of the 5 terms of the query's other words, "
+            "matching through its common words (the, for): an item matches with any 4 of the 7 terms."
+        )
+        suggested, claim = _offered(note, "The other words alone (")
+        assert suggested == {"query": "load test window edge boxes"}
+        made = await ok(client, SEARCH, suggested | {"page_size": 50})
+        assert claim == _claim(made["page"]["total_count"])
+        found = {item["object_ref"]["id"] for item in made["items"]}
+        assert "evt-load-test-window" in found and not found & {"sl-atlas-cache", "ent-ttl-2h", "rel-b-replaces-a"}
+        # Hits that hold enough of the other words get no note: `in` is one of three terms, two needed.
+        plain = await ok(client, SEARCH, {"query": "migration in progress"})
+        assert plain["items"] and plain["query_note"] is None
+        # An empty page counts common words only: no_match_note offers the terms that match alone.
+        empty = await ok(client, SEARCH, {"query": question})
+        assert empty["items"] == [] and empty["query_note"] is None
+        assert 'As a next query, {"query": "会话缓存方案 修改"}' in empty["no_match_note"]

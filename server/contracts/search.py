@@ -103,5 +103,7 @@ class SearchResponse(Frame):
     """Only when nothing matched (first page, total 0): what was searched and what to try next (fewer words,
     no time_range, or another scope this client can read). Null otherwise."""
     query_note: str | None = None
-    """First page only, when common words (the, for, what ...) are at least as many as the terms an item needed:
-    which terms those are, and how many items the query's other words match alone. Null otherwise."""
+    """First page only, when function terms (common words such as the, for, what, 为什么, and Han pairs holding a
+    particle, pronoun or question character such as 案被, 改了) are at least as many as the terms an item needed, or
+    hits on this page match through them: which terms those are, and the query's other words as a next query with
+    how many items it matches. Null otherwise."""

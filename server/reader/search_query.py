@@ -47,57 +47,92 @@ _HAN: Final = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U
 def query_terms(folded_query: str) -> list[str]:
     """Split on whitespace, punctuation and symbols; Han runs give overlapping pairs (回顾调度 → 回顾, 顾调, 调度).
     Other runs count when at least two characters long or containing a digit."""
-    return list(dict.fromkeys(term for group in _term_groups(folded_query) for term in group))
+    return list(dict.fromkeys(term for group in _term_groups(folded_query) for term, _, _ in group))
 
 
-def _term_groups(folded_query: str) -> list[list[str]]:
+Term = tuple[str, int, int]
+"""A term and where it stands in the folded query: (text, start, end). Folding maps one code point to one code point
+(server/reader/fold.py), so these are also its place in the query as typed."""
+
+
+def _term_groups(folded_query: str) -> list[list[Term]]:
     """The query's terms in order (repeats kept): a Han run's overlapping pairs as one group, every other term a
     group of its own."""
-    words: list[str] = []
-    current: list[str] = []
-    for ch in folded_query:
+    words: list[tuple[str, int]] = []
+    start = 0
+    for at, ch in enumerate(folded_query):
         if unicodedata.category(ch)[0] in "PSZC":
-            if current:
-                words.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    if current:
-        words.append("".join(current))
-    groups: list[list[str]] = []
-    for word in words:
+            if at > start:
+                words.append((folded_query[start:at], start))
+            start = at + 1
+    if len(folded_query) > start:
+        words.append((folded_query[start:], start))
+    groups: list[list[Term]] = []
+    for word, offset in words:
         position = 0
         for han in _HAN.finditer(word):
-            groups.extend([term] for term in _plain_terms(word[position : han.start()]))
-            run = han.group()
-            groups.append([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
+            groups.extend([term] for term in _plain_terms(word, position, han.start(), offset))
+            run, at = han.group(), offset + han.start()
+            pairs = (
+                [(run, at, at + 1)]
+                if len(run) == 1
+                else [(run[i : i + 2], at + i, at + i + 2) for i in range(len(run) - 1)]
+            )
+            groups.append(pairs)
             position = han.end()
-        groups.extend([term] for term in _plain_terms(word[position:]))
+        groups.extend([term] for term in _plain_terms(word, position, len(word), offset))
     return groups
 
 
-def terms_as_query(folded_query: str, kept: Collection[str]) -> str:
-    """The kept terms as one query, in the query's order: a Han run's consecutive kept pairs joined back into the
-    stretch they came from (会话, 话缓, 缓存 → 会话缓存), a particle at a stretch's edge dropped (么会话 → 会话)."""
-    parts: list[str] = []
+def terms_as_query(folded_query: str, kept: Collection[str], typed: str | None = None) -> str:
+    """The kept terms as one query, in the query's order and as `typed` (the query before folding, index markers
+    removed; default: the folded query). A Han run's consecutive kept pairs are joined back into the stretch they
+    came from (会话, 话缓, 缓存 → 会话缓存), a particle at a stretch's edge dropped (么会话 → 会话); other kept terms
+    next to each other with only punctuation or symbols between them stay one word (inc, 4821 → INC-4821): an agent
+    searches for the id or name it typed, not for its folded pieces."""
+    text = folded_query if typed is None else typed
+    if len(text) != len(folded_query):
+        raise ValueError("the typed query must be the folded query's source, of the same length")
+    spans: list[tuple[int, int] | None] = []  # the kept stretches in order, (start, end); None: none
+    joined: tuple[int, int] | None = None  # the plain kept terms joined so far
     for group in _term_groups(folded_query):
-        stretch = ""
-        for term in [*group, None]:
-            if term is not None and term in kept:
-                stretch = stretch + term[-1] if stretch else term  # a run's pairs overlap by one character
+        if _HAN.fullmatch(group[0][0]) is None:  # a plain term (a group of its own)
+            term, start, end = group[0]
+            if term in kept and joined is not None and _joins(text, joined[1], start):
+                joined = (joined[0], end)
                 continue
-            if stretch:
-                parts.append(_trimmed(stretch))
-            stretch = ""
-    return " ".join(dict.fromkeys(parts))
+            spans.append(joined)
+            joined = (start, end) if term in kept else None
+            continue
+        spans.append(joined)
+        joined = None
+        stretch: tuple[int, int] | None = None
+        for term, start, end in group:
+            if term in kept:
+                stretch = (start, end) if stretch is None else (stretch[0], end)  # a run's pairs overlap by one
+                continue
+            spans.append(stretch and _trimmed(folded_query, *stretch))
+            stretch = None
+        spans.append(stretch and _trimmed(folded_query, *stretch))
+    spans.append(joined)
+    parts: dict[str, str] = {}  # folded → as typed: a repeat, in any case, is offered once
+    for start, end in filter(None, spans):
+        parts.setdefault(folded_query[start:end], text[start:end])
+    return " ".join(parts.values())
 
 
-def _trimmed(stretch: str) -> str:
-    while len(stretch) > 2 and stretch[0] in HAN_PARTICLES:
-        stretch = stretch[1:]
-    while len(stretch) > 2 and stretch[-1] in HAN_PARTICLES:
-        stretch = stretch[:-1]
-    return stretch
+def _joins(text: str, end: int, start: int) -> bool:
+    """Whether two terms are one word as typed: only punctuation or symbols between them (INC-4821, v2.1)."""
+    between = text[end:start]
+    return bool(between) and all(unicodedata.category(ch)[0] in "PS" for ch in between)
+
+
+def _trimmed(folded_query: str, start: int, end: int) -> tuple[int, int]:
+    while end - start > 2 and folded_query[start] in HAN_PARTICLES:
+        start += 1
+    while end - start > 2 and folded_query[end - 1] in HAN_PARTICLES:
+        end -= 1
+    return start, end
 
 
 COMMON_WORDS: Final = frozenset(
@@ -120,15 +155,17 @@ HAN_PARTICLES: Final = frozenset("的了吗呢吧啊么")
 of a stretch of terms offered as the next query."""
 
 
-def content_words(query: str) -> str:
-    """The query without its words whose terms are all common words (`what should we use for the session cache`
-    → `use session cache`), in order, as typed."""
-    kept = [word for word in query.split() if not set(query_terms(word.casefold())) <= COMMON_WORDS]
-    return " ".join(kept)
+def function_term(term: str) -> bool:
+    """A common word, or a Han pair holding a particle, pronoun or question character (为什, 案被, 改了): in a question
+    typed as a sentence, a term that names nothing the agent looks for, yet counts toward the half of the terms an
+    item needs."""
+    return term in COMMON_WORDS or any(ch in HAN_FUNCTION_CHARACTERS for ch in term)
 
 
-def _plain_terms(run: str) -> list[str]:
-    return [run] if len(run) >= 2 or any(ch.isdigit() for ch in run) else []
+def _plain_terms(word: str, start: int, end: int, offset: int) -> list[Term]:
+    """word[start:end] as a term (placed at `offset` + start in the query), when it counts as one."""
+    run = word[start:end]
+    return [(run, offset + start, offset + end)] if len(run) >= 2 or any(ch.isdigit() for ch in run) else []
 
 
 def phrase(text: str) -> str:

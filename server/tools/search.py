@@ -91,7 +91,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
         )
         query_note = (
             notes.result_note(await reader.named_result(conn, scope.key, args.query))
-            or await notes.query_note(call, conn, scope, args, page)
+            or await notes.query_note(call, conn, scope, args, page, _held(items))
             if cursor is None
             else None
         )
@@ -142,6 +142,11 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
             ),
         }
     )
+
+
+def _held(items: list[SearchItem]) -> list[list[str]]:
+    """The terms each item matched by terms holds (an identifier or whole-query match is no term match)."""
+    return [item.matched_terms for item in items if item.match_kind == "terms"]
 
 
 def _excluded(total: reader.Total | None) -> int | str:

@@ -18,7 +18,8 @@ from server.reader.scope import READABLE_SCOPES_LISTED, ResolvedScope, readable_
 from server.reader.search_query import (
     COMMON_WORDS,
     HAN_FUNCTION_CHARACTERS,
-    content_words,
+    MARKERS,
+    function_term,
     needed,
     query_terms,
     terms_as_query,
@@ -141,26 +142,52 @@ def result_note(result: reader.NamedResult | None) -> str | None:
 
 
 async def query_note(
-    call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage
+    call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage, held: list[list[str]]
 ) -> str | None:
-    """When common words alone can make an item match (an agent's question typed as a sentence): say so, and what the
-    other words match alone. `what should we use for the session cache now` needs 5 of its 9 terms, 6 of which are
-    common words: its hits hold `we`, `for`, `the` ..., and Decision B (`session cache` and little else) is not one."""
-    common = [term for term in page.terms if term in COMMON_WORDS]
+    """When function terms (common words, and Han pairs holding a particle, pronoun or question character) can make
+    an item match, or made one on this page match: say so, and what the other words match alone, as a next query.
+    `held`: the terms each item of the page matched by terms holds.
+
+    `what should we use for the session cache now` needs 5 of its 9 terms, 6 of which are common words: its hits hold
+    `we`, `for`, `the` ..., and Decision B (`session cache` and little else) is not one. A Chinese question has few
+    common words but many pairs across its words' edges (为什么会话缓存方案被修改了: 为什, 什么, 么会, 案被, 被修, 改了
+    of 12, 6 needed), which chatter holds as readily; and a hit holding 'what', 'the', 'after' and only two of seven
+    other terms ranked first for `what blocked ATL-212 after the Redis quokka narwhal outage`."""
+    # An empty page: nothing matched through such pairs, and no_match_note offers the terms that match alone (a Han
+    # pair such as 个消 or 做会, across two words' edges without a particle, made this note's other words read
+    # `当初 个消息队列` where that note offered `消息队列`). Only common words are counted then, as always.
+    weak = [term for term in page.terms if (function_term(term) if page.hits else term in COMMON_WORDS)]
     need = needed(len(page.terms))
-    if len(page.terms) < 2 or len(common) < need:
+    if len(page.terms) < 2 or not weak:
         return None
-    said = f"{len(common)} of the query's {len(page.terms)} terms are common words ({', '.join(common)})"
-    rule = f"an item matches with any {need} of the {len(page.terms)} terms, so a hit may hold only common words"
-    other = content_words(args.query)
-    if not other:
-        return f"{said}: {rule}. Search for the words that name what you look for (2–4 keywords or an id)."
+    typed = args.query.translate(MARKERS)
+    other = terms_as_query(call.folder.fold(typed), {t for t in page.terms if t not in weak}, typed)
+    other_terms = query_terms(call.folder.fold(other))
+    other_need = needed(len(other_terms))
+    # The hits that the other words alone would not match: they hold fewer than half of those words' terms (the
+    # whole of the other words is then not in them either).
+    carried = [terms for terms in held if len(set(terms) & set(other_terms)) < other_need]
+    if len(weak) < need and not carried:
+        return None
+    common = all(term in COMMON_WORDS for term in weak)
+    kind = "common words" if common else "common words or Han pairs holding a particle, pronoun or question character"
+    those = "common words" if common else "such terms"
+    if len(weak) >= need:
+        said = f"{len(weak)} of the query's {len(page.terms)} terms are {kind} ({', '.join(weak)})"
+        rule = f"an item matches with any {need} of the {len(page.terms)} terms, so a hit may hold only {those}"
+        if not other:
+            return f"{said}: {rule}. Search for the words that name what you look for (2–4 keywords or an id)."
+        said = f"{said}: {rule}, and an item holding only the other words may not match"
+    else:
+        hold = "holds" if len(carried) == 1 else "hold"
+        said = (
+            f"{len(carried)} of the {len(held)} items this page matched by terms {hold} fewer than {other_need} of the "
+            f"{len(other_terms)} terms of the query's other words, matching through its {kind} ({', '.join(weak)}): "
+            f"an item matches with any {need} of the {len(page.terms)} terms"
+        )
     time_range = range_bounds(args.time_range)
     count = await _match_count(call, conn, scope, other, _types(args), time_range, args.time_basis)
-    return (
-        f"{said}: {rule}, and an item holding only the other words may not match. "
-        f"The other words alone ({_call(_suggested(args, scope, other))}) match {count or 'nothing'}."
-    )
+    return f"{said}. The other words alone ({_call(_suggested(args, scope, other))}) match {count or 'nothing'}."
 
 
 def _suggested(args: SearchArgs, scope: ResolvedScope, query: str) -> dict[str, Any]:
@@ -196,12 +223,15 @@ def _probe_order(term: str) -> tuple[bool, bool]:
 async def _together(
     call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage, words: list[str]
 ) -> list[str]:
-    """The terms that match alone as one next query, with what it matches. A Chinese question typed as a sentence
-    (为什么会话缓存方案被修改了: 12 pairs, 6 needed) found nothing, and the note listed pairs such as 话缓 and 存方,
-    which no agent would search for; joined back in the query's order they read 会话缓存方案. Said only when it is
-    another query than the one made and it matches something (a dead end is no next step)."""
-    together = terms_as_query(page.needle, set(words))
-    if set(query_terms(together)) == set(page.terms):
+    """The terms that match alone as one next query, as typed, with what it matches (the count is of that exact text,
+    made as the call shown). A Chinese question typed as a sentence (为什么会话缓存方案被修改了: 12 pairs, 6 needed)
+    found nothing, and the note listed pairs such as 话缓 and 存方, which no agent would search for; joined back in the
+    query's order they read 会话缓存方案. The folded terms were offered once (`inc 4821` for INC-4821, `redis` for
+    Redis): an id no longer named its object, and the query read as not the agent's. Said only when it is another
+    query than the one made and it matches something (a dead end is no next step)."""
+    typed = args.query.translate(MARKERS)
+    together = terms_as_query(call.folder.fold(typed), set(words), typed)
+    if set(query_terms(call.folder.fold(together))) == set(page.terms):
         return []
     time_range = range_bounds(args.time_range)
     count = await _match_count(call, conn, scope, together, _types(args), time_range, args.time_basis)
