@@ -12,7 +12,8 @@ from jsonl_graph import imported_graph
 from mcp import Client
 from support import all_pages, demo_db, ok, server_for
 
-from server.reader.memo import GRAPH, Memo, weight_of, with_memory
+from server.reader.memo import DEFAULT_ENTRIES, GRAPH, Memo, weight_of, with_memory
+from server.reader.search_query import query_terms
 
 ATLAS = 'projects:["atlas"]'
 BEACON = 'projects:["beacon"]'
@@ -121,3 +122,34 @@ async def test_a_memory_write_refreshes_the_remembered_selection_and_keeps_the_s
     assert after[with_memory(ATLAS, True)] != before[with_memory(ATLAS, True)]
     assert len(server.memo) == held  # the old selection replaced, nothing of the scope's recomputed beside it
     assert any("Prefer Postgres" in item["content"] for page in pages for item in page["background"])
+
+
+@pytest.mark.anyio
+async def test_a_pasted_paragraph_is_remembered_as_one_value_and_pushes_out_nothing(tmp_path: Path) -> None:
+    """A query's terms (their needles, each term's count of items for its plan) were remembered one value per term:
+    a pasted paragraph of more than a thousand Han pairs filled the memo (1,024) on its own, pushing out what every
+    other call had remembered. They are now one value per query, weighed by its terms."""
+    atlas = {"kind": "projects", "projectIds": ["atlas"]}
+    stamp = "2026-05-01T08:00:00Z"
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": atlas},
+        {"kind": "result", "id": "r", "scope": atlas, "review_generated_at": stamp, "recorded_at": stamp},
+        {
+            "kind": "event",
+            "id": "ev",
+            "result_id": "r",
+            "event_type": "note",
+            "title": "会话缓存",
+            "recorded_at": stamp,
+        },
+    ]
+    paragraph = "".join(chr(0x4E00 + (i * 7919) % 20_000) for i in range(1_400))
+    assert len(query_terms(paragraph)) > DEFAULT_ENTRIES
+    server = server_for(imported_graph(tmp_path, lines))
+    async with Client(server) as client:
+        await ok(client, "story_graph_search", {"query": "会话缓存 方案 决定"})
+        before = server.memo.weight()
+        await ok(client, "story_graph_search", {"query": paragraph})
+    # The paragraph's terms (1 + 1,399 // 256), its total and whole-query list, its note's lookups: a few units.
+    assert before < server.memo.weight() < before + 32

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 import aiosqlite
 import orjson
@@ -185,8 +185,7 @@ async def search(
     months = time_match(time_basis, time_range) if time_range is not None else None
     filters = Filters(number, None if len(codes) == len(TYPE_CODES) else codes, time_basis, time_range, months)
     whole = await _needle(conn, memo, graph_revision, whole_text)
-    term_needles = [await _needle(conn, memo, graph_revision, t) for t in term_texts]
-    frequency = await _frequencies(conn, memo, graph_revision, term_needles) if len(term_needles) >= 3 else None
+    term_needles, frequency = await _terms(conn, memo, graph_revision, whole, term_texts)
     query_plan = plan(whole, term_needles, frequency)
     ids = await _identifier_items(conn, filters, query, scope_key)
     memo_at, remembered = memo.at(scope_key, scope_revision), (whole_text, filters.key())
@@ -224,38 +223,54 @@ async def _scope_number(conn: aiosqlite.Connection, scope_key: str) -> int | Non
 
 
 async def _needle(conn: aiosqlite.Connection, memo: Memo, graph_revision: str, text: str) -> Needle:
+    """The whole query's needle. The trigrams a short needle begins change only with the data: remembered per graph
+    revision (read in the scope's own statement, in the same snapshot)."""
     if not needs_trigram_list(text):
         return needle(text)
-    # The trigrams a short needle begins change only with the data: remembered per graph revision (read in the
-    # scope's own statement, in the same snapshot).
     memo_at, key = memo.at(GRAPH, graph_revision), ("trigrams", text)
     trigrams = memo_at.get(key)
     if trigrams is None:
-        high = _above_prefix(text)
-        sql = TRIGRAMS_FROM if high is None else TRIGRAMS_BEGINNING
-        rows = await conn.execute_fetchall(sql, {"low": text, "high": high})
-        # Not the month tokens' trigrams (they hold U+0003): no text holds them.
-        listed = [str(row[0]) for row in rows if "\x03" not in str(row[0])]
+        listed = await _trigrams(conn, text)
         trigrams = memo_at.put(key, listed, weight_of(len(listed)))
     return needle(text, trigrams)
 
 
-async def _frequencies(
-    conn: aiosqlite.Connection, memo: Memo, graph_revision: str, terms: list[Needle]
-) -> dict[str, int]:
-    """How many items of the whole index hold each term, up to FREQUENCY_CAP: remembered per graph revision (a
-    query of three or more terms, whose plan needs two or more of them, is planned rarest term first)."""
-    memo_at = memo.at(GRAPH, graph_revision)
-    found: dict[str, int] = {}
-    for term in terms:
-        if term.anywhere is None:
-            continue
-        count = memo_at.get(("frequency", term.text))
-        if count is None:
-            params = {"expression": term.anywhere, "cap": FREQUENCY_CAP}
-            count = memo_at.put(("frequency", term.text), int(await scalar(conn, TERM_FREQUENCY, params)))
-        found[term.text] = count
-    return found
+async def _terms(
+    conn: aiosqlite.Connection, memo: Memo, graph_revision: str, whole: Needle, texts: list[str]
+) -> tuple[list[Needle], dict[str, int] | None]:
+    """The terms' needles and, for three or more terms, how many items of the whole index hold each, up to
+    FREQUENCY_CAP (such a query is planned rarest term first). Remembered per graph revision as one value per query,
+    weighed by the terms and trigrams it lists: a value per term let one pasted paragraph (a thousand Han pairs) push
+    out everything the server remembered for every caller."""
+    if all(text == whole.text for text in texts):
+        return [whole for _ in texts], None
+    memo_at, key = memo.at(GRAPH, graph_revision), ("terms", tuple(texts))
+    remembered = memo_at.get(key)
+    if remembered is not None:
+        return cast("tuple[list[Needle], dict[str, int] | None]", remembered)
+    needles: list[Needle] = []
+    listed = len(texts)
+    for text in texts:
+        trigrams = await _trigrams(conn, text) if text != whole.text and needs_trigram_list(text) else None
+        listed += len(trigrams or ())
+        needles.append(whole if text == whole.text else needle(text, trigrams))
+    if len(needles) < 3:
+        return (needles, None) if listed == len(texts) else memo_at.put(key, (needles, None), weight_of(listed))
+    frequency = {
+        term.text: int(await scalar(conn, TERM_FREQUENCY, {"expression": term.anywhere, "cap": FREQUENCY_CAP}))
+        for term in needles
+        if term.anywhere is not None
+    }
+    return memo_at.put(key, (needles, frequency), weight_of(listed))
+
+
+async def _trigrams(conn: aiosqlite.Connection, text: str) -> list[str]:
+    """The indexed trigrams a short non-CJK needle begins."""
+    high = _above_prefix(text)
+    sql = TRIGRAMS_FROM if high is None else TRIGRAMS_BEGINNING
+    rows = await conn.execute_fetchall(sql, {"low": text, "high": high})
+    # Not the month tokens' trigrams (they hold U+0003): no text holds them.
+    return [str(row[0]) for row in rows if "\x03" not in str(row[0])]
 
 
 def _above_prefix(text: str) -> str | None:
