@@ -72,24 +72,7 @@ async def test_a_remembered_match_list_weighs_by_its_length_so_broad_queries_can
     """A multi-word query remembers its whole-query matches (up to 2,000) and a short needle its trigrams; each
     weighed 1 whatever its length, so 1,024 broad queries could hold ~2 million matches. They now weigh one unit
     more per 256 listed, like a get_context selection."""
-    atlas = {"kind": "projects", "projectIds": ["atlas"]}
-    stamp = "2026-05-01T08:00:00Z"
-    lines: list[dict[str, Any]] = [
-        {"kind": "project", "id": "atlas", "name": "Atlas"},
-        {"kind": "scope", "scope": atlas},
-        {"kind": "result", "id": "r", "scope": atlas, "review_generated_at": stamp, "recorded_at": stamp},
-        *(
-            {
-                "kind": "event",
-                "id": f"evt-{i:03d}",
-                "result_id": "r",
-                "event_type": "note",
-                "title": f"cache rollback {i}",
-                "recorded_at": stamp,
-            }
-            for i in range(600)
-        ),
-    ]
+    lines = _events_of_one_result({f"evt-{i:03d}": f"cache rollback {i}" for i in range(600)})
     server = server_for(imported_graph(tmp_path, lines))
     async with Client(server) as client:
         await ok(client, "story_graph_search", {"query": "one word"})  # remembers coverage, a total, an empty list
@@ -129,21 +112,7 @@ async def test_a_pasted_paragraph_is_remembered_as_one_value_and_pushes_out_noth
     """A query's terms (their needles, each term's count of items for its plan) were remembered one value per term:
     a pasted paragraph of more than a thousand Han pairs filled the memo (1,024) on its own, pushing out what every
     other call had remembered. They are now one value per query, weighed by its terms."""
-    atlas = {"kind": "projects", "projectIds": ["atlas"]}
-    stamp = "2026-05-01T08:00:00Z"
-    lines: list[dict[str, Any]] = [
-        {"kind": "project", "id": "atlas", "name": "Atlas"},
-        {"kind": "scope", "scope": atlas},
-        {"kind": "result", "id": "r", "scope": atlas, "review_generated_at": stamp, "recorded_at": stamp},
-        {
-            "kind": "event",
-            "id": "ev",
-            "result_id": "r",
-            "event_type": "note",
-            "title": "会话缓存",
-            "recorded_at": stamp,
-        },
-    ]
+    lines = _events_of_one_result({"ev": "会话缓存"})
     paragraph = "".join(chr(0x4E00 + (i * 7919) % 20_000) for i in range(1_400))
     assert len(query_terms(paragraph)) > DEFAULT_ENTRIES
     server = server_for(imported_graph(tmp_path, lines))
@@ -153,3 +122,19 @@ async def test_a_pasted_paragraph_is_remembered_as_one_value_and_pushes_out_noth
         await ok(client, "story_graph_search", {"query": paragraph})
     # The paragraph's terms (1 + 1,399 // 256), its total and whole-query list, its note's lookups: a few units.
     assert before < server.memo.weight() < before + 32
+
+
+def _events_of_one_result(titles: dict[str, str]) -> list[dict[str, Any]]:
+    """A graph of project atlas: one result and an event per id with its title."""
+    atlas = {"kind": "projects", "projectIds": ["atlas"]}
+    stamp = "2026-05-01T08:00:00Z"
+    return [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": atlas},
+        {"kind": "result", "id": "r", "scope": atlas, "review_generated_at": stamp, "recorded_at": stamp},
+        *(
+            {"kind": "event", "id": event_id, "result_id": "r", "event_type": "note", "title": title}
+            | {"recorded_at": stamp}
+            for event_id, title in titles.items()
+        ),
+    ]
