@@ -692,6 +692,45 @@ async def test_the_decision_story_leads_the_first_page_among_many_newer_objects_
     assert missing == [], (query, sorted(on_page))
 
 
+async def test_an_empty_first_page_out_of_work_budget_says_why_and_what_to_try(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pasted paragraph's first page, its check of candidates out of budget before any match, came back empty with
+    an unknown total and no note at all. It now has the no-match note, saying the check stopped (not that nothing
+    matches), with the terms that match alone and the unchecked ones named up to twelve; the cursor walks on to the
+    matches."""
+    from server.reader import search
+
+    words = [f"{a}{b}" for a in "bcdfg" for b in ("ola", "ute", "ink", "arp", "ent", "ise")]  # 30 terms, 15 needed
+    monkeypatch.setattr(search, "CHECK_WORK", 10 * len(words))  # 10 candidates per call
+    lines: list[dict[str, Any]] = [
+        {"kind": "project", "id": "atlas", "name": "Atlas"},
+        {"kind": "scope", "scope": ATLAS},
+        {"kind": "result", "id": "r1", "scope": ATLAS, "review_generated_at": _time(0), "recorded_at": _time(0)},
+    ]
+    titles = {f"ev-match-{n}": " ".join(words[n : n + 16]) for n in range(2)}  # stored first: checked last
+    titles |= {f"ev-ten-{n:02}": " ".join(words[n % 20 : n % 20 + 10]) for n in range(40)}
+    lines += [
+        {"kind": "event", "id": event_id, "result_id": "r1", "event_type": "note", "title": title}
+        | {"recorded_at": _time(1)}
+        for event_id, title in titles.items()
+    ]
+    arguments = {"query": " ".join(words), "scope": ATLAS}
+    async with client_for(imported_graph(tmp_path, lines)) as client:
+        first = await ok(client, SEARCH, arguments)
+        found = await all_items(client, SEARCH, arguments)
+    assert first["items"] == [] and first["page"]["limit_reason"] == "work_budget"
+    assert first["page"]["total_count"] == "unknown" and first["page"]["next_cursor"] is not None
+    note = first["no_match_note"]
+    assert note.startswith(
+        "No object found yet that holds the whole query or at least 15 of its 30 terms: this call checked as many "
+        "candidates against the query's terms as one call may (limit_reason work_budget), and next_cursor checks "
+        "the next ones; try fewer or other words. Terms that match alone (of the 8 checked; not checked: "
+    )
+    assert " and 10 more): " in note  # 22 unchecked, 12 named
+    assert sorted(item["object_ref"]["id"] for item in found) == ["ev-match-0", "ev-match-1"]
+
+
 async def test_a_many_term_query_out_of_work_budget_stops_its_page_and_the_cursor_walks_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -100,8 +100,9 @@ class SearchResponse(Frame):
     """The distinct terms the query was split into (Han runs as overlapping pairs)."""
     items: list[SearchItem]
     no_match_note: str | None = None
-    """Only when nothing matched (first page, total 0): what was searched and what to try next (fewer words,
-    no time_range, or another scope this client can read). Null otherwise."""
+    """Only when nothing matched (first page, total 0), or the first page is empty because checking candidates
+    against a query of very many terms ran out of its work budget: what was searched and what to try next (fewer
+    words, no time_range, or another scope this client can read). Null otherwise."""
     query_note: str | None = None
     """First page only, when function terms (common words such as the, for, what, 为什么, and Han pairs holding a
     particle, pronoun or question character such as 案被, 改了) are at least as many as the terms an item needed, or

@@ -86,7 +86,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
         coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, time_range, args.time_basis)
         no_match = (
             await notes.no_match_note(call, conn, scope, args, page, coverage)
-            if cursor is None and page.total.exact and page.total.count == 0
+            if cursor is None and not page.hits and (page.total.exact or page.limit_reason == "work_budget")
             else None
         )
         query_note = (

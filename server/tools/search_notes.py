@@ -28,6 +28,8 @@ from server.tools.base import Call
 
 TERMS_CHECKED: Final = 8
 """A note on zero hits checks at most this many terms one by one."""
+UNCHECKED_LISTED: Final = 12
+"""The terms left unchecked that the note names (a pasted paragraph has hundreds)."""
 SHARED_SCOPES_LISTED: Final = 3
 """Project sets holding shared work that a search which found nothing names (reader.scope.shared_scopes)."""
 
@@ -35,9 +37,11 @@ SHARED_SCOPES_LISTED: Final = 3
 async def no_match_note(
     call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, page: reader.SearchPage, coverage: Coverage
 ) -> str:
-    """Zero hits: say what the rule required and what else to try. An agent cannot tell an empty scope from a query
-    that missed, nor guess which other scopes (another project, a project set, Global) it may read; the list comes
-    from the grant only, as in scope_unavailable."""
+    """Zero hits, or none yet on a first page whose check of candidates ran out of budget (a query of very many terms,
+    such as a pasted paragraph, which otherwise got an empty page, an unknown total and no word of why): say what the
+    rule required and what else to try. An agent cannot tell an empty scope from a query that missed, nor guess which
+    other scopes (another project, a project set, Global) it may read; the list comes from the grant only, as in
+    scope_unavailable."""
     if scope.revision == "0":
         # Nothing was ever written to this exact scope (often a project set nobody stored shared work under): other
         # words cannot match, and the lookups below would all find nothing.
@@ -71,7 +75,15 @@ async def no_match_note(
         )
     else:
         advice = "; try other words." if terms == 1 else "; try fewer or other words."
-    parts = [f"No object{types}{within} holds the whole query{needed}{advice}", *filtered]
+    if page.limit_reason == "work_budget":
+        lead = (
+            f"No object{types}{within} found yet that holds the whole query{needed}: this call checked as many "
+            "candidates against the query's terms as one call may (limit_reason work_budget), and next_cursor "
+            f"checks the next ones{advice}"
+        )
+    else:
+        lead = f"No object{types}{within} holds the whole query{needed}{advice}"
+    parts = [lead, *filtered]
     if terms > 1:
         # The words that name something first, then common words: a question typed as a sentence spent the eight
         # lookups on 'could', 'me', 'what', ... and never checked 'edge' or 'boxes', naming 'team, said' instead.
@@ -79,7 +91,9 @@ async def no_match_note(
         probed = sorted(page.terms, key=_probe_order)[:TERMS_CHECKED]
         alone = [term for term in probed if await _matches_alone(call, conn, scope, args, term)]
         unchecked = [term for term in page.terms if term not in probed]
-        checked = f" (of the {TERMS_CHECKED} checked; not checked: {', '.join(unchecked)})" if unchecked else ""
+        listed = ", ".join(unchecked[:UNCHECKED_LISTED])
+        more = f" and {len(unchecked) - UNCHECKED_LISTED} more" if len(unchecked) > UNCHECKED_LISTED else ""
+        checked = f" (of the {TERMS_CHECKED} checked; not checked: {listed}{more})" if unchecked else ""
         # A common word matching alone is no next query: "Terms that match alone: the." sent agents to search "the".
         words = [term for term in alone if term not in COMMON_WORDS]
         common = [term for term in alone if term in COMMON_WORDS]
