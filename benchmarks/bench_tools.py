@@ -195,7 +195,7 @@ def class_table(measured: list[Measured]) -> str:
     searches = [
         m for m in measured if m.case.tool == SEARCH and m.arguments is not None and m.case.cls not in OUTSIDE_MIXED
     ]
-    groups.append(("all searches above but sentences and paragraphs (mixed workload)", searches))
+    groups.append(("mixed workload: the searches above but sentences, paragraphs, common words", searches))
     for title, members in groups:
         ok = [m for m in members if m.arguments is not None]
         if not members:

@@ -92,12 +92,13 @@ def test_bench_tools_times_every_case_beside_the_floor(cache: Path) -> None:
     out = run("bench_tools.py", "--sizes", OBJECTS, "--runs", "2", "--per-query", *graph_options(cache))
     assert "start-up to the first tools/list" in out
     assert "FAILED" not in out
-    mixed = table_rows(out, "all searches above but sentences and paragraphs (mixed workload)")
+    mixed = table_rows(out, "mixed workload: the searches above but sentences, paragraphs, common words")
     assert len(mixed) == 1 and mixed[0][-1] == "—", mixed  # no failed case, no error
     for title in (
         "zero hits",
         "questions typed as sentences",
         "pasted paragraphs (500–3,900 characters)",
+        "five to eight common words",
         "get_context: big story line, last page",
         "read_source: big source, last page",
     ):
