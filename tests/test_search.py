@@ -1612,6 +1612,24 @@ async def test_the_next_query_is_offered_as_typed_and_its_call_finds_what_it_cla
             assert {"ent-task-cache-migration", "ref-task-cache-migration"} <= first_page
 
 
+async def test_the_next_query_is_at_most_four_words(tmp_path: Path) -> None:
+    """Eight words of a pasted paragraph that matched alone were offered as one next query, which cost a second to
+    count at 1M and is no query an agent would type: the note offers the first four, in the query's order."""
+    question = "Redis SQLite kickoff migration cache session zebra quokka narwhal wombat yak ibex okapi"
+    async with client_for(demo_db(tmp_path)) as client:
+        asked = await ok(client, SEARCH, {"query": question})
+        assert asked["items"] == []
+        note = asked["no_match_note"]
+        assert (
+            "Terms that match alone (of the 8 checked; not checked: narwhal, wombat, yak, ibex, okapi): redis, " in note
+        )
+        suggested, claim = _offered(note, "As a next query, ")
+        assert suggested == {"query": "Redis SQLite kickoff migration"}
+        made = await ok(client, SEARCH, suggested)
+        assert claim == _claim(made["page"]["total_count"])
+    assert terms_as_query("a1 b2 c3", {"a1", "b2", "c3"}, most=2) == "a1 b2"
+
+
 def test_terms_are_joined_back_as_typed() -> None:
     typed = "Why did INC-4821 hit Redis, then redis again? v2.1 foo-x-bar Ｒｅｄｉｓ缓存"
     folded = typed.casefold().replace("ｒｅｄｉｓ", "redis")  # as the index folds width and case (one to one)

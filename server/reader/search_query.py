@@ -84,12 +84,12 @@ def _term_groups(folded_query: str) -> list[list[Term]]:
     return groups
 
 
-def terms_as_query(folded_query: str, kept: Collection[str], typed: str | None = None) -> str:
+def terms_as_query(folded_query: str, kept: Collection[str], typed: str | None = None, most: int | None = None) -> str:
     """The kept terms as one query, in the query's order and as `typed` (the query before folding, index markers
     removed; default: the folded query). A Han run's consecutive kept pairs are joined back into the stretch they
     came from (会话, 话缓, 缓存 → 会话缓存), a particle at a stretch's edge dropped (么会话 → 会话); other kept terms
     next to each other with only punctuation or symbols between them stay one word (inc, 4821 → INC-4821): an agent
-    searches for the id or name it typed, not for its folded pieces."""
+    searches for the id or name it typed, not for its folded pieces. `most`: at most so many words, the first."""
     text = folded_query if typed is None else typed
     if len(text) != len(folded_query):
         raise ValueError("the typed query must be the folded query's source, of the same length")
@@ -118,7 +118,7 @@ def terms_as_query(folded_query: str, kept: Collection[str], typed: str | None =
     parts: dict[str, str] = {}  # folded → as typed: a repeat, in any case, is offered once
     for start, end in filter(None, spans):
         parts.setdefault(folded_query[start:end], text[start:end])
-    return " ".join(parts.values())
+    return " ".join(list(parts.values())[:most])
 
 
 def _joins(text: str, end: int, start: int) -> bool:

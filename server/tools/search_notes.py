@@ -28,6 +28,9 @@ from server.tools.base import Call
 
 TERMS_CHECKED: Final = 8
 """A note on zero hits checks at most this many terms one by one."""
+NEXT_QUERY_WORDS: Final = 4
+"""The words a no-match note's next query is made of, at most: the first that match alone, in the query's order (the
+2-4 keywords the notes advise; eight words of a pasted paragraph made a query that cost a second to count at 1M)."""
 UNCHECKED_LISTED: Final = 12
 """The terms left unchecked that the note names (a pasted paragraph has hundreds)."""
 SHARED_SCOPES_LISTED: Final = 3
@@ -244,7 +247,7 @@ async def _together(
     Redis): an id no longer named its object, and the query read as not the agent's. Said only when it is another
     query than the one made and it matches something (a dead end is no next step)."""
     typed = args.query.translate(MARKERS)
-    together = terms_as_query(call.folder.fold(typed), set(words), typed)
+    together = terms_as_query(call.folder.fold(typed), set(words), typed, most=NEXT_QUERY_WORDS)
     if set(query_terms(call.folder.fold(together))) == set(page.terms):
         return []
     time_range = range_bounds(args.time_range)
