@@ -439,6 +439,90 @@ def test_serving_does_not_load_the_importers() -> None:
     assert loaded_by(serving, ("server.contracts.interchange", "server.store.jsonl", "server.store.goodbuddy")) == []
 
 
+def test_serving_builds_the_contracts_without_reading_their_docstrings() -> None:
+    """pydantic's `use_attribute_docstrings` read each contract's source while building its class (a stack walk with
+    `inspect.getmodule` over every loaded module, a tokenizer and two parses per class): ~110 ms of every server's
+    start-up. The docstrings are read when a schema is generated (`describe_fields`), and are there then."""
+    check = (
+        "from server.contracts.search import SearchArgs; "
+        "print(SearchArgs.model_fields['query'].description, "
+        "bool(SearchArgs.model_json_schema()['properties']['query'].get('description')))"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", f"import server.cli, server.serve; {check}"],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert found.stdout.split() == ["None", "True"]
+
+
+SCHEMAS = """
+import asyncio, orjson
+from pathlib import Path
+from server.app import StaticAccess, build_server
+from server.contracts.base import Contract
+from server.contracts.common import Grant
+import server.contracts.interchange, server.serve
+
+def subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from subclasses(sub)
+
+server = build_server(Path("unused.db"), StaticAccess(Grant(client_id="test", default_project="atlas")))
+listed = [tool.model_dump(mode="json", by_alias=True) for tool in asyncio.run(server.list_tools())]
+models = {
+    f"{model.__module__}.{model.__qualname__}": [
+        model.model_json_schema(by_alias=by_alias, mode=mode)
+        for by_alias in (True, False)
+        for mode in ("validation", "serialization")
+    ]
+    for model in subclasses(Contract)
+}
+print(orjson.dumps([listed, models]).decode())
+"""
+ATTRIBUTE_DOCSTRINGS = """
+import pydantic
+from server.contracts import field_docs
+
+config_dict = pydantic.ConfigDict
+
+def with_attribute_docstrings(**config):
+    if config.get("json_schema_extra") is field_docs.describe_fields:  # the contracts' base: pydantic reads them
+        config["use_attribute_docstrings"] = True
+    return config_dict(**config)
+
+pydantic.ConfigDict = with_attribute_docstrings
+field_docs.field_docstrings = lambda cls: {}
+"""
+
+
+def test_the_schemas_describe_fields_as_pydantics_attribute_docstrings_did() -> None:
+    """The tools' listed schemas, and every contract's own JSON Schema in both modes, with and without aliases, are
+    the same (key order too) as when pydantic read the field docstrings itself (`use_attribute_docstrings`)."""
+
+    import orjson
+
+    def schemas(prelude: str) -> str:
+        found = subprocess.run(
+            [sys.executable, "-c", prelude + SCHEMAS],
+            cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return found.stdout
+
+    ours, pydantics = schemas(""), schemas(ATTRIBUTE_DOCSTRINGS)
+    assert ours == pydantics
+    listed, models = orjson.loads(ours)
+    assert len(listed) == 3 and len(models) > 40
+    search = next(tool for tool in listed if tool["name"] == "story_graph_search")
+    assert search["inputSchema"]["properties"]["query"]["description"]
+
+
 COLLECTIONS_HOOK = """
 import atexit, gc, sys
 seen = {"full_while_building": 0, "while_serving": 0}
