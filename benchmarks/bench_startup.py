@@ -9,7 +9,9 @@ sample says little. Here each round spawns every server once, alternating (ours,
 `initialize`, `notifications/initialized` and `tools/list` as raw JSON-RPC lines at once: no client library's
 own start-up or validation is counted, only the server's. Printed per server: the median and p95 wall time, and
 the median CPU time (user + system) of the whole process, which other processes on the machine disturb less
-than the wall time. The process is then told to stop by closing its input (its exit is not timed).
+than the wall time. The process is then told to stop by closing its input (its exit is not timed). Each checkout's
+`server` package is byte-compiled first, as installing the wheel does (`byte_compiled`): started from a checkout
+without it, every start compiled our modules from source.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from bench_common import (
     PYTHON,
     REPO,
     add_graph_options,
+    byte_compiled,
     ensure_graph,
     floor_stdio_args,
     fmt_ratio,
@@ -92,6 +95,8 @@ def measure(db: Path, rounds: int, compare: Sequence[Path]) -> dict[str, list[tu
         # That checkout's code: first on the path, and `python -m server` started from its directory.
         other = dict(env, PYTHONPATH=os.pathsep.join([str(checkout), env["PYTHONPATH"]]))
         servers[str(checkout)] = (ours_stdio_args(db), checkout, other)
+    for checkout in (REPO, *compare):
+        byte_compiled(checkout)  # as an installed server starts: its modules' byte code written (bench_common)
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in servers}
     for _ in range(rounds):
         for name, (args, cwd, server_env_) in servers.items():
