@@ -191,7 +191,8 @@ def byte_compiled(checkout: Path = REPO) -> None:
     """Write the byte code of a checkout's `server` package, as installing the wheel does (pip compiles every
     module). A server started from a checkout under PYTHONDONTWRITEBYTECODE (set on this machine), or whose cached
     byte code is older than its sources, compiles each module it imports from source at every start: ~60 modules,
-    0.14 s of CPU that an installed server does not spend, and that the floor (one small script) hardly has."""
+    0.27 s of CPU at 1M (docs/performance.md, "Start-up, session 14") that an installed server does not spend, and
+    that the floor (one small script) hardly has."""
     import compileall
 
     if not compileall.compile_dir(checkout / "server", quiet=2):
