@@ -523,6 +523,23 @@ def test_the_schemas_describe_fields_as_pydantics_attribute_docstrings_did() -> 
     assert search["inputSchema"]["properties"]["query"]["description"]
 
 
+def test_a_contract_in_a_function_or_a_class_has_its_docstrings_described() -> None:
+    """As pydantic's `use_attribute_docstrings` did: a class is found by its qualified name, wherever it is."""
+    from server.contracts.base import Contract
+
+    class Outer(Contract):
+        kept: int = 0
+        """Said of kept."""
+
+        class Inner(Contract):
+            inner: str = ""
+            """Said of inner,
+            on two lines."""
+
+    assert Outer.model_json_schema()["properties"]["kept"]["description"] == "Said of kept."
+    assert Outer.Inner.model_json_schema()["properties"]["inner"]["description"] == "Said of inner,\non two lines."
+
+
 @pytest.mark.anyio
 async def test_the_listed_schemas_are_each_models_own(tmp_path: Path) -> None:
     """The output schemas are generated together (their shared parts once) and defaults encoded without a

@@ -42,20 +42,28 @@ def _declared_in(cls: type[BaseModel], name: str) -> type:
 
 
 def field_docstrings(cls: type) -> dict[str, str]:
-    """The attribute docstrings in the body of `cls` (a class defined at the top level of its module), by field."""
+    """The attribute docstrings in the body of `cls`, by field."""
     return _module_docstrings(cls.__module__).get(cls.__qualname__, {})
 
 
 @cache
 def _module_docstrings(module: str) -> dict[str, dict[str, str]]:
-    """For each class at the top level of `module`, its attribute docstrings (as pydantic reads them: a string
-    statement right after an annotated name, cleaned with `inspect.cleandoc`). No source, no docstrings."""
+    """For each class in `module` (by qualified name: nested in a class or a function too), its attribute docstrings
+    as pydantic reads them: a string statement right after an annotated name, cleaned with `inspect.cleandoc`. No
+    source, no docstrings."""
     try:
         source = inspect.getsource(sys.modules[module])
     except (OSError, TypeError, KeyError):
         return {}
     classes: dict[str, dict[str, str]] = {}
-    for node in ast.parse(source).body:
+    _collect(ast.parse(source).body, "", classes)
+    return classes
+
+
+def _collect(body: list[ast.stmt], prefix: str, classes: dict[str, dict[str, str]]) -> None:
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            _collect(node.body, f"{prefix}{node.name}.<locals>.", classes)
         if not isinstance(node, ast.ClassDef):
             continue
         docs: dict[str, str] = {}
@@ -68,5 +76,5 @@ def _module_docstrings(module: str) -> dict[str, dict[str, str]]:
                 and isinstance(statement.value.value, str)
             ):
                 docs[previous.target.id] = inspect.cleandoc(statement.value.value)
-        classes[node.name] = docs
-    return classes
+        classes[f"{prefix}{node.name}"] = docs
+        _collect(node.body, f"{prefix}{node.name}.", classes)
