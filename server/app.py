@@ -37,7 +37,7 @@ from server import package_version
 from server.contracts.base import Contract, ProjectsScope, format_utc
 from server.contracts.common import MAX_RESPONSE_BYTES, Grant
 from server.contracts.errors import StoryGraphError, internal_error, story_graph_unavailable, unsupported_mode
-from server.contracts.json_schema import output_schema
+from server.contracts.json_schema import ListedSchema, output_schemas
 from server.health import FileIdentity, ReadFailure, classify, file_changed, identity, probe, same_file_state
 from server.reader.cursor import CursorCodec
 from server.reader.db import Database, SchemaChanged
@@ -183,16 +183,18 @@ class StoryGraphServer(MCPServer[Any]):
     @cached_property
     def _listed(self) -> list[MCPTool]:
         """The tools as listed: their JSON schemas are generated once per process, not on every tools/list."""
+        specs = list(self.specs.values())
+        outputs = output_schemas([spec.output_model for spec in specs])
         return [
             MCPTool(
                 name=spec.name,
                 title=spec.title,
                 description=spec.description,
-                input_schema=spec.input_model.model_json_schema(by_alias=True),
-                output_schema=output_schema(spec.output_model),
+                input_schema=spec.input_model.model_json_schema(by_alias=True, schema_generator=ListedSchema),
+                output_schema=output,
                 annotations=READ_ONLY.model_copy(update={"title": spec.title}),
             )
-            for spec in self.specs.values()
+            for spec, output in zip(specs, outputs, strict=True)
         ]
 
     async def call_tool(

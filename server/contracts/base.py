@@ -9,6 +9,8 @@ from typing import Annotated, Final, Literal
 import orjson
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from server.contracts.field_docs import describe_fields
+
 OBJECT_TYPES: tuple[str, ...] = (
     "story_line",
     "story",
@@ -44,9 +46,10 @@ JSON functions, which end a text at it (`a\\u0000b` would be linked as `a`), and
 
 
 class Contract(BaseModel):
-    """Closed, frozen, self-describing: unknown keys are refused, field docstrings become schema descriptions."""
+    """Closed, frozen, self-describing: unknown keys are refused, field docstrings become schema descriptions
+    (`describe_fields`, when a schema is generated: a model that sets its own `json_schema_extra` calls it too)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", json_schema_extra=describe_fields)
 
 
 def format_utc(moment: datetime) -> str:

@@ -19,6 +19,7 @@ from server.contracts.base import (
     finer_than_a_millisecond,
     next_millisecond,
 )
+from server.contracts.field_docs import describe_fields
 
 Unknown = Literal["unknown"]
 LimitReason = Literal["page_size", "content_page_size", "response_budget", "work_budget", "content_unavailable"]
@@ -169,7 +170,7 @@ class ToolArgs(Contract):
     input schema says so (`anyOf` with `{"type": "null"}`, the default beside it); a required argument still
     refuses null."""
 
-    model_config = Contract.model_config | {"json_schema_extra": lambda schema, _: _optional_takes_null(schema)}
+    model_config = Contract.model_config | {"json_schema_extra": lambda schema, cls: _optional_takes_null(schema, cls)}
 
     @model_validator(mode="before")
     @classmethod
@@ -180,7 +181,8 @@ class ToolArgs(Contract):
         return {key: value for key, value in data.items() if not (value is None and key in optional)}
 
 
-def _optional_takes_null(schema: dict[str, Any]) -> None:
+def _optional_takes_null(schema: dict[str, Any], cls: type[BaseModel]) -> None:
+    describe_fields(schema, cls)  # the contracts' own json_schema_extra, which this one replaces
     required = set(schema.get("required", []))
     properties: dict[str, dict[str, Any]] = schema.get("properties", {})
     for name, prop in properties.items():
