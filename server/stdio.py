@@ -12,8 +12,9 @@ newline at all, grew the server's memory without limit. Stdin is read here inste
 and the rest of it is dropped as it arrives, unread. A line that is not UTF-8 is `-32700`, as the same HTTP body
 is (the SDK's reader replaced the bad bytes with U+FFFD and served the message). The rest is the SDK's: lines end at
 `\\n`, `\\r\\n` or `\\r`, a last line without one is read at end of input, fd 0 is moved out of the way while
-serving (`_claim_fd`, the SDK's own, so a handler or child that reads stdin gets end of input), and the SDK's
-transport writes the answers (with its guard that keeps stray prints off the protocol stream).
+serving (`_claim_fd`, the SDK's own, so a handler or child that reads stdin gets end of input), and so is fd 1 (to
+stderr: a stray print stays off the protocol stream). The answers are written as the SDK's transport wrote them
+(one JSON line each), but without its two thread hops per answer where they can be spared (`write_now`).
 A client that closes our stdout is noticed by polling it once a second (`_output_closed`), not only when the
 next answer fails to be written: a client that stops reading but keeps our stdin open does not leave the
 server running.
@@ -21,24 +22,28 @@ server running.
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import select
+import stat
 import sys
 import threading
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
-from mcp.server.stdio import _claim_fd, _open_stdin_diversion, stdio_server
+from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _open_stdout_diversion
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 from mcp.types import INVALID_REQUEST, PARSE_ERROR, JSONRPCError, jsonrpc_message_adapter
 from pydantic import ValidationError
 
 from server.jsonrpc_errors import MAX_MESSAGE_BYTES, error, invalid_message
+
+if sys.platform != "win32":
+    import fcntl
+    import termios
 
 log = logging.getLogger("story_graph_mcp.stdio")
 OUTPUT_CHECK_SECONDS: Final = 1.0
@@ -176,47 +181,99 @@ async def _serve_until_output_closes(server: MCPServer[Any], lowlevel: Any, outp
 
 
 async def _serve_lines(lowlevel: Any, wire: int, output: int | None) -> None:
-    # The SDK's transport is given an empty stdin: it only writes the answers.
-    async with stdio_server(stdin=anyio.wrap_file(io.StringIO())) as (unused, write_stream):
-        await unused.aclose()
-        to_server, from_transport = create_context_streams[SessionMessage | Exception](0)
+    # The SDK's guard for fd 1, as its stdio_server applies it: the wire moves to a private descriptor and fd 1
+    # points at stderr while serving, so a stray print cannot break the protocol stream.
+    out, release = _claim_fd(1, sys.stdout, "wb", _open_stdout_diversion)
+    try:
+        await _serve_on(lowlevel, wire, out, output)
+    finally:
+        if release is not None:
+            release()
 
-        async def pump() -> None:
-            lines = StdinLines(wire, MAX_MESSAGE_BYTES)
-            async with to_server:
-                while (line := await anyio.to_thread.run_sync(lines.next)) is not None:
-                    if isinstance(line, OverLong):
-                        reply = error(None, INVALID_REQUEST, LINE_TOO_LONG)
+
+async def _serve_on(lowlevel: Any, wire: int, out: BinaryIO, output: int | None) -> None:
+    to_server, from_transport = create_context_streams[SessionMessage | Exception](0)
+    to_client, from_server = create_context_streams[SessionMessage](0)
+    # An answer that fits in the client's empty pipe is written by the event loop itself (`write_now`); the SDK's
+    # transport handed every answer's write and then its flush to a worker thread and back, two thread hops per
+    # call, each a wait for a CPU on a busy machine (docs/performance.md, "The selective p95 at 1M"). Any other
+    # answer is written and flushed on a thread in one hop.
+    pipe = pipe_of(out)
+
+    async def pump() -> None:
+        lines = StdinLines(wire, MAX_MESSAGE_BYTES)
+        async with to_server:
+            while (line := await anyio.to_thread.run_sync(lines.next)) is not None:
+                if isinstance(line, OverLong):
+                    reply = error(None, INVALID_REQUEST, LINE_TOO_LONG)
+                else:
+                    try:
+                        # From the bytes, as an HTTP body is parsed: a line that is not UTF-8 is not JSON.
+                        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    except Exception as exc:  # any failure is answered, as the SDK's reader passed on any
+                        reply = refusal(exc)
                     else:
-                        try:
-                            # From the bytes, as an HTTP body is parsed: a line that is not UTF-8 is not JSON.
-                            message = jsonrpc_message_adapter.validate_json(line, by_name=False)
-                        except Exception as exc:  # any failure is answered, as the SDK's reader passed on any
-                            reply = refusal(exc)
-                        else:
-                            await to_server.send(SessionMessage(message))
-                            continue
-                    log.warning("refused an unreadable stdio line: %s", reply.error.message)
-                    await write_stream.send(SessionMessage(reply))
+                        await to_server.send(SessionMessage(message))
+                        continue
+                log.warning("refused an unreadable stdio line: %s", reply.error.message)
+                await to_client.send(SessionMessage(reply))
 
-        async def watch() -> None:
-            if output is None:
-                return
-            await _output_closed(output)
-            # Stopped like a failed write (serve_stdio). The SDK's stdin reader is a blocking read on a
-            # thread, which nothing interrupts while the client keeps our stdin open: once the calls are
-            # cancelled and the database closed, the process ends even if that read never returns.
-            exit_later = threading.Timer(EXIT_GRACE_SECONDS, os._exit, (0,))
-            exit_later.daemon = True
-            exit_later.start()
-            log.info("the client closed the server's output; stopping")
-            raise OutputClosed
+    async def answer() -> None:
+        async with from_server:
+            async for session_message in from_server:
+                data = (session_message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
+                written = 0 if pipe is None else write_now(pipe, data)
+                if written < len(data):
+                    await anyio.to_thread.run_sync(_write_and_flush, out, data[written:])
 
+    async def watch() -> None:
+        if output is None:
+            return
+        await _output_closed(output)
+        # Stopped like a failed write (serve_stdio). The stdin reader is a blocking read on a thread, which
+        # nothing interrupts while the client keeps our stdin open: once the calls are cancelled and the
+        # database closed, the process ends even if that read never returns.
+        exit_later = threading.Timer(EXIT_GRACE_SECONDS, os._exit, (0,))
+        exit_later.daemon = True
+        exit_later.start()
+        log.info("the client closed the server's output; stopping")
+        raise OutputClosed
+
+    async with anyio.create_task_group() as writing:
+        writing.start_soon(answer)  # ends once the session closed `to_client` and every answer is written
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(pump)
             tasks.start_soon(watch)
-            await lowlevel.run(from_transport, write_stream, lowlevel.create_initialization_options())
+            async with to_client:
+                await lowlevel.run(from_transport, to_client, lowlevel.create_initialization_options())
             tasks.cancel_scope.cancel()
+
+
+def pipe_of(out: BinaryIO) -> int | None:
+    """The descriptor of the answers' pipe when `write_now` can tell whether an answer fits in it (Linux), else None
+    (a socket, a file, a terminal, stdout served in place: written on a thread)."""
+    if out is sys.stdout.buffer or sys.platform == "win32" or not hasattr(fcntl, "F_GETPIPE_SZ"):
+        return None
+    try:
+        fd = out.fileno()
+        return fd if stat.S_ISFIFO(os.fstat(fd).st_mode) else None
+    except (OSError, ValueError):
+        return None
+
+
+def write_now(fd: int, data: bytes) -> int:
+    """Write `data` to the pipe at once if the client has read everything before it and it fits in the pipe: a
+    write to a blocking pipe with room for all of it returns at once, so the event loop never waits for the
+    client. The bytes written: 0 when it does not fit (the caller writes it on a thread, which may wait)."""
+    queued = int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
+    if queued or len(data) > fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ):
+        return 0
+    return os.write(fd, data)
+
+
+def _write_and_flush(out: BinaryIO, data: bytes) -> None:
+    out.write(data)
+    out.flush()
 
 
 def _watchable_output() -> int | None:

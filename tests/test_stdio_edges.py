@@ -1,25 +1,32 @@
 """Hostile bytes on stdio, sent raw to a real `python -m server serve` subprocess: every line that is not one
 valid JSON-RPC message gets a JSON-RPC error (never silence, which would leave the client waiting forever),
-and the server keeps serving the next request."""
+and the server keeps serving the next request. Also how the answers are written: from the event loop when they
+fit in the client's empty pipe, else on a thread, each one whole line either way."""
 
 from __future__ import annotations
 
+import fcntl
+import inspect
 import os
 import re
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
+import orjson
 import pytest
 from http_support import RawStdio, http_server, raw_stdio
 from support import demo_db
 
 from server.jsonrpc_errors import MAX_MESSAGE_BYTES
-from server.stdio import LINE_TOO_LONG
+from server.reader.db import Database
+from server.stdio import LINE_TOO_LONG, write_now
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+SEARCH = "story_graph_search"
 
 
 @pytest.fixture
@@ -252,3 +259,60 @@ async def test_http_takes_the_same_most_bytes_per_message(tmp_path: Path) -> Non
             assert served.status_code == 200 and served.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
             refused = await http.post(server.url, content=padded_ping(2, MAX_MESSAGE_BYTES + 1), headers=headers)
             assert refused.status_code == 413 and "at most 4 MiB" in refused.json()["error"]["message"]
+
+
+LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pipe sizes and /proc are Linux's")
+
+
+def search_request(request_id: int, page_size: int = 10) -> dict[str, Any]:
+    arguments = {"query": "session cache", "page_size": page_size}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/call",
+        "params": {"name": SEARCH, "arguments": arguments},
+    }
+
+
+@LINUX
+def test_an_answer_is_written_at_once_only_into_an_empty_pipe_it_fits_in() -> None:
+    """`write_now` writes from the event loop only when the write cannot wait for the client: the pipe holds
+    nothing unread and has room for the whole answer. Otherwise it writes nothing (a thread writes it)."""
+    read_end, write_end = os.pipe()
+    try:
+        size = fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ)
+        assert write_now(write_end, b"a" * 100) == 100
+        assert write_now(write_end, b"b") == 0  # the client has not read the answer before it
+        assert os.read(read_end, 1000) == b"a" * 100
+        assert write_now(write_end, b"c" * (size + 1)) == 0  # more than the pipe holds
+        assert write_now(write_end, b"d" * size) == size  # exactly a pipe's worth, into the empty pipe
+        assert len(os.read(read_end, size)) == size
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+@LINUX
+def test_answers_are_written_by_the_event_loop_not_a_worker_thread(stdio: RawStdio) -> None:
+    """A client that reads each answer before its next request gets every one written by the server's event loop:
+    the process runs its main thread, the thread reading stdin and the database connections' threads, and no
+    worker thread for the writes (the SDK's transport handed each answer's write and flush to one and back:
+    docs/performance.md, "The selective p95 at 1M")."""
+    for request_id in range(10, 15):
+        assert "result" in stdio.call(search_request(request_id))
+    connections = inspect.signature(Database.open).parameters["size"].default
+    threads = os.listdir(f"/proc/{stdio.process.pid}/task")
+    assert len(threads) == 2 + connections, threads
+
+
+def test_answers_to_a_client_that_reads_late_arrive_whole(stdio: RawStdio) -> None:
+    """Answers that find the pipe unread, or do not fit in it (the client reads them only once it has sent every
+    request), are written on a thread instead, each still one whole line. (A page of 50 here is ~120 KB, over a
+    pipe's 64 KiB; a page of 10 fits in an empty one.)"""
+    count = 40
+    requests = (orjson.dumps(search_request(100 + n, page_size=10 if n % 2 else 50)) for n in range(count))
+    stdio.send(b"\n".join(requests))
+    time.sleep(1)  # not a timing assertion: lets answers pile up in the pipe before the client reads any
+    answers = [stdio.receive() for _ in range(count)]
+    assert sorted(answer["id"] for answer in answers) == list(range(100, 100 + count))
+    assert all(answer["result"]["structuredContent"]["page"]["returned_count"] > 0 for answer in answers)
