@@ -235,6 +235,15 @@ def test_bench_loop_lag_probes_a_loaded_session_and_cancels(cache: Path) -> None
     assert "load average before" in out
 
 
+def test_bench_tail_splits_the_calls_into_cpu_waiting_and_collections(cache: Path) -> None:
+    out = run("bench_tail.py", "--objects", OBJECTS, *graph_options(cache), "--rounds", "2", "--queries", "Kafka,麒麟")
+    assert "4 calls of ours" in out
+    for part in ("server CPU", "server waiting", "client CPU", "client waiting", "server GC", "client GC"):
+        (row,) = table_rows(out, part)
+        assert all(cell != "—" for cell in row[1:]), row
+    assert "load average before" in out
+
+
 def test_every_script_is_run_here() -> None:
     ran = set(re.findall(r'run\(\s*"(\w+\.py)"', Path(__file__).read_text()))
     # floor_server.py is run by bench_tools.py (stdio) and bench_http.py (HTTP, under both launchers) above.
