@@ -14,7 +14,7 @@ is (the SDK's reader replaced the bad bytes with U+FFFD and served the message).
 `\\n`, `\\r\\n` or `\\r`, a last line without one is read at end of input, fd 0 is moved out of the way while
 serving (`_claim_fd`, the SDK's own, so a handler or child that reads stdin gets end of input), and so is fd 1 (to
 stderr: a stray print stays off the protocol stream). The answers are written as the SDK's transport wrote them
-(one JSON line each), but without its two thread hops per answer where they can be spared (`write_now`).
+(one JSON line each), but without its two thread hops per answer where they can be spared (`AnswerPipe`).
 A client that closes our stdout is noticed by polling it once a second (`_output_closed`), not only when the
 next answer fails to be written: a client that stops reading but keeps our stdin open does not leave the
 server running.
@@ -25,9 +25,11 @@ from __future__ import annotations
 import logging
 import os
 import select
+import socket
 import stat
 import sys
 import threading
+from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
 
 import anyio
@@ -194,11 +196,11 @@ async def _serve_lines(lowlevel: Any, wire: int, output: int | None) -> None:
 async def _serve_on(lowlevel: Any, wire: int, out: BinaryIO, output: int | None) -> None:
     to_server, from_transport = create_context_streams[SessionMessage | Exception](0)
     to_client, from_server = create_context_streams[SessionMessage](0)
-    # An answer that fits in the client's empty pipe is written by the event loop itself (`write_now`); the SDK's
-    # transport handed every answer's write and then its flush to a worker thread and back, two thread hops per
-    # call, each a wait for a CPU on a busy machine (docs/performance.md, "The selective p95 at 1M"). Any other
-    # answer is written and flushed on a thread in one hop.
-    pipe = pipe_of(out)
+    # An answer that fits in the client's pipe or socket, all of whose earlier answers it has read, is written by the
+    # event loop itself (`AnswerPipe`); the SDK's transport handed every answer's write and then its flush to a worker
+    # thread and back, two thread hops per call, each a wait for a CPU on a busy machine (docs/performance.md, "The
+    # selective p95 at 1M"). Any other answer is written and flushed on a thread in one hop.
+    pipe = AnswerPipe.of(out)
 
     async def pump() -> None:
         lines = StdinLines(wire, MAX_MESSAGE_BYTES)
@@ -222,7 +224,7 @@ async def _serve_on(lowlevel: Any, wire: int, out: BinaryIO, output: int | None)
         async with from_server:
             async for session_message in from_server:
                 data = (session_message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
-                written = 0 if pipe is None else write_now(pipe, data)
+                written = 0 if pipe is None else pipe.write_now(data)
                 if written < len(data):
                     await anyio.to_thread.run_sync(_write_and_flush, out, data[written:])
 
@@ -249,26 +251,52 @@ async def _serve_on(lowlevel: Any, wire: int, out: BinaryIO, output: int | None)
             tasks.cancel_scope.cancel()
 
 
-def pipe_of(out: BinaryIO) -> int | None:
-    """The descriptor of the answers' pipe when `write_now` can tell whether an answer fits in it (Linux), else None
-    (a socket, a file, a terminal, stdout served in place: written on a thread)."""
-    if out is sys.stdout.buffer or sys.platform == "win32" or not hasattr(fcntl, "F_GETPIPE_SZ"):
-        return None
-    try:
-        fd = out.fileno()
-        return fd if stat.S_ISFIFO(os.fstat(fd).st_mode) else None
-    except (OSError, ValueError):
+@dataclass(frozen=True)
+class AnswerPipe:
+    """The client's end of our answers when `write_now` can tell whether an answer fits in it without waiting (Linux):
+    a pipe (the MCP Python SDK's clients), or a Unix stream socket (Node's child processes: the Inspector, desktop
+    clients)."""
+
+    fd: int
+    socket_room: int | None
+    """For a socket, the most one write may send without waiting (half its send buffer: the rest covers the kernel's
+    own overhead per message); None for a pipe (its size is read at every write)."""
+
+    @classmethod
+    def of(cls, out: BinaryIO) -> AnswerPipe | None:
+        """None for anything else (a file, a terminal, stdout served in place): its answers are written on a thread."""
+        if out is sys.stdout.buffer or not sys.platform.startswith("linux"):
+            return None
+        try:
+            fd = out.fileno()
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISFIFO(mode):
+                return cls(fd, None)
+            if stat.S_ISSOCK(mode):
+                with socket.socket(fileno=os.dup(fd)) as sock:
+                    if sock.family == socket.AF_UNIX and sock.type == socket.SOCK_STREAM:
+                        return cls(fd, sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 2)
+        except (OSError, ValueError):
+            pass
         return None
 
+    def write_now(self, data: bytes) -> int:
+        """Write `data` at once if the client has read everything before it and it fits: then a write to the blocking
+        descriptor returns at once, so the event loop never waits for the client. The bytes written: 0 when it does
+        not fit (the caller writes it on a thread, which may wait)."""
+        if self.socket_room is None:
+            unread = _int_ioctl(self.fd, termios.FIONREAD)  # bytes in the pipe
+            room = fcntl.fcntl(self.fd, fcntl.F_GETPIPE_SZ)
+        else:
+            unread = _int_ioctl(self.fd, termios.TIOCOUTQ)  # bytes sent and not yet read by the peer (SIOCOUTQ)
+            room = self.socket_room
+        if unread or len(data) > room:
+            return 0
+        return os.write(self.fd, data)
 
-def write_now(fd: int, data: bytes) -> int:
-    """Write `data` to the pipe at once if the client has read everything before it and it fits in the pipe: a
-    write to a blocking pipe with room for all of it returns at once, so the event loop never waits for the
-    client. The bytes written: 0 when it does not fit (the caller writes it on a thread, which may wait)."""
-    queued = int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), sys.byteorder)
-    if queued or len(data) > fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ):
-        return 0
-    return os.write(fd, data)
+
+def _int_ioctl(fd: int, request: int) -> int:
+    return int.from_bytes(fcntl.ioctl(fd, request, bytes(4)), sys.byteorder)
 
 
 def _write_and_flush(out: BinaryIO, data: bytes) -> None:

@@ -9,6 +9,8 @@ import fcntl
 import inspect
 import os
 import re
+import socket
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,12 +20,12 @@ from typing import Any
 import httpx2
 import orjson
 import pytest
-from http_support import RawStdio, http_server, raw_stdio
+from http_support import INITIALIZE, PYTHON, REPO, RawStdio, http_server, raw_stdio, server_env
 from support import demo_db
 
 from server.jsonrpc_errors import MAX_MESSAGE_BYTES
 from server.reader.db import Database
-from server.stdio import LINE_TOO_LONG, write_now
+from server.stdio import LINE_TOO_LONG, AnswerPipe
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
 SEARCH = "story_graph_search"
@@ -261,7 +263,7 @@ async def test_http_takes_the_same_most_bytes_per_message(tmp_path: Path) -> Non
             assert refused.status_code == 413 and "at most 4 MiB" in refused.json()["error"]["message"]
 
 
-LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pipe sizes and /proc are Linux's")
+LINUX = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pipe sizes, SIOCOUTQ and /proc are Linux's")
 
 
 def search_request(request_id: int, page_size: int = 10) -> dict[str, Any]:
@@ -275,21 +277,40 @@ def search_request(request_id: int, page_size: int = 10) -> dict[str, Any]:
 
 
 @LINUX
-def test_an_answer_is_written_at_once_only_into_an_empty_pipe_it_fits_in() -> None:
-    """`write_now` writes from the event loop only when the write cannot wait for the client: the pipe holds
-    nothing unread and has room for the whole answer. Otherwise it writes nothing (a thread writes it)."""
+def test_an_answer_is_written_at_once_only_into_an_empty_pipe_it_fits_in(tmp_path: Path) -> None:
+    """`AnswerPipe.write_now` writes from the event loop only when the write cannot wait for the client: the pipe
+    holds nothing unread and has room for the whole answer. Otherwise it writes nothing (a thread writes it)."""
     read_end, write_end = os.pipe()
-    try:
+    with os.fdopen(write_end, "wb", closefd=True) as out, os.fdopen(read_end, "rb", buffering=0) as client:
+        pipe = AnswerPipe.of(out)
+        assert pipe is not None and pipe.socket_room is None
         size = fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ)
-        assert write_now(write_end, b"a" * 100) == 100
-        assert write_now(write_end, b"b") == 0  # the client has not read the answer before it
-        assert os.read(read_end, 1000) == b"a" * 100
-        assert write_now(write_end, b"c" * (size + 1)) == 0  # more than the pipe holds
-        assert write_now(write_end, b"d" * size) == size  # exactly a pipe's worth, into the empty pipe
-        assert len(os.read(read_end, size)) == size
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+        assert pipe.write_now(b"a" * 100) == 100
+        assert pipe.write_now(b"b") == 0  # the client has not read the answer before it
+        assert client.read(1000) == b"a" * 100
+        assert pipe.write_now(b"c" * (size + 1)) == 0  # more than the pipe holds
+        assert pipe.write_now(b"d" * size) == size  # exactly a pipe's worth, into the empty pipe
+        assert len(client.read(size)) == size
+    with (tmp_path / "answers").open("wb") as file:
+        assert AnswerPipe.of(file) is None  # a file: written on a thread
+
+
+@LINUX
+def test_an_answer_is_written_at_once_only_into_a_unix_socket_that_has_delivered_everything() -> None:
+    """Node starts a stdio server with a Unix socket pair, not pipes (the Inspector, desktop clients): the same rule,
+    with the socket's unread bytes (SIOCOUTQ) and half its send buffer as the room."""
+    ours, client = socket.socketpair()
+    with ours, client, os.fdopen(os.dup(ours.fileno()), "wb") as out:
+        pipe = AnswerPipe.of(out)
+        assert pipe is not None and pipe.socket_room == ours.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) // 2
+        assert pipe.write_now(b"a" * 30_000) == 30_000
+        assert pipe.write_now(b"b") == 0  # the client has not read the answer before it
+        received = b""
+        while len(received) < 30_000:
+            received += client.recv(65_536)
+        assert received == b"a" * 30_000
+        assert pipe.write_now(b"c" * (pipe.socket_room + 1)) == 0  # more than one write may send at once
+        assert pipe.write_now(b"d") == 1
 
 
 @LINUX
@@ -303,6 +324,33 @@ def test_answers_are_written_by_the_event_loop_not_a_worker_thread(stdio: RawStd
     connections = inspect.signature(Database.open).parameters["size"].default
     threads = os.listdir(f"/proc/{stdio.process.pid}/task")
     assert len(threads) == 2 + connections, threads
+
+
+@LINUX
+def test_answers_over_a_unix_socket_are_written_by_the_event_loop_too(tmp_path: Path) -> None:
+    """The same over the Unix socket pair Node gives a stdio server for its stdin and stdout."""
+    ours, theirs = socket.socketpair()
+    with theirs, (tmp_path / "server.log").open("wb") as log:
+        process = subprocess.Popen(
+            [PYTHON, "-m", "server", "serve", "--db", str(demo_db(tmp_path)), "--project", "atlas"],
+            stdin=theirs.fileno(),
+            stdout=theirs.fileno(),
+            stderr=log,
+            cwd=REPO,
+            env=server_env(),
+        )
+    try:
+        with ours, ours.makefile("rwb") as wire:
+            for request_id, message in enumerate([INITIALIZE, *(search_request(n) for n in range(10, 15))]):
+                wire.write(orjson.dumps(message | {"id": request_id}) + b"\n")
+                wire.flush()
+                assert "result" in orjson.loads(wire.readline())
+            connections = inspect.signature(Database.open).parameters["size"].default
+            threads = os.listdir(f"/proc/{process.pid}/task")
+            assert len(threads) == 2 + connections, threads
+    finally:
+        process.kill()
+        process.wait()
 
 
 def test_answers_to_a_client_that_reads_late_arrive_whole(stdio: RawStdio) -> None:
