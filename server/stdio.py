@@ -38,7 +38,16 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import _claim_fd, _open_stdin_diversion, _open_stdout_diversion
 from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_REQUEST, PARSE_ERROR, JSONRPCError, jsonrpc_message_adapter
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    jsonrpc_message_adapter,
+)
 from pydantic import ValidationError
 
 from server.jsonrpc_errors import MAX_MESSAGE_BYTES, error, invalid_message
@@ -52,6 +61,9 @@ OUTPUT_CHECK_SECONDS: Final = 1.0
 """How often the server checks whether the client still reads its stdout (a poll without waiting)."""
 EXIT_GRACE_SECONDS: Final = 5.0
 """Time given to a normal stop after the client closed our stdout, before the process exits regardless."""
+INPUT_END_GRACE_SECONDS: Final = 30.0
+"""Time given to the requests still being served when the client closes our stdin, before the session closes and
+cancels them."""
 READ_BYTES: Final = 64 * 1024
 """The most read from stdin at once: with the line being gathered (at most `MAX_MESSAGE_BYTES`), all of its input
 the server holds."""
@@ -201,6 +213,7 @@ async def _serve_on(lowlevel: Any, wire: int, out: BinaryIO, output: int | None)
     # thread and back, two thread hops per call, each a wait for a CPU on a busy machine (docs/performance.md, "The
     # selective p95 at 1M"). Any other answer is written and flushed on a thread in one hop.
     pipe = AnswerPipe.of(out)
+    unanswered = Unanswered()
 
     async def pump() -> None:
         lines = StdinLines(wire, MAX_MESSAGE_BYTES)
@@ -215,10 +228,13 @@ async def _serve_on(lowlevel: Any, wire: int, out: BinaryIO, output: int | None)
                     except Exception as exc:  # any failure is answered, as the SDK's reader passed on any
                         reply = refusal(exc)
                     else:
+                        unanswered.read(message)
                         await to_server.send(SessionMessage(message))
                         continue
                 log.warning("refused an unreadable stdio line: %s", reply.error.message)
                 await to_client.send(SessionMessage(reply))
+            # End of input: closing the session now would cancel the requests still being served.
+            await unanswered.settle(INPUT_END_GRACE_SECONDS)
 
     async def answer() -> None:
         async with from_server:
@@ -227,6 +243,7 @@ async def _serve_on(lowlevel: Any, wire: int, out: BinaryIO, output: int | None)
                 written = 0 if pipe is None else pipe.write_now(data)
                 if written < len(data):
                     await anyio.to_thread.run_sync(_write_and_flush, out, data[written:])
+                unanswered.written(session_message.message)
 
     async def watch() -> None:
         if output is None:
@@ -249,6 +266,38 @@ async def _serve_on(lowlevel: Any, wire: int, out: BinaryIO, output: int | None)
             async with to_client:
                 await lowlevel.run(from_transport, to_client, lowlevel.create_initialization_options())
             tasks.cancel_scope.cancel()
+
+
+class Unanswered:
+    """The client's requests not yet answered. A client that wrote its last requests and closed our stdin (a script
+    piping requests in; the spec's way to stop a stdio server) lost their answers: at the end of input the SDK's
+    session closed and cancelled them, answering some `Connection closed` and others not at all. The session now
+    closes once they are answered (or cancelled by the client), or after a grace period."""
+
+    def __init__(self) -> None:
+        self._ids: set[str | int] = set()
+        self._changed = anyio.Event()
+
+    def read(self, message: JSONRPCMessage) -> None:
+        if isinstance(message, JSONRPCRequest):
+            self._ids.add(message.id)
+        elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+            self._done((message.params or {}).get("requestId"))  # a cancelled request is not answered
+
+    def written(self, message: JSONRPCMessage) -> None:
+        if isinstance(message, JSONRPCResponse | JSONRPCError):
+            self._done(message.id)
+
+    def _done(self, request_id: Any) -> None:
+        if request_id in self._ids:
+            self._ids.discard(request_id)
+            self._changed.set()
+            self._changed = anyio.Event()
+
+    async def settle(self, seconds: float) -> None:
+        with anyio.move_on_after(seconds):
+            while self._ids:
+                await self._changed.wait()
 
 
 @dataclass(frozen=True)

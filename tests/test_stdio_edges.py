@@ -240,6 +240,31 @@ def test_input_that_ends_inside_a_line(tmp_path: Path, last: bytes, answer: dict
         assert raw.stdout.read() == b""
 
 
+def test_requests_written_before_the_input_ends_are_all_answered(tmp_path: Path) -> None:
+    """A client that writes its requests and closes our stdin (a script piping them in; closing stdin is how the spec
+    stops a stdio server) lost answers: the session closed at the end of input and cancelled the calls still being
+    served, answering some `Connection closed` and others not at all. Each is now answered, then the server exits 0;
+    a request the client cancelled is not waited for (answered or not, as the SDK decides)."""
+    calls = [
+        ("story_graph_search", {"query": "cache"}),
+        ("story_graph_get_context", {"object_ref": {"type": "entity", "id": "ent-decision-b"}}),
+    ]
+    for round_ in range(3):
+        (tmp_path / str(round_)).mkdir()
+        with raw_stdio(["--db", str(demo_db(tmp_path / str(round_))), "--project", "atlas"], tmp_path) as raw:
+            raw.initialize()
+            raw.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "story_graph_search"}})
+            raw.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}})
+            for n, (name, arguments) in enumerate(calls, start=10):
+                params = {"name": name, "arguments": arguments}
+                raw.send({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params})
+            raw.stdin.close()
+            replies = {reply["id"]: reply for reply in map(orjson.loads, raw.stdout.read().splitlines())}  # to exit
+            assert raw.wait() == 0
+        answered = [replies.get(n, {}).get("result", {}).get("isError") is False for n in range(10, 10 + len(calls))]
+        assert answered == [True] * len(calls), replies
+
+
 def raw_http_headers(server_output: str) -> dict[str, str]:
     """Headers of a raw JSON-RPC POST to a server that printed its generated token at start."""
     (token,) = set(re.findall(r"sgm_[A-Za-z0-9_-]{20,}", server_output))
