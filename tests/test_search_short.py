@@ -15,7 +15,7 @@ from jsonl_graph import imported_graph, write_jsonl
 from support import all_items, client_for, migrate_to
 from test_search_rank import random_graph
 
-from server.reader.search import _above_prefix
+from server.reader.search_needles import above_prefix
 from server.reader.search_query import MARKERS, needs_trigram_list
 from server.reader.search_sql import TRIGRAMS_BEGINNING, TRIGRAMS_FROM
 from server.store.importer import import_file
@@ -52,14 +52,14 @@ def short_needles(terms: list[str]) -> list[str]:
 
 
 def listed(conn: sqlite3.Connection, needle: str) -> list[str]:
-    """The reader's list for a needle (server/reader/search.py `_needle`, before its memo)."""
-    high = _above_prefix(needle)
+    """The reader's list for a needle (server/reader/search_needles.py `whole_needle`, before its memo)."""
+    high = above_prefix(needle)
     sql = TRIGRAMS_FROM if high is None else TRIGRAMS_BEGINNING
     return [str(row[0]) for row in conn.execute(sql, {"low": needle, "high": high}) if "\x03" not in str(row[0])]
 
 
 def expected(terms: list[str], needle: str) -> list[str]:
-    high = _above_prefix(needle)
+    high = above_prefix(needle)
     return [t for t in terms if t >= needle and (high is None or t < high) and "\x03" not in t]
 
 

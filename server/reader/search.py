@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, cast
+from typing import Final
 
 import aiosqlite
 import orjson
@@ -36,16 +36,14 @@ import orjson
 from server.contracts.common import LimitReason
 from server.reader.db import scalar
 from server.reader.fold import Folder, narrow
-from server.reader.memo import GRAPH, Memo, weight_of
+from server.reader.memo import Memo, weight_of
 from server.reader.objects import leaf_splits
+from server.reader.search_needles import term_needles_of, whole_needle
 from server.reader.search_query import MARKERS as INDEX_MARKERS
 from server.reader.search_query import (
-    Needle,
     Plan,
     both,
     but_not,
-    needle,
-    needs_trigram_list,
     plan,
     query_terms,
     time_match,
@@ -59,9 +57,6 @@ from server.reader.search_sql import (
     RANGE_PAGE,
     RESULT_BY_ID,
     SCOPE_NUMBER,
-    TERM_FREQUENCY,
-    TRIGRAMS_BEGINNING,
-    TRIGRAMS_FROM,
     TYPE_CODES,
     UNKNOWN_TIME,
     WHOLE_SET,
@@ -75,8 +70,6 @@ TOTAL_CAP: Final = 10_001
 """Totals are counted up to this many items; a total that reaches it is reported as unknown."""
 WHOLE_SET_CAP: Final = 2_000
 """A query of several terms lists its whole-query matches at once when there are at most this many."""
-FREQUENCY_CAP: Final = 1_000
-"""A term's items are counted up to this many to plan a query rarest term first (the commoner ones tie)."""
 CHECK_BATCH: Final = 500
 CHECK_WORK: Final = 180_000
 """What one call may spend checking candidates against their text (only for queries of more than MAX_EXACT_TERMS
@@ -184,8 +177,8 @@ async def search(
         return SearchPage(whole_text, term_texts, [], Total(0, True), excluded_none, None, None)
     months = time_match(time_basis, time_range) if time_range is not None else None
     filters = Filters(number, None if len(codes) == len(TYPE_CODES) else codes, time_basis, time_range, months)
-    whole = await _needle(conn, memo, graph_revision, whole_text)
-    term_needles, frequency = await _terms(conn, memo, graph_revision, whole, term_texts)
+    whole = await whole_needle(conn, memo, graph_revision, whole_text)
+    term_needles, frequency = await term_needles_of(conn, memo, graph_revision, whole, term_texts)
     query_plan = plan(whole, term_needles, frequency)
     ids = await _identifier_items(conn, filters, query, scope_key)
     memo_at, remembered = memo.at(scope_key, scope_revision), (whole_text, filters.key())
@@ -220,69 +213,6 @@ async def search(
 async def _scope_number(conn: aiosqlite.Connection, scope_key: str) -> int | None:
     rows = list(await conn.execute_fetchall(SCOPE_NUMBER, {"scope_key": scope_key}))
     return int(rows[0][0]) if rows else None
-
-
-async def _needle(conn: aiosqlite.Connection, memo: Memo, graph_revision: str, text: str) -> Needle:
-    """The whole query's needle. The trigrams a short needle begins change only with the data: remembered per graph
-    revision (read in the scope's own statement, in the same snapshot)."""
-    if not needs_trigram_list(text):
-        return needle(text)
-    memo_at, key = memo.at(GRAPH, graph_revision), ("trigrams", text)
-    trigrams = memo_at.get(key)
-    if trigrams is None:
-        listed = await _trigrams(conn, text)
-        trigrams = memo_at.put(key, listed, weight_of(len(listed)))
-    return needle(text, trigrams)
-
-
-async def _terms(
-    conn: aiosqlite.Connection, memo: Memo, graph_revision: str, whole: Needle, texts: list[str]
-) -> tuple[list[Needle], dict[str, int] | None]:
-    """The terms' needles and, for three or more terms, how many items of the whole index hold each, up to
-    FREQUENCY_CAP (such a query is planned rarest term first). Remembered per graph revision as one value per query,
-    weighed by the terms and trigrams it lists: a value per term let one pasted paragraph (a thousand Han pairs) push
-    out everything the server remembered for every caller."""
-    if all(text == whole.text for text in texts):
-        return [whole for _ in texts], None
-    memo_at, key = memo.at(GRAPH, graph_revision), ("terms", tuple(texts))
-    remembered = memo_at.get(key)
-    if remembered is not None:
-        return cast("tuple[list[Needle], dict[str, int] | None]", remembered)
-    needles: list[Needle] = []
-    listed = len(texts)
-    for text in texts:
-        trigrams = await _trigrams(conn, text) if text != whole.text and needs_trigram_list(text) else None
-        listed += len(trigrams or ())
-        needles.append(whole if text == whole.text else needle(text, trigrams))
-    if len(needles) < 3:
-        return (needles, None) if listed == len(texts) else memo_at.put(key, (needles, None), weight_of(listed))
-    frequency = {
-        term.text: int(await scalar(conn, TERM_FREQUENCY, {"expression": term.anywhere, "cap": FREQUENCY_CAP}))
-        for term in needles
-        if term.anywhere is not None
-    }
-    return memo_at.put(key, (needles, frequency), weight_of(listed))
-
-
-async def _trigrams(conn: aiosqlite.Connection, text: str) -> list[str]:
-    """The indexed trigrams a short non-CJK needle begins."""
-    high = _above_prefix(text)
-    sql = TRIGRAMS_FROM if high is None else TRIGRAMS_BEGINNING
-    rows = await conn.execute_fetchall(sql, {"low": text, "high": high})
-    # Not the month tokens' trigrams (they hold U+0003): no text holds them.
-    return [str(row[0]) for row in rows if "\x03" not in str(row[0])]
-
-
-def _above_prefix(text: str) -> str | None:
-    """The least string above every string that begins with `text` (None: no string is). The next code point
-    skips the surrogates, which SQLite text cannot hold; U+10FFFF has no next one, so the prefix before it is
-    raised instead."""
-    while text:
-        last = ord(text[-1])
-        if last < 0x10FFFF:
-            return text[:-1] + chr(0xE000 if last + 1 == 0xD800 else last + 1)
-        text = text[:-1]
-    return None
 
 
 async def _identifier_items(
