@@ -17,7 +17,6 @@ from server.reader.coverage import time_range_unprocessed
 from server.reader.scope import READABLE_SCOPES_LISTED, ResolvedScope, readable_scopes, shared_scopes
 from server.reader.search_query import (
     COMMON_WORDS,
-    HAN_FUNCTION_CHARACTERS,
     MARKERS,
     function_term,
     needed,
@@ -177,8 +176,7 @@ async def query_note(
     need = needed(len(page.terms))
     if len(page.terms) < 2 or not weak:
         return None
-    typed = args.query.translate(MARKERS)
-    other = terms_as_query(call.folder.fold(typed), {t for t in page.terms if t not in weak}, typed)
+    other = terms_as_query(page.needle, {t for t in page.terms if t not in weak}, args.query.translate(MARKERS))
     other_terms = query_terms(call.folder.fold(other))
     other_need = needed(len(other_terms))
     # The hits that the other words alone would not match: they hold fewer than half of those words' terms (the
@@ -202,8 +200,7 @@ async def query_note(
             f"{len(other_terms)} terms of the query's other words, matching through its {kind} ({', '.join(weak)}): "
             f"an item matches with any {need} of the {len(page.terms)} terms"
         )
-    time_range = range_bounds(args.time_range)
-    count = await _match_count(call, conn, scope, other, _types(args), time_range, args.time_basis)
+    count = await _as_asked(call, conn, scope, args, other)
     return f"{said}. The other words alone ({_call(_suggested(args, scope, other))}) match {count or 'nothing'}."
 
 
@@ -234,7 +231,7 @@ def _types(args: SearchArgs) -> list[str]:
 
 
 def _probe_order(term: str) -> tuple[bool, bool]:
-    return term in COMMON_WORDS, any(ch in HAN_FUNCTION_CHARACTERS for ch in term)
+    return term in COMMON_WORDS, function_term(term)
 
 
 async def _together(
@@ -246,12 +243,10 @@ async def _together(
     query's order they read 会话缓存方案. The folded terms were offered once (`inc 4821` for INC-4821, `redis` for
     Redis): an id no longer named its object, and the query read as not the agent's. Said only when it is another
     query than the one made and it matches something (a dead end is no next step)."""
-    typed = args.query.translate(MARKERS)
-    together = terms_as_query(call.folder.fold(typed), set(words), typed, most=NEXT_QUERY_WORDS)
+    together = terms_as_query(page.needle, set(words), args.query.translate(MARKERS), most=NEXT_QUERY_WORDS)
     if set(query_terms(call.folder.fold(together))) == set(page.terms):
         return []
-    time_range = range_bounds(args.time_range)
-    count = await _match_count(call, conn, scope, together, _types(args), time_range, args.time_basis)
+    count = await _as_asked(call, conn, scope, args, together)
     if count is None:
         return []
     return [f"As a next query, {_call(_suggested(args, scope, together))} matches {count}."]
@@ -259,8 +254,13 @@ async def _together(
 
 async def _matches_alone(call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, term: str) -> bool:
     """Whether one term, searched on its own with the same filters, finds anything (a bounded first page)."""
+    return await _as_asked(call, conn, scope, args, term) is not None
+
+
+async def _as_asked(call: Call, conn: Any, scope: ResolvedScope, args: SearchArgs, query: str) -> str | None:
+    """What another query matches with the request's own filters (_match_count)."""
     time_range = range_bounds(args.time_range)
-    return await _match_count(call, conn, scope, term, _types(args), time_range, args.time_basis) is not None
+    return await _match_count(call, conn, scope, query, _types(args), time_range, args.time_basis)
 
 
 async def _match_count(
