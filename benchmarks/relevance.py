@@ -6,7 +6,8 @@
 
 Each query of the set lists the things an agent needs on page 1 (default page_size 10); a need is met when any of
 its object refs is on the page. recall@10 of a query = needs met / needs; the overall figure is the mean over the
-queries. Queries marked `must_pass` (the demo's decision story) are reported on their own line.
+queries. Queries marked `must_pass` (the demo's decision story) are reported on their own line, and the mean is also
+given by the query's distinct terms (1-4, 5-8, 9 and more: the `query_terms` of its first call).
 
 The graphs: `demo` is written by `python -m server demo`, `generated` is the cached graph of bench_tools.py
 (make_large_graph.py with the stories of graph_plants.py). Each is served by `python -m server serve --db DB
@@ -69,6 +70,8 @@ class Scored:
     error: str | None = None
     followed: dict[str, Any] | None = None
     """The arguments of the call the no_match_note offered, when it was made."""
+    terms: int | None = None
+    """How many distinct terms the query as typed has (`query_terms` of its first call)."""
 
     @property
     def recall(self) -> float:
@@ -138,6 +141,7 @@ async def score_graph(db: Path, project: str, queries: list[Query], log: Path) -
             result = Scored(query)
             try:
                 content = await call_structured(client, SEARCH, query.arguments)
+                result.terms = len(content["query_terms"])
                 offered = next_query(content) if query.follow_note and not content["items"] else None
                 if offered is not None:
                     result.followed = offered
@@ -188,6 +192,7 @@ def report(scored: list[Scored], verbose: bool) -> list[str]:
     for graph in sorted({s.query.graph for s in scored}):
         part = [s for s in scored if s.query.graph == graph]
         lines.append(f"  {graph}: {sum(s.recall for s in part) / len(part):.3f} over {len(part)} queries")
+    lines.append("  by the query's distinct terms: " + "; ".join(term_bands(scored)))
     must = [s for s in scored if s.query.must_pass]
     if must:
         failing = [s.query.id for s in must if s.recall < 1.0]
@@ -200,6 +205,21 @@ def report(scored: list[Scored], verbose: bool) -> list[str]:
             if s.missed
         ]
     return lines
+
+
+TERM_BANDS: Final = (("1-4", 1, 4), ("5-8", 5, 8), ("9 and more", 9, None))
+"""Up to 8 distinct terms the at-least-half rule is one index expression, and term matches rank in tiers by how
+many of them an item holds (docs/tools.md); more are checked against the candidates' text."""
+
+
+def term_bands(scored: list[Scored]) -> list[str]:
+    """recall@10 of the queries of each term-count band (an errored call, whose terms are unknown, in none)."""
+    bands = []
+    for name, low, high in TERM_BANDS:
+        part = [s for s in scored if s.terms is not None and low <= s.terms and (high is None or s.terms <= high)]
+        if part:
+            bands.append(f"{name} terms {sum(s.recall for s in part) / len(part):.3f} over {len(part)} queries")
+    return bands
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -110,6 +110,10 @@ def test_relevance_scores_every_query_of_the_set(cache: Path) -> None:
     out = run("relevance.py", "--objects", OBJECTS, *graph_options(cache))
     assert "recall@10 overall (mean of" in out
     assert "must-pass queries" in out
+    # The set holds queries of every term-count band, five to eight terms too (scored apart: the at-least-half rule
+    # is one index expression up to eight terms, checked against the text beyond).
+    assert re.search(r"by the query's distinct terms: 1-4 terms [\d.]+ over \d+ queries; 5-8 terms", out), out
+    assert "9 and more terms" in out
     for query_id in ("demo-story-en", "demo-story-zh", "demo-story-tech", "gen-queue-topic"):
         assert table_rows(out, query_id), query_id
     # A question typed as a sentence finds nothing and is scored on the call its no_match_note offers.
