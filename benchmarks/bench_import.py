@@ -68,7 +68,7 @@ from make_jsonl import JSONL_VERSION, SEARCHABLE
 from make_large_graph import DEFAULT_SEED
 
 from server.store import importer, link_checks, merge, search_index, staging
-from server.store.bulk_indexes import built_after
+from server.store.bulk_indexes import built_after, doubles
 from server.store.jsonl import JsonlSource
 from server.store.migrate import migrate, open_store
 from server.store.progress import Progress
@@ -363,21 +363,27 @@ def import_in_phases(jsonl: Path, db: Path, timers: Timers, pragmas: Sequence[st
         counts = phase("read and stage", lambda: staging.stage(conn, source, Progress.silent(), sync=False))
         search_index.defer(conn)
         merged = phase("merge", lambda: merge.merge(conn, counts, Progress.silent(), None))
+        search_index.register_functions(conn)
         with search_index.rebuild_settings(conn):
             phase("index: stage items (SQL)", lambda: _stage_items(conn))
             staged = phase("index: grams (Python)", lambda: search_index.add_grams(conn, Progress.silent()))
             body = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'search_apply_now'").fetchone()[0]
             statements = [s.strip() for s in re.split(r";\s*\n", body[body.index("BEGIN") + 5 : body.rindex("END")])]
+            doubling = doubles(conn, "search_items", staged)
             with ExitStack() as bulk:  # as search_index.rebuild applies them
                 dropping = built_after(conn, "search_items", staged)
                 phase("index: drop plain indexes", lambda: bulk.enter_context(dropping))
                 for statement in filter(None, statements):
                     words = " ".join(ln for ln in statement.splitlines() if not ln.strip().startswith("--")).split()
                     phase("index: apply: " + " ".join(words[:3]), lambda s=statement: conn.execute(s))  # type: ignore[misc]
-                phase("index: FTS insert (texts folded in Python)", lambda: search_index.insert_fts(conn))
+                phase(
+                    "index: FTS insert (texts folded in Python)", lambda: search_index.insert_fts(conn, bulk=doubling)
+                )
                 phase("index: trigrams (search_trigrams)", lambda: search_index.add_trigrams(conn))
                 conn.execute(search_index.CLEAN)
                 phase("index: create plain indexes", bulk.close)
+            if doubling:
+                phase("index: FTS merge into one b-tree", lambda: search_index.merge_fts(conn))
             conn.execute(search_index.SET_MODE, {"mode": "immediate"})
         phase("commit", lambda: conn.execute("COMMIT"))
         staging.drop_tables(conn)

@@ -1,6 +1,6 @@
 """An import that at least doubles a table builds that table's plain indexes once at the end (bulk_indexes.py):
 the database must end with the same indexes holding the same entries, and a refused import must leave them
-as they were."""
+as they were. One that at least doubles the search index leaves it merged into one b-tree (search_index.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from jsonl_graph import chain_graph, content, file_hash, write_jsonl
 
+from server.store import search_index
 from server.store.errors import ImportRejected
 from server.store.importer import import_file
 from server.store.migrate import migrate
@@ -17,6 +18,8 @@ from server.store.migrate import migrate
 EVENTS = 600
 INDEXES = "SELECT name, tbl_name, sql FROM sqlite_schema WHERE type = 'index' ORDER BY name"
 STATISTICS = "SELECT tbl, idx, stat FROM sqlite_stat1 ORDER BY tbl, idx"
+# FTS5 lists every b-tree (segment) of an index in its %_idx table, by segment id.
+FTS_B_TREES = "SELECT count(DISTINCT segid) FROM search_fts_idx"
 
 
 def _indexes(db: Path) -> list[tuple[str, str, str | None]]:
@@ -85,3 +88,30 @@ def test_a_database_with_statistics_keeps_them(migrated_db: Path, tmp_path: Path
     with sqlite3.connect(migrated_db) as conn:
         assert conn.execute(STATISTICS).fetchall() == statistics
     assert _integrity(migrated_db) == "ok"
+
+
+def _fts_b_trees(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute(FTS_B_TREES).fetchone()[0])
+
+
+def test_a_large_import_leaves_the_search_index_in_one_b_tree(
+    migrated_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every phrase a search reads is read from each b-tree of the index: a 1M import left 5-13 of them. A small
+    FTS5 hash makes this import write many, as a large one does."""
+    monkeypatch.setattr(search_index, "REBUILD_FTS_HASH_BYTES", 16_384)
+    lines = chain_graph(EVENTS)
+    import_file(migrated_db, write_jsonl(tmp_path / "chain.jsonl", lines))
+
+    assert _fts_b_trees(migrated_db) == 1
+    assert _integrity(migrated_db) == "ok"
+    with sqlite3.connect(migrated_db) as conn:
+        conn.execute("INSERT INTO search_fts (search_fts) VALUES ('integrity-check')")  # raises if the index is wrong
+        # FTS5's own merging is on again for later writes (its setting is stored in the database).
+        assert conn.execute("SELECT v FROM search_fts_config WHERE k = 'automerge'").fetchone() == (4,)
+
+    # A small import does not merge the whole index again: its entries are a b-tree of their own.
+    more = [{**line, "id": f"{line['id']}-more"} for line in lines if line["kind"] == "event"][:20]
+    import_file(migrated_db, write_jsonl(tmp_path / "small.jsonl", more))
+    assert _fts_b_trees(migrated_db) == 2

@@ -31,7 +31,7 @@ def built_after(conn: sqlite3.Connection, table: str, adding: int) -> Iterator[N
     """Drop `table`'s plain indexes while `adding` rows are written, when that at least doubles the table,
     and create them again once the write is done."""
     plain = _plain_indexes(conn, table) if adding > 0 else []
-    if not plain or _rows_at_least(conn, table, adding) or conn.execute(HAS_STATISTICS).fetchone() is not None:
+    if not plain or not doubles(conn, table, adding) or conn.execute(HAS_STATISTICS).fetchone() is not None:
         yield
         return
     for name, _ in plain:
@@ -47,7 +47,9 @@ def _plain_indexes(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]
     return [(name, sql) for name, sql in conn.execute(INDEXES, (table,)) if name in plain]
 
 
-def _rows_at_least(conn: sqlite3.Connection, table: str, count: int) -> bool:
-    """Whether `table` holds at least `count` rows (reads no more than that many)."""
-    (found,) = conn.execute(f'SELECT count(*) FROM (SELECT 1 FROM "{table}" LIMIT ?)', (count,)).fetchone()
-    return bool(found >= count)
+def doubles(conn: sqlite3.Connection, table: str, adding: int) -> bool:
+    """Whether writing `adding` rows at least doubles `table`: it holds fewer than that many (reads no more)."""
+    if adding <= 0:
+        return False
+    (found,) = conn.execute(f'SELECT count(*) FROM (SELECT 1 FROM "{table}" LIMIT ?)', (adding,)).fetchone()
+    return bool(found < adding)

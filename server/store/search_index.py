@@ -7,7 +7,7 @@ SQL, which has to step through the text one character at a time), has the trigge
 `search_items`, and writes their FTS entries with texts width-folded in Python (migrations/0012: faster
 than the view's replace() chains) and their trigrams into `search_trigrams` (migrations/0013). The grams, the
 entries and the trigrams are the same either way (tests/test_search_rank.py, tests/test_search_width.py,
-tests/test_search_short.py).
+tests/test_search_short.py). A rebuild that at least doubles the index leaves it merged into one b-tree (`merge_fts`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from typing import Final
 
 from server.reader.fold import narrow
-from server.store.bulk_indexes import built_after
+from server.store.bulk_indexes import built_after, doubles
 from server.store.progress import Progress
 
 # The blocks of the search_cjk table: kana, CJK ideographs (extension A, the unified block,
@@ -84,6 +84,12 @@ FTS_HASH_BYTES: Final = 1_048_576
 """FTS5's default: pending index entries kept in memory before they are written as a segment."""
 REBUILD_FTS_HASH_BYTES: Final = 64 * 1_048_576
 """During a rebuild: fewer, larger segments, so less merging (it halves the FTS insert time)."""
+FTS_AUTOMERGE: Final = 4
+"""FTS5's default: a level's b-trees are merged into one once it holds this many."""
+FTS_MERGE: Final = "INSERT INTO search_fts (search_fts, rank) VALUES ('merge', ?)"
+MERGE_PAGES: Final = 2_000
+"""FTS5 pages (4,050 bytes) one step of the final merge writes (a negative 'merge' merges b-trees of every level, as
+'optimize' does, a bounded amount at a time): 0.1-0.4 s per step at 1M objects, so the progress line moves."""
 # Month tokens of an item's times (migrations/0009): U+0003, the character for (basis, month), U+0003.
 TIME_GRAM_BASE: Final = 0xF0000
 TIME_BASES: Final = ("event_time", "review_generated_at", "recorded_at")
@@ -160,16 +166,20 @@ def rebuild(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
 
     conn.set_progress_handler(tick, TICK_INSTRUCTIONS)
     try:
+        register_functions(conn)
         with rebuild_settings(conn):
             conn.execute(SET_MODE, {"mode": "flush"})
             conn.execute(FLUSH)
             staged = add_grams(conn, progress)
             progress.phase("writing the index", "")
+            bulk = doubles(conn, "search_items", staged)
             with built_after(conn, "search_items", staged):
                 conn.execute(APPLY)
-                insert_fts(conn)
+                insert_fts(conn, bulk=bulk)
                 add_trigrams(conn)
                 conn.execute(CLEAN)
+            if bulk:
+                merge_fts(conn, progress)
             conn.execute(SET_MODE, {"mode": "immediate"})
     finally:
         conn.set_progress_handler(None, 0)
@@ -187,10 +197,17 @@ def rebuild_settings(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute(f"PRAGMA main.cache_size = {int(cache_size)}")
 
 
+def register_functions(conn: sqlite3.Connection) -> None:
+    """The Python functions the rebuild's statements call. Registered once, before the index is written: SQLite
+    refuses to redefine a function while a statement is active, and FTS5 may keep one of its own active after a
+    change to its configuration (the automerge of `insert_fts`)."""
+    conn.create_function(GRAMS_FUNCTION, 1, grams, deterministic=True)
+    conn.create_function(FOLD_FUNCTION, 1, narrow, deterministic=True)
+
+
 def add_grams(conn: sqlite3.Connection, progress: Progress) -> int:
     """The grams of every staged row, into `search_grams`, a range of stage numbers at a time; returns how many
-    rows are staged."""
-    conn.create_function(GRAMS_FUNCTION, 1, grams, deterministic=True)
+    rows are staged (after `register_functions`)."""
     low, high, count = conn.execute(STAGED_RANGE).fetchone()
     progress.expect(count)
     done = 0
@@ -200,15 +217,34 @@ def add_grams(conn: sqlite3.Connection, progress: Progress) -> int:
     return int(count)
 
 
-def insert_fts(conn: sqlite3.Connection) -> None:
-    """The FTS entries of the applied items, their texts width-folded in Python (migrations/0012)."""
-    conn.create_function(FOLD_FUNCTION, 1, narrow, deterministic=True)
+def insert_fts(conn: sqlite3.Connection, *, bulk: bool = False) -> None:
+    """The FTS entries of the applied items, their texts width-folded in Python (migrations/0012). `bulk`: a write
+    that at least doubles the index; its entries are written without merging b-trees as they go (automerge 0), for
+    `merge_fts` to merge the whole index once at the end (after `register_functions`)."""
+    if bulk:
+        conn.execute(FTS_CONFIG, ("automerge", 0))
     conn.execute(INSERT_FTS)
+    if bulk:
+        conn.execute(FTS_CONFIG, ("automerge", FTS_AUTOMERGE))
+
+
+def merge_fts(conn: sqlite3.Connection, progress: Progress | None = None) -> None:
+    """Merge the FTS index's b-trees into one. FTS5 writes an index as several b-trees (segments) and merges them
+    only a level at a time, so a bulk load leaves 5-13 of them, and every phrase a search reads is read from each:
+    the short reads of a page cost 2-8 times what they cost from one b-tree (docs/performance.md, "The search
+    index in one b-tree"). One step at a time, until a step finds nothing left to merge."""
+    progress = progress or Progress.silent()
+    while True:
+        before = conn.total_changes
+        conn.execute(FTS_MERGE, (-MERGE_PAGES,))
+        progress.tick()
+        if conn.total_changes - before < 2:  # FTS5's sign that the step merged nothing
+            return
 
 
 def add_trigrams(conn: sqlite3.Connection) -> None:
-    """The distinct trigrams of the applied items' texts into `search_trigrams` (migrations/0013)."""
-    conn.create_function(FOLD_FUNCTION, 1, narrow, deterministic=True)
+    """The distinct trigrams of the applied items' texts into `search_trigrams` (migrations/0013), after
+    `register_functions`."""
     conn.execute(SCRATCH_TEXTS)
     conn.execute(ADD_TRIGRAMS)
     conn.execute(CLEAR_SCRATCH)
