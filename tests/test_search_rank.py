@@ -4,6 +4,7 @@ and the same index whichever way a writer stores the rows."""
 
 from __future__ import annotations
 
+import itertools
 import random
 import sqlite3
 from dataclasses import dataclass
@@ -20,9 +21,14 @@ from server.reader.fold import Folder
 from server.reader.search_query import (
     MAX_EXACT_TERMS,
     SUBSTRINGS_OVER,
+    Needle,
     at_least,
+    but_not,
+    function_term,
     needed,
     needle,
+    needs_trigram_list,
+    phrase,
     plan,
     query_terms,
     term_matcher,
@@ -51,21 +57,22 @@ TYPE_ORDER = [
 ]
 
 
-def _text(rng: random.Random, low: int, high: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+def _text(rng: random.Random, words: list[str], low: int, high: int) -> str:
+    return " ".join(rng.choice(words) for _ in range(rng.randint(low, high)))
 
 
 def _time(day: int) -> str:
     return f"2026-04-{1 + day % 28:02d}T10:00:00Z"
 
 
-def random_graph(seed: int, size: int = 40) -> list[dict[str, Any]]:
-    """A seeded graph of one scope: entities with revisions, events, relations, summaries, references, leaves."""
+def random_graph(seed: int, size: int = 40, words: list[str] = WORDS) -> list[dict[str, Any]]:
+    """A seeded graph of one scope: entities with revisions, events, relations, summaries, references, leaves; its
+    texts of `words`."""
     rng = random.Random(seed)
     lines: list[dict[str, Any]] = [
         {"kind": "project", "id": "atlas", "name": "Atlas"},
         {"kind": "scope", "scope": ATLAS},
-        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": _text(rng, 1, 3), "recorded_at": _time(0)},
+        {"kind": "story_line", "id": "sl", "scope": ATLAS, "topic": _text(rng, words, 1, 3), "recorded_at": _time(0)},
     ]
     results = [f"r{i}" for i in range(3)]
     lines += [
@@ -81,8 +88,8 @@ def random_graph(seed: int, size: int = 40) -> list[dict[str, Any]]:
                     "kind": "entity",
                     "id": f"en{i}",
                     "story_line_id": "sl",
-                    "canonical_label": _text(rng, 1, 3),
-                    "description": _text(rng, 0, 5),
+                    "canonical_label": _text(rng, words, 1, 3),
+                    "description": _text(rng, words, 0, 5),
                     "updated_at": _time(day),
                 }
             )
@@ -91,8 +98,8 @@ def random_graph(seed: int, size: int = 40) -> list[dict[str, Any]]:
                     "kind": "entity_revision",
                     "entity_id": f"en{i}",
                     "result_id": r,
-                    "canonical_label": _text(rng, 1, 3),
-                    "description": _text(rng, 0, 4),
+                    "canonical_label": _text(rng, words, 1, 3),
+                    "description": _text(rng, words, 0, 4),
                     "recorded_at": _time(day + 1),
                 }
                 for r in rng.sample(results, rng.randint(0, 2))
@@ -104,8 +111,8 @@ def random_graph(seed: int, size: int = 40) -> list[dict[str, Any]]:
                     "id": f"ev{i}",
                     "result_id": result,
                     "event_type": rng.choice(["decision", "change"]),
-                    "title": _text(rng, 1, 4),
-                    "description": _text(rng, 0, 6),
+                    "title": _text(rng, words, 1, 4),
+                    "description": _text(rng, words, 0, 6),
                     "event_time": {"start": _time(day)} if rng.random() < 0.7 else None,
                     "recorded_at": _time(day),
                 }
@@ -118,9 +125,9 @@ def random_graph(seed: int, size: int = 40) -> list[dict[str, Any]]:
                     "result_id": result,
                     "source_type": "conversation",
                     "original_source_id": f"msg-{i % 5}",
-                    "title": _text(rng, 0, 2),
+                    "title": _text(rng, words, 0, 2),
                     "locator": {"message_id": f"m{i}"},
-                    "fragment": {"text": _text(rng, 1, 8)},
+                    "fragment": {"text": _text(rng, words, 1, 8)},
                     "recorded_at": _time(day),
                 }
             )
@@ -130,8 +137,8 @@ def random_graph(seed: int, size: int = 40) -> list[dict[str, Any]]:
                     "kind": "summary",
                     "id": f"sum{i}",
                     "result_id": result,
-                    "body": _text(rng, 2, 8),
-                    "open_items": [_text(rng, 1, 2)],
+                    "body": _text(rng, words, 2, 8),
+                    "open_items": [_text(rng, words, 1, 2)],
                     "recorded_at": _time(day),
                 }
             )
@@ -146,7 +153,7 @@ def random_graph(seed: int, size: int = 40) -> list[dict[str, Any]]:
                 "from_ref": {"type": "entity", "id": rng.choice(entities)},
                 "to_ref": {"type": "event", "id": rng.choice(events)},
                 "relation_type": rng.choice(["supports", "revised"]),
-                "reason": _text(rng, 0, 5),
+                "reason": _text(rng, words, 0, 5),
                 "recorded_at": _time(j),
             }
         )
@@ -158,7 +165,9 @@ def random_graph(seed: int, size: int = 40) -> list[dict[str, Any]]:
                 "id": f"leaf-{result}",
                 "result_id": result,
                 "recorded_at": _time(27),
-                "facts": [{"object_ref": {"type": t, "id": i}, "description": _text(rng, 1, 4)} for t, i in facts],
+                "facts": [
+                    {"object_ref": {"type": t, "id": i}, "description": _text(rng, words, 1, 4)} for t, i in facts
+                ],
             }
         )
     return lines
@@ -219,15 +228,27 @@ def reference_classes(
 ) -> dict[tuple[str, str, str], tuple[int, int]]:
     """Each matching item's rank under the documented rule, computed from the texts alone: its class (1–4 whole
     query, 5–8 terms: weight-3 or not, own row or not) and, for term matches of at most MAX_EXACT_TERMS terms, how
-    many distinct terms it holds (more first)."""
+    many distinct terms it holds (more first), function words not counted unless every term any item can hold is
+    one, or none is."""
     folder = Folder()
     whole = folder.fold(query.strip())
     terms = [t for t in query_terms(whole) if t != whole]
     need = needed(len(terms))
+    texts = {
+        key: ([folder.fold(t) for t in item.heavy], [folder.fold(t) for t in item.light]) for key, item in items.items()
+    }
+    # A term the index can hold at all: a short non-CJK one only when some text holds it (it is read through the
+    # indexed trigrams it begins); the graph has one scope.
+    usable = [
+        t
+        for t in terms
+        if not needs_trigram_list(t) or any(t in x for heavy, light in texts.values() for x in heavy + light)
+    ]
+    content = {t for t in usable if not function_term(t)}
+    counted = content if 0 < len(content) < len(usable) else set(usable)
     ranks = {}
     for key, item in items.items():
-        heavy = [folder.fold(t) for t in item.heavy]
-        light = [folder.fold(t) for t in item.light]
+        heavy, light = texts[key]
         own_offset = 0 if item.own else 1
         if any(whole in t for t in heavy):
             ranks[key] = (1 + own_offset, 0)
@@ -237,7 +258,7 @@ def reference_classes(
             held = {t for t in terms if any(t in text for text in heavy + light)}
             if len(held) >= need:
                 in_heavy = any(t in text for t in terms for text in heavy)
-                level = -len(held) if len(terms) <= MAX_EXACT_TERMS else 0
+                level = -len(held & counted) if len(terms) <= MAX_EXACT_TERMS else 0
                 ranks[key] = ((5 if in_heavy else 7) + own_offset, level)
     return ranks
 
@@ -274,11 +295,41 @@ QUERIES = [
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_every_page_follows_the_documented_rank_exactly(tmp_path: Path, seed: int) -> None:
     lines = random_graph(seed)
+    await _pages_follow_the_rank(tmp_path, lines, QUERIES)
+    assert len(query_terms(QUERIES[-1].lower())) > MAX_EXACT_TERMS  # the last queries take the checked path
+    assert len(query_terms(QUERIES[-2].lower())) > MAX_EXACT_TERMS
+    assert len(query_terms(QUERIES[-4].lower())) > MAX_EXACT_TERMS
+
+
+FUNCTION_WORDS = ["the", "what", "is", "on", "about", "for", "的", "什么", "缓存的方案"]
+QUESTIONS = [
+    "what is the session cache",
+    "the redis 方案 on budget what",
+    "缓存的方案 session",  # 缓存, 存的, 的方, 方案, session: 存的 and 的方 hold a particle
+    "什么 is the 会话 about for rollback budget",
+    "about the cache",
+    # Every term a function word: they all count.
+    "what is the on",
+    "the",
+]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_function_words_do_not_count_toward_a_tier(tmp_path: Path, seed: int) -> None:
+    """`what is the session TTL on the edge boxes` (8 terms, 4 needed): items holding `what`, `is`, `the` and `on`
+    besides one word of the question came before the claim holding `session` and `TTL`. Tiers count the terms that
+    are no function words (docs/tools.md, "How search ranks", item 4)."""
+    lines = random_graph(seed, size=60, words=WORDS + FUNCTION_WORDS)
+    await _pages_follow_the_rank(tmp_path, lines, QUESTIONS)
+
+
+async def _pages_follow_the_rank(tmp_path: Path, lines: list[dict[str, Any]], queries: list[str]) -> None:
+    """Every page of every query, read through the cursors, holds the reference ranker's matches in its order."""
     db = imported_graph(tmp_path, lines)
     items = reference_items(lines)
     ids = _item_ids(db)
     async with client_for(db) as client:
-        for query in QUERIES:
+        for query in queries:
             found = await all_items(client, SEARCH, {"query": query, "page_size": 7})
             keys = [(i["object_ref"]["type"], i["object_ref"]["id"], i["result_id"] or "") for i in found]
             expected = reference_classes(items, query)
@@ -293,9 +344,6 @@ async def test_every_page_follows_the_documented_rank_exactly(tmp_path: Path, se
                 rank_class = expected[key][0]
                 assert low <= rank_class <= high and item["own_row"] == (rank_class % 2 == 1)
                 assert item["field_weight"] == (3 if rank_class in (1, 2, 5, 6) else 1)
-    assert len(query_terms(QUERIES[-1].lower())) > MAX_EXACT_TERMS  # the last queries take the checked path
-    assert len(query_terms(QUERIES[-2].lower())) > MAX_EXACT_TERMS
-    assert len(query_terms(QUERIES[-4].lower())) > MAX_EXACT_TERMS
 
 
 def test_a_term_matcher_holds_what_searching_the_text_for_each_term_finds() -> None:
@@ -326,19 +374,78 @@ def test_a_plan_leaves_out_the_terms_no_item_holds_and_puts_the_rarest_first() -
     """A sentence of common words (`what should we use for the session cache now`, 9 terms, 5 needed) took ~0.9 s at
     1M: "at least 5 of 8" in query order read the common words' long lists in every branch. Planned rarest first,
     without the terms no item holds, it took 1 ms. The levels (rank classes, named by cursors) stay those of every
-    usable term."""
-    terms = [needle(t) for t in ("what", "should", "session", "cache", "now")]
-    frequency = {"what": 0, "should": 5, "session": 1000, "cache": 1000, "now": 40}
-    planned = plan(needle("what should session cache now"), terms, frequency)
+    usable term. (No term here is a function word: the tiers count every term, as they always did.)"""
+    terms = [needle(t) for t in ("zyzzyva", "ledger", "session", "cache", "rollout")]
+    frequency = {"zyzzyva": 0, "ledger": 5, "session": 1000, "cache": 1000, "rollout": 40}
+    planned = plan(needle("zyzzyva ledger session cache rollout"), terms, frequency)
+    live = ['"ledger"', '"rollout"', '"session"', '"cache"']
     assert planned.need == 3 and [k for k, _ in planned.held] == [5, 4, 3]
-    assert [expression for _, expression in planned.held[:1]] == [None]  # no item holds 'what': none holds all 5
-    assert planned.accept == at_least(3, ['"should"', '"now"', '"session"', '"cache"'])
-    unplanned = plan(needle("what should session cache now"), terms)
-    assert unplanned.accept == at_least(3, ['"what"', '"should"', '"session"', '"cache"', '"now"'])
+    assert planned.held == [
+        (5, None),  # no item holds 'zyzzyva': none holds all 5
+        (4, at_least(4, live)),
+        (3, but_not(at_least(3, live), at_least(4, live))),
+    ]
+    assert planned.accept == at_least(3, live)
+    unplanned = plan(needle("zyzzyva ledger session cache rollout"), terms)
+    assert unplanned.accept == at_least(3, ['"zyzzyva"', '"ledger"', '"session"', '"cache"', '"rollout"'])
     # Fewer terms held anywhere than needed: nothing can match.
     assert (
         plan(needle("a b c"), [needle(t) for t in ("aaa", "bbb", "ccc")], {"aaa": 0, "bbb": 0, "ccc": 9}).accept is None
     )
+
+
+@pytest.mark.parametrize(
+    ("query", "frequency", "counted"),
+    [
+        # 4 of 8 needed, 4 function words: tiers 4 (the four others) down to 0 (all four function words).
+        ("what is the session ttl on the edge boxes", None, ["session", "ttl", "edge", "boxes"]),
+        (
+            "what is the session ttl on the edge boxes",
+            {"what": 0, "ttl": 0, "boxes": 3},
+            ["session", "ttl", "edge", "boxes"],
+        ),
+        (
+            "what should session cache now",
+            {"what": 0, "should": 5, "session": 1000, "cache": 1000, "now": 40},
+            ["session", "cache"],
+        ),
+        ("缓存的方案 session", None, ["缓存", "方案", "session"]),
+        # All function words, or none: every term counts.
+        ("what is the on", None, ["what", "is", "the", "on"]),
+        ("budget import batch sync client audit", {"budget": 9, "audit": 0}, None),
+    ],
+)
+def test_the_tiers_are_the_matches_by_how_many_counted_terms_they_hold(
+    query: str, frequency: dict[str, int] | None, counted: list[str] | None
+) -> None:
+    """Each tier's expression, run by FTS5 over one row per set of terms an item may hold, gives exactly the matches
+    (at least half of the terms) holding that many counted terms; the tiers cover every match once, most first, and
+    are the same whatever the frequencies (cursors name them)."""
+    texts = query_terms(query)
+    counted = counted or texts
+    needles = [Needle(t, phrase(t), "{hi} : " + phrase(t)) for t in texts]  # a word each, for unicode61
+    planned = plan(Needle(query, phrase(query), None), needles, frequency)
+    need = needed(len(texts))
+    lowest = max(0, need - (len(texts) - len(counted)))
+    assert [k for k, _ in planned.held] == list(range(len(counted), lowest - 1, -1))
+    assert [k for k, _ in plan(Needle(query, phrase(query), None), needles).held] == [k for k, _ in planned.held]
+    live = [t for t in texts if (frequency or {}).get(t) != 0]
+    with sqlite3.connect(":memory:") as conn:
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(text)")
+        held_sets = [s for size in range(len(live) + 1) for s in itertools.combinations(live, size)]
+        conn.executemany(
+            "INSERT INTO t (rowid, text) VALUES (?, ?)", [(i, " ".join(s)) for i, s in enumerate(held_sets)]
+        )
+
+        def rows(expression: str | None) -> set[int]:
+            if expression is None:
+                return set()
+            return {row[0] for row in conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (expression,))}
+
+        matches = {i for i, s in enumerate(held_sets) if len(s) >= need}
+        assert rows(planned.accept) == matches
+        for k, expression in planned.held:
+            assert rows(expression) == {i for i in matches if len(set(held_sets[i]) & set(counted)) == k}, k
 
 
 async def test_an_identifier_puts_its_object_first(tmp_path: Path) -> None:

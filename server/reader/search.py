@@ -10,7 +10,7 @@ id order and stopped as soon as the page is full:
   then  at least half of the terms, one of them in a weight-3 field: own rows, then other rows; then
         at least half of the terms, none in a weight-3 field: own rows, then other rows. Each of these
         four, for a query of at most MAX_EXACT_TERMS terms, in tiers by how many distinct terms the item
-        holds, most first (the coordination level).
+        holds, most first (the coordination level), function words not counted (search_query.tiers).
 
 An object's own rows are its current projection or its row in its own result; its other rows are
 earlier result snapshots and leaf descriptions under other results. Within a class, items come in
@@ -96,7 +96,7 @@ class Hit:
 @dataclass(frozen=True)
 class TermClass:
     """One class of term-only matches: weight-3 field or not, own rows or not, and (exact plans) how many
-    distinct terms its items hold."""
+    distinct counted terms its items hold (Plan.held)."""
 
     heavy: bool
     own: bool

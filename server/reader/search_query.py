@@ -219,9 +219,11 @@ class Plan:
     can match."""
     checked: bool
     held: list[tuple[int, str | None]]
-    """Exact plans: for each number of distinct terms an item may hold, most first, the items holding exactly
-    that many (the coordination level): [(k, expression), ...] from all usable terms down to `need` (None: no item
-    holds that many)."""
+    """Exact plans: the matching items in tiers by how many distinct counted terms they hold, most first (the
+    coordination level): [(k, expression), ...], each expression the matches holding exactly k counted terms (None:
+    no item can). The counted terms are the usable terms other than function terms (`function_term`), from all of
+    them down to what a match needs besides the function terms (need - function terms, at least 0); when every
+    usable term is a function term, or none is, every usable term counts, from all of them down to `need`."""
 
     @property
     def terms_heavy(self) -> str | None:
@@ -293,8 +295,9 @@ def plan(whole: Needle, terms: list[Needle], frequency: Mapping[str, int] | None
     """`frequency`: how many items hold each term (capped), when known. The terms no item holds are left out of the
     expressions and the others go rarest first: the same matches, for far less work (an expression whose branches
     each begin with a rare term reads that term's short list; "at least 5 of 8" over the common words of a sentence
-    took ~200 ms per id range at 1M in query order). The levels stay those of every usable term, so the rank
-    classes (and the cursors naming them) do not depend on what the rest of the graph holds."""
+    took ~200 ms per id range at 1M in query order). The tiers stay those of every usable term (`tiers`: which of them
+    count is read from their text alone), so the rank classes (and the cursors naming them) do not depend on what the
+    rest of the graph holds."""
     # A term equal to the whole query is matched as the whole query.
     terms = [t for t in terms if t.text != whole.text]
     if not terms:
@@ -307,13 +310,40 @@ def plan(whole: Needle, terms: list[Needle], frequency: Mapping[str, int] | None
     live = sorted((t for t in usable if known.get(t.text) != 0), key=lambda t: known.get(t.text, 0))
     expressions = [t.anywhere for t in live if t.anywhere is not None]
     if len(usable) <= MAX_EXACT_TERMS:
-        levels = {k: at_least(k, expressions) if k <= len(expressions) else None for k in range(need, len(usable) + 1)}
-        held = [(k, but_not(levels[k], levels.get(k + 1))) for k in sorted(levels, reverse=True)]
-        return Plan(whole, terms, need, levels[need], False, held)
+        accept = at_least(need, expressions) if need <= len(expressions) else None
+        return Plan(whole, terms, need, accept, False, tiers(need, usable, live))
     # Any object holding `need` of the terms holds one of any len(expressions) - need + 1 of those it can hold.
     if len(expressions) < need:
         return Plan(whole, terms, need, None, True, [])
     return Plan(whole, terms, need, any_of(*expressions[: len(expressions) - need + 1]), True, [])
+
+
+def tiers(need: int, usable: list[Needle], live: list[Needle]) -> list[tuple[int, str | None]]:
+    """An exact plan's tiers (Plan.held), from the usable terms and the live ones (held by some item, in plan order).
+    Function terms do not count: most texts hold them (`on` is in `session`), so for `what is the session TTL on the
+    edge boxes` (8 terms, 4 needed) an item holding `what`, `is`, `the`, `on` and one word of the question ranked
+    above one holding four of the words that name the thing. A match holding exactly c counted terms holds at least
+    need - c of the others, so a tier is "exactly c counted terms" alone when c >= need, and with "at least need - c
+    of the others" below (smaller than the whole match expression, and the same items)."""
+    content = [t.text for t in usable if not function_term(t.text)]
+    counted = set(content) if 0 < len(content) < len(usable) else {t.text for t in usable}
+    mine = [t.anywhere for t in live if t.text in counted and t.anywhere is not None]
+    others = [t.anywhere for t in live if t.text not in counted and t.anywhere is not None]
+    lowest = max(0, need - (len(usable) - len(counted)))
+
+    def some(k: int, expressions: list[str]) -> str | None:
+        """At least k of the expressions (None: no item can hold so many)."""
+        return at_least(k, expressions) if k <= len(expressions) else None
+
+    held: list[tuple[int, str | None]] = []
+    for k in range(len(counted), lowest - 1, -1):
+        fewer = need - k  # how many of the other terms a match holding exactly k counted terms needs besides
+        if k == 0:  # none of the counted terms: FTS5's NOT needs something on its left
+            held.append((k, but_not(some(fewer, others), any_of(*mine))))
+            continue
+        exactly = but_not(some(k, mine), some(k + 1, mine))
+        held.append((k, exactly if fewer <= 0 else both(exactly, some(fewer, others))))
+    return held
 
 
 def at_least(need: int, expressions: list[str]) -> str:
