@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import sqlite3
 import unicodedata
@@ -18,8 +19,10 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # t
 from mcp import Client
 from support import all_items, client_for, demo_db, error, ok
 
+from server.contracts.base import OBJECT_TYPES
 from server.contracts.common import Grant
 from server.contracts.search import SearchResponse
+from server.reader.cursor import CursorCodec, request_digest
 from server.reader.search_query import terms_as_query
 
 pytestmark = pytest.mark.anyio
@@ -202,6 +205,33 @@ async def test_tampered_truncated_foreign_and_mismatched_cursors_are_refused(gra
     async with client_for(graph_db, secret=b"another-server-secret-000") as other_server:
         foreign = await error(other_server, SEARCH, {"query": "cache", "page_size": 2, "cursor": cursor})
     assert foreign["error"] == "invalid_cursor"
+
+
+async def test_a_cursor_of_a_server_with_another_rank_rule_is_refused(graph_db: Path) -> None:
+    """A cursor names a rank class by its index. Servers sharing the cursor secret accept each other's cursors, so
+    after an upgrade that changed the classes (function words no longer count toward a tier) a cursor of the old
+    server was accepted and resumed in another class: items skipped or repeated. The rank rule is bound, and a
+    cursor of another is refused."""
+    async with client_for(graph_db) as client:
+        cursor = (await ok(client, SEARCH, {"query": "cache", "page_size": 2}))["page"]["next_cursor"]
+        body = orjson.loads(base64.urlsafe_b64decode(cursor.partition(".")[0] + "=="))
+        normalised = {"query": "cache", "object_types": sorted(OBJECT_TYPES), "time_range": None}
+        normalised["time_basis"] = "event_time"
+        codec = CursorCodec(b"test-secret-0123456789")  # client_for's
+
+        def signed(request: str) -> str:
+            return codec.encode(
+                tool=SEARCH, request=request, scope_key=body["s"], revision=body["r"], position=body["p"]
+            )
+
+        same = await ok(client, SEARCH, {"query": "cache", "page_size": 2, "cursor": signed(body["q"])})
+        refused = [
+            await error(client, SEARCH, {"query": "cache", "page_size": 2, "cursor": signed(request)})
+            for request in (request_digest(SEARCH, normalised), request_digest(SEARCH, normalised | {"rank_rule": 0}))
+        ]
+    assert same["items"]  # re-signed as issued: accepted
+    assert [answer["error"] for answer in refused] == ["invalid_cursor", "invalid_cursor"]
+    assert "another version of this server" in refused[0]["message"]  # made before the rule was bound
 
 
 async def test_scopes_outside_the_grant_look_exactly_like_missing_ones(graph_db: Path) -> None:

@@ -94,6 +94,12 @@ class CursorCodec:
                     f"the cursor was issued for a request with another {names}; repeat the original {names} with it.",
                     fields=differing,
                 )
+            if _bound_names(str(payload.get("q"))) != _bound_names(request):
+                # Only a server of another version binds other names (search binds its rank rule, RANK_RULE).
+                raise invalid_cursor(
+                    "the cursor was issued by another version of this server, which pages differently; omit cursor to "
+                    "start again."
+                )
             raise invalid_cursor("the cursor was issued for a different request; repeat the original filters with it.")
         carried = payload["s"]
         return DecodedCursor(
@@ -128,15 +134,21 @@ def _digest(value: Any) -> str:
 def _differing(issued: str, request: str) -> list[str]:
     """The arguments whose digests differ between the request a cursor was issued for and this one (in the
     request's order); empty when the cursor carries no per-argument digests."""
-
-    def parts(text: str) -> dict[str, str]:
-        _, _, listed = text.partition(";")
-        return dict(part.partition("=")[::2] for part in listed.split(",") if "=" in part)
-
-    before, now = parts(issued), parts(request)
+    before, now = _parts(issued), _parts(request)
     if not before or set(before) != set(now):
         return []
     return [name for name in now if before[name] != now[name]]
+
+
+def _parts(text: str) -> dict[str, str]:
+    _, _, listed = text.partition(";")
+    return dict(part.partition("=")[::2] for part in listed.split(",") if "=" in part)
+
+
+def _bound_names(text: str) -> set[str] | None:
+    """The names a request digest binds (None: a digest without per-argument parts)."""
+    parts = _parts(text)
+    return set(parts) if parts else None
 
 
 def _b64(data: bytes) -> str:

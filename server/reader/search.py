@@ -66,6 +66,11 @@ from server.reader.search_sql import (
     statement,
 )
 
+RANK_RULE: Final = 1
+"""The version of the rank classes: a search cursor binds it (server/tools/search.py), since it names a class by its
+index. Raise it whenever the classes change, so a cursor of another server version (a restart on an upgrade, or
+replicas of two versions, sharing the cursor secret) is refused instead of resuming in another class. 1: term tiers
+that do not count function words (search_query.tiers); cursors made before carry no version."""
 TOTAL_CAP: Final = 10_001
 """Totals are counted up to this many items; a total that reaches it is reported as unknown."""
 WHOLE_SET_CAP: Final = 2_000

@@ -62,6 +62,8 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
         "object_types": sorted(set(requested_types)),
         "time_range": args.time_range.model_dump(by_alias=True) if args.time_range else None,
         "time_basis": args.time_basis,
+        # Not an argument: the rank rule the cursor's class index means (a server of another rule refuses it).
+        "rank_rule": reader.RANK_RULE,
     }
     digest = request_digest(NAME, normalised)
     cursor = call.cursors.decode(args.cursor, tool=NAME, request=digest)
