@@ -378,16 +378,16 @@ def test_a_non_loopback_bind_says_to_put_tls_in_front_and_name_the_hosts(capsys:
     assert capsys.readouterr().err == ""
 
 
+def printed_by(code: str) -> list[str]:
+    """The words a fresh interpreter prints running `code` (from the repository's root)."""
+    root = Path(__file__).resolve().parent.parent
+    found = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
+    return found.stdout.split()
+
+
 def loaded_by(imports: str, modules: tuple[str, ...]) -> list[str]:
     """Which of `modules` a fresh interpreter has loaded after `import {imports}`."""
-    found = subprocess.run(
-        [sys.executable, "-c", f"import sys, {imports}; print(' '.join(m for m in {modules!r} if m in sys.modules))"],
-        cwd=Path(__file__).resolve().parent.parent,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return found.stdout.split()
+    return printed_by(f"import sys, {imports}; print(' '.join(m for m in {modules!r} if m in sys.modules))")
 
 
 def test_stdio_serving_and_http_serving_do_not_import_each_other() -> None:
@@ -448,14 +448,7 @@ def test_serving_builds_the_contracts_without_reading_their_docstrings() -> None
         "print(SearchArgs.model_fields['query'].description, "
         "bool(SearchArgs.model_json_schema()['properties']['query'].get('description')))"
     )
-    found = subprocess.run(
-        [sys.executable, "-c", f"import server.cli, server.serve; {check}"],
-        cwd=Path(__file__).resolve().parent.parent,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert found.stdout.split() == ["None", "True"]
+    assert printed_by(f"import server.cli, server.serve; {check}") == ["None", "True"]
 
 
 SCHEMAS = """

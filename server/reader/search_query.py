@@ -310,7 +310,7 @@ def plan(whole: Needle, terms: list[Needle], frequency: Mapping[str, int] | None
     live = sorted((t for t in usable if known.get(t.text) != 0), key=lambda t: known.get(t.text, 0))
     expressions = [t.anywhere for t in live if t.anywhere is not None]
     if len(usable) <= MAX_EXACT_TERMS:
-        accept = at_least(need, expressions) if need <= len(expressions) else None
+        accept = some(need, expressions)
         return Plan(whole, terms, need, accept, False, tiers(need, usable, live))
     # Any object holding `need` of the terms holds one of any len(expressions) - need + 1 of those it can hold.
     if len(expressions) < need:
@@ -331,10 +331,6 @@ def tiers(need: int, usable: list[Needle], live: list[Needle]) -> list[tuple[int
     others = [t.anywhere for t in live if t.text not in counted and t.anywhere is not None]
     lowest = max(0, need - (len(usable) - len(counted)))
 
-    def some(k: int, expressions: list[str]) -> str | None:
-        """At least k of the expressions (None: no item can hold so many)."""
-        return at_least(k, expressions) if k <= len(expressions) else None
-
     held: list[tuple[int, str | None]] = []
     for k in range(len(counted), lowest - 1, -1):
         fewer = need - k  # how many of the other terms a match holding exactly k counted terms needs besides
@@ -344,6 +340,11 @@ def tiers(need: int, usable: list[Needle], live: list[Needle]) -> list[tuple[int
         exactly = but_not(some(k, mine), some(k + 1, mine))
         held.append((k, exactly if fewer <= 0 else both(exactly, some(fewer, others))))
     return held
+
+
+def some(k: int, expressions: list[str]) -> str | None:
+    """At least k of the expressions (None: no item can hold so many)."""
+    return at_least(k, expressions) if k <= len(expressions) else None
 
 
 def at_least(need: int, expressions: list[str]) -> str:
