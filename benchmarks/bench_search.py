@@ -92,6 +92,13 @@ CASES: Final[tuple[Case, ...]] = (
     Case("rare_time", "rare word + time_range (1 month)", "xylophone", time_range=MONTH),
     Case("small_scope", "common word in the small scope (1 %)", "cache", scope=SMALL_SCOPE),
     Case("small_zh2", "2-char Chinese in the small scope", "方案", scope=SMALL_SCOPE),
+    # Five to eight common words (docs/performance.md): few items hold all or all but one of the first four, so
+    # their classes are read from term sets; the last is often together, so it keeps the index's expressions.
+    Case("common5", "five common words, rarely together", "budget import batch sync client"),
+    Case("common6", "six common words, rarely together", "budget import batch sync client audit"),
+    Case("common7", "seven common words, rarely together", "decision deploy release stream metric cluster replica"),
+    Case("common8", "eight common words, rarely together", "budget import batch sync client audit timeout review"),
+    Case("common6_dense", "six common words, often together", "cache decision session plan review schedule"),
 )
 
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import aiosqlite
 import anyio
@@ -39,6 +39,7 @@ from server.store.migrate import (
 from server.store.paths import sqlite_uri
 
 Row = aiosqlite.Row
+T = TypeVar("T")
 IDS: Final = "(SELECT value FROM json_each(:ids))"
 """The list parameter :ids (bound with json_ids) as a subquery, for `x IN {IDS}`."""
 INLINE_STEPS: Final = 20_000
@@ -112,6 +113,17 @@ class ReadConnection(aiosqlite.Connection):
         except anyio.get_cancelled_exc_class():  # the client cancelled the call or went away: stop the statement
             if self._raw is not None:
                 self._raw.interrupt()  # thread-safe; takes effect at the statement's next step
+            self._abandoned = True
+            raise
+
+    async def run_on_thread(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work(connection)` on the connection's thread (inside the snapshot), cancelled as a statement is."""
+        self.thread_runs += 1
+        try:
+            return await self._execute(work, self._conn)  # type: ignore[no-any-return, no-untyped-call]  # aiosqlite: run on its thread
+        except anyio.get_cancelled_exc_class():
+            if self._raw is not None:
+                self._raw.interrupt()
             self._abandoned = True
             raise
 
@@ -290,6 +302,14 @@ def check_database(path: Path) -> None:
         check_schema(conn, path)
     finally:
         conn.close()
+
+
+async def on_thread(conn: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """`work(connection)` on the connection's own thread: a read of many rows that only yields something smaller (a
+    term's items as a bit set, server/reader/search_sets.py), kept off the event loop, which goes on serving."""
+    if isinstance(conn, ReadConnection):
+        return await conn.run_on_thread(work)
+    return await conn._execute(work, conn._conn)  # type: ignore[no-any-return, no-untyped-call]  # aiosqlite's own
 
 
 async def scalar(conn: aiosqlite.Connection, sql: str, params: dict[str, Any] | None = None) -> Any:

@@ -8,7 +8,8 @@ need, not a memo full of revisions no call will read again (docs/performance.md,
 
 The bound is a total weight: a value weighs 1, and one unit more per WEIGHT_UNIT things it lists (a get_context
 selection of a big neighbourhood, a search's whole-query match list, a short needle's trigrams: `weight_of`), so
-a few large values cannot crowd out memory, nor many of them grow it past the bound. Once it is
+a few large values cannot crowd out memory, nor many of them grow it past the bound; a value held as bytes (search's
+term bit sets) weighs what as many bytes of listed things would (`weight_of_bytes`). Once it is
 exceeded, the least recently used values go. Nothing is written anywhere.
 """
 
@@ -39,9 +40,19 @@ def with_memory(scope_key: str, with_global: bool) -> tuple[str, str, bool]:
     return ("memory", scope_key, with_global)
 
 
+BYTES_PER_THING: Final = 100
+"""What one listed thing takes in memory, about (a tuple of an int and a flag in a list): the weight of a value held as
+bytes, such as a bit set (weight_of_bytes)."""
+
+
 def weight_of(listed: int) -> int:
     """The weight of a value that lists `listed` things (objects, matches, terms)."""
     return 1 + listed // WEIGHT_UNIT
+
+
+def weight_of_bytes(size: int) -> int:
+    """The weight of a value of `size` bytes (bit sets: server/reader/search_sets.py)."""
+    return weight_of(size // BYTES_PER_THING)
 
 
 class Memo:

@@ -18,6 +18,9 @@ item id order, highest first (migrations/0003): by type (stories, experiences, e
 relations, entity changes, story lines, summaries, source references), then most recently stored
 first. A cursor names a class and the last item returned, so page 20 costs what page 1 costs.
 
+A query of five to eight terms that few items hold all or all but one of reads its term classes and its total
+from each term's items held as bit sets instead (server/reader/search_sets.py): the same hits and total.
+
 Totals are exact up to TOTAL_CAP matching items; above it the total is unknown and TOTAL_CAP is the
 lower bound. Whole-query matches of a query of several terms are found once and remembered for the
 scope's data revision (a long phrase is the costliest expression), as are the total and the count of
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Final
 
 import aiosqlite
@@ -48,6 +52,7 @@ from server.reader.search_query import (
     query_terms,
     time_match,
 )
+from server.reader.search_sets import QuerySets, bits, remembered_sets
 from server.reader.search_sql import (
     CAPPED_COUNT,
     IDENTIFIER_ITEMS,
@@ -107,12 +112,19 @@ class TermClass:
     own: bool
     expression: str | None
     """Exact plans: the items holding exactly that many terms; checked plans: the candidates."""
+    tier: int
+    """Exact plans: the index of its tier in Plan.held."""
 
 
 def term_classes(query_plan: Plan) -> list[TermClass]:
     """The term classes in rank order (rank classes 5, 6, ...)."""
     levels: list[str | None] = [expression for _, expression in query_plan.held] or [query_plan.accept]
-    return [TermClass(heavy, own, level) for heavy in (True, False) for own in (True, False) for level in levels]
+    return [
+        TermClass(heavy, own, level, tier)
+        for heavy in (True, False)
+        for own in (True, False)
+        for tier, level in enumerate(levels)
+    ]
 
 
 @dataclass(frozen=True)
@@ -151,11 +163,18 @@ class Query:
     whole: list[tuple[int, bool]] | None
     """For a query of several terms: its whole-query matches (item id, in a weight-3 field), highest id first;
     None when there are too many to list (they are then read class by class)."""
+    sets: QuerySets | None = None
+    """The term classes and the total as bit sets (server/reader/search_sets.py), when the query takes them."""
 
     @property
     def listed(self) -> list[int]:
         """Items the term classes leave out: identifier matches and listed whole-query matches."""
         return self.ids + [item_id for item_id, _ in self.whole or []]
+
+    @cached_property
+    def listed_bits(self) -> int:
+        """`listed` as a bit set over sequence numbers (search_sets)."""
+        return bits(self.listed)
 
 
 async def search(
@@ -197,7 +216,10 @@ async def search(
             weight = weight_of(len(whole_items) if whole_items is not None else 0)
             cached = memo_at.put(("whole", *remembered, query), (whole_items,), weight)
         listed = cached[0]
-    q = Query(conn, folder, query_plan, filters, ids, listed)
+    sets = None
+    if listed is not None and time_range is None:  # not with a time range, nor too many whole-query matches to list
+        sets = await remembered_sets(conn, memo_at, query_plan, number, whole_text, graph_revision)
+    q = Query(conn, folder, query_plan, filters, ids, listed, sets)
     hits, position_after, reason = await _page(q, page_size, position)
     total = memo_at.get(("total", *remembered, query)) or memo_at.put(("total", *remembered, query), await _total(q))
     unknown_time = memo_at.get(("unknown_time", *remembered, query)) if time_range is not None else None
@@ -308,6 +330,8 @@ async def _page(
                 # after the last candidate checked.
                 hits.extend(Hit(item_id, rank_class) for item_id in found)
                 return hits, (rank_class, stopped_at), "work_budget"
+        elif q.sets is not None:
+            found = _set_class(q, q.sets, terms[rank_class - 5], resume, limit)
         else:
             found = await _term_class(q, terms[rank_class - 5], resume, limit)
         hits.extend(Hit(item_id, rank_class) for item_id in found)
@@ -346,6 +370,13 @@ async def _term_class(q: Query, term_class: TermClass, resume: int | None, limit
         expression = but_not(expression, q.plan.whole.anywhere)
     ranges = _after(q.filters.ranges(term_class.own), resume)
     return await _range_hits(q, expression, ranges, q.listed, limit)
+
+
+def _set_class(q: Query, sets: QuerySets, term_class: TermClass, resume: int | None, limit: int) -> list[int]:
+    """`_term_class` from the query's term sets: the same items, in the same order."""
+    f = q.filters
+    c = term_class
+    return sets.page(f.scope_number, c.tier, c.heavy, c.own, f.type_codes, resume, q.listed_bits, limit)
 
 
 def _after(ranges: list[tuple[int, int]], resume: int | None) -> list[tuple[int, int]]:
@@ -458,6 +489,9 @@ async def _total(q: Query) -> Total:
     if not q.plan.terms:
         expression = q.plan.whole.anywhere
         found = 0 if expression is None else await _count(q, expression, q.ids)
+        return Total(len(q.ids) + found, found < TOTAL_CAP)
+    if q.sets is not None:
+        found = q.sets.count(q.filters.type_codes, bits(q.ids), TOTAL_CAP)
         return Total(len(q.ids) + found, found < TOTAL_CAP)
     if not q.plan.checked:
         found = 0 if q.plan.accept is None else await _count(q, q.plan.accept, q.ids)

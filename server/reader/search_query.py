@@ -325,8 +325,7 @@ def tiers(need: int, usable: list[Needle], live: list[Needle]) -> list[tuple[int
     above one holding four of the words that name the thing. A match holding exactly c counted terms holds at least
     need - c of the others, so a tier is "exactly c counted terms" alone when c >= need, and with "at least need - c
     of the others" below (smaller than the whole match expression, and the same items)."""
-    content = [t.text for t in usable if not function_term(t.text)]
-    counted = set(content) if 0 < len(content) < len(usable) else {t.text for t in usable}
+    counted = counted_terms(usable)
     mine = [t.anywhere for t in live if t.text in counted and t.anywhere is not None]
     others = [t.anywhere for t in live if t.text not in counted and t.anywhere is not None]
     lowest = max(0, need - (len(usable) - len(counted)))
@@ -340,6 +339,13 @@ def tiers(need: int, usable: list[Needle], live: list[Needle]) -> list[tuple[int
         exactly = but_not(some(k, mine), some(k + 1, mine))
         held.append((k, exactly if fewer <= 0 else both(exactly, some(fewer, others))))
     return held
+
+
+def counted_terms(usable: list[Needle]) -> set[str]:
+    """The terms a tier counts (`tiers`): the usable terms other than function terms; all of them when every usable
+    term is a function term, or none is."""
+    content = {t.text for t in usable if not function_term(t.text)}
+    return content if 0 < len(content) < len(usable) else {t.text for t in usable}
 
 
 def some(k: int, expressions: list[str]) -> str | None:

@@ -99,6 +99,19 @@ SELECT count(*) FROM (SELECT 1 FROM search_fts AS f{join}
 TERM_FREQUENCY: Final = """
 SELECT count(*) FROM (SELECT 1 FROM search_fts AS f WHERE f.search_fts MATCH :expression LIMIT :cap)
 """
+# Every item of one id range holding a term, as a JSON array of their offsets from :low in the index's own order
+# (ascending): read once into a bit set (server/reader/search_sets.py).
+TERM_ITEMS: Final = """
+SELECT json_group_array(f.rowid - :low) FROM search_fts AS f
+ WHERE f.search_fts MATCH :expression AND f.rowid BETWEEN :low AND :high
+"""
+# A term's newest items in one scope (its first :limit, highest id first): the sample search_sets decides by.
+TERM_SAMPLE: Final = """
+SELECT f.rowid FROM search_fts AS f WHERE f.search_fts MATCH :expression AND f.rowid BETWEEN :low AND :high
+ ORDER BY f.rowid DESC LIMIT :limit
+"""
+# Above every sequence number a scope's items have (migrations/0003): the size of a bit set over them.
+SCOPE_SEQUENCES: Final = "SELECT next_seq FROM search_scopes WHERE num = :number"
 NOT_IDS: Final = "\n   AND f.rowid NOT IN (SELECT value FROM json_each(:ids))"
 JOIN_ITEMS: Final = " CROSS JOIN search_items AS i ON i.item_id = f.rowid"
 # Only the item's times (a time filter without texts): read from their narrow index (migrations/0007).
