@@ -38,7 +38,8 @@ EXAMPLES: dict[str, str] = {
   story-graph-mcp db migrate --db graph.db
   story-graph-mcp db import --db graph.db graph.jsonl
   story-graph-mcp db export --db graph.db backup.jsonl
-  story-graph-mcp db stats --db graph.db""",
+  story-graph-mcp db stats --db graph.db
+  story-graph-mcp db optimize --db graph.db""",
     "migrate": """example:
   story-graph-mcp db migrate --db graph.db      # creates graph.db, or upgrades it to the current schema""",
     "import": """examples:
@@ -50,6 +51,8 @@ EXAMPLES: dict[str, str] = {
   story-graph-mcp db export --db graph.db | head -3    # to standard output (also: FILE -)""",
     "stats": """example:
   story-graph-mcp db stats --db graph.db""",
+    "optimize": """example:
+  story-graph-mcp db optimize --db graph.db     # after upgrading: `db stats` says when it helps""",
     "policy": """examples:
   story-graph-mcp policy new-token
   printf '%s\\n' "$TOKEN" | story-graph-mcp policy hash-token
@@ -171,6 +174,9 @@ def _parser() -> argparse.ArgumentParser:
     _progress_options(exp)
     stats = _command(db, "stats", "print schema version, data revision and counts per object type and scope")
     stats.add_argument("--db", type=_database, required=True)
+    optimize = _command(db, "optimize", "merge the search index into one b-tree (searches then read one, not several)")
+    optimize.add_argument("--db", type=_database, required=True)
+    _progress_options(optimize)
 
     policy = _command(commands, "policy", "make bearer tokens and check policy files").add_subparsers(
         dest="policy_command", required=True
@@ -298,6 +304,8 @@ def _interrupted(args: argparse.Namespace) -> int:
     note = ""
     if command == "import":
         note = "the import wrote nothing"
+    elif command == "optimize":
+        note = "the search index is as it was"
     elif command == "export" and args.file is not None:  # interrupted before it wrote (after: Interrupted)
         note = f"{args.file} was left as it was" if args.file.exists() else f"{args.file} was not written"
     print(f"story-graph-mcp: interrupted{'; ' + note if note else ''}", file=sys.stderr)
@@ -341,6 +349,11 @@ def _run(args: argparse.Namespace) -> int:
             print_report(f"exported {count} lines from {args.db} to {args.file}")
     elif args.db_command == "stats":
         print_out(stats.stats_text(args.db))
+    elif args.db_command == "optimize":
+        from server.store.optimize import optimize
+
+        progress = Progress.to_stderr("optimize", every=args.progress_every, quiet=args.quiet)
+        print_report(str(optimize(args.db, progress)))
     return 0
 
 

@@ -663,7 +663,7 @@ def test_an_empty_db_option_is_a_usage_error_not_the_working_directory() -> None
     ("command", "usage", "error"),
     [
         ((), "story-graph-mcp [-h]", "story-graph-mcp: error: the following arguments are required: {serve,db,"),
-        (("db",), "story-graph-mcp db [-h]", "required: {migrate,import,export,stats}"),
+        (("db",), "story-graph-mcp db [-h]", "required: {migrate,import,export,stats,optimize}"),
         (("policy",), "story-graph-mcp policy [-h]", "required: {new-token,hash-token,check}"),
         (("db", "stats", "--db", "x.db", "extra"), "story-graph-mcp db stats [-h]", "db stats: error: unrecognized"),
         (("db", "export", "--db", "x.db", "--quite"), "story-graph-mcp db export [-h]", "arguments: --quite"),

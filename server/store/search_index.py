@@ -87,6 +87,8 @@ REBUILD_FTS_HASH_BYTES: Final = 64 * 1_048_576
 FTS_AUTOMERGE: Final = 4
 """FTS5's default: a level's b-trees are merged into one once it holds this many."""
 FTS_MERGE: Final = "INSERT INTO search_fts (search_fts, rank) VALUES ('merge', ?)"
+# FTS5 lists every b-tree (segment) of an index in its %_idx table, by segment id.
+FTS_B_TREES: Final = "SELECT count(DISTINCT segid) FROM search_fts_idx"
 MERGE_PAGES: Final = 2_000
 """FTS5 pages (4,050 bytes) one step of the final merge writes (a negative 'merge' merges b-trees of every level, as
 'optimize' does, a bounded amount at a time): 0.1-0.4 s per step at 1M objects, so the progress line moves."""
@@ -240,6 +242,11 @@ def merge_fts(conn: sqlite3.Connection, progress: Progress | None = None) -> Non
         progress.tick()
         if conn.total_changes - before < 2:  # FTS5's sign that the step merged nothing
             return
+
+
+def b_trees(conn: sqlite3.Connection) -> int:
+    """How many b-trees the FTS index is in (every phrase a search reads is read from each)."""
+    return int(conn.execute(FTS_B_TREES).fetchone()[0])
 
 
 def add_trigrams(conn: sqlite3.Connection) -> None:

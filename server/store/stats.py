@@ -10,6 +10,7 @@ import orjson
 
 from server.contracts.base import ProjectsScope, scope_key
 from server.store.migrate import SCHEMA_VERSION, open_store
+from server.store.search_index import b_trees
 
 GRAPH_REVISIONS: Final = "SELECT data_revision, memory_revision, global_memory_revision FROM graph_state WHERE id = 1"
 # Memory items count apart (migrations/0015): only get_context's background reads them. A scope's memory revision
@@ -96,6 +97,7 @@ def _report(conn: sqlite3.Connection, db_path: Path) -> str:
         f"schema version: {SCHEMA_VERSION}",
         f"graph data revision: {graph_data}, memory revision: {graph_memory}, Global memory revision: {global_memory}",
         "overall: " + ", ".join(f"{name} {conn.execute(sql).fetchone()[0]}" for name, sql in OVERALL),
+        _search_index(conn, db_path),
         _projects(conn),
         "",
     ]
@@ -112,6 +114,16 @@ def _report(conn: sqlite3.Connection, db_path: Path) -> str:
         cells = [row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)]
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
+
+
+def _search_index(conn: sqlite3.Connection, db_path: Path) -> str:
+    trees = b_trees(conn)
+    if trees <= 1:
+        return "search index: " + ("one b-tree" if trees else "empty")
+    return (
+        f"search index: {trees} b-trees (searches read each; `story-graph-mcp db optimize --db {db_path}` merges them"
+        " into one)"
+    )
 
 
 def _revision(value: int | None) -> str:
