@@ -22,11 +22,10 @@ from pathlib import Path
 from typing import Final
 
 from server.store import search_index
-from server.store.errors import StoreError
 from server.store.jsonl import JsonlSource
 from server.store.kinds import CHUNK_CODE_POINTS
 from server.store.merge import merge
-from server.store.migrate import open_store, readonly_problem
+from server.store.migrate import open_store, write_failed
 from server.store.progress import Progress
 from server.store.staging import ImportItem, Source, drop_tables, stage
 from server.store.sync import SyncPolicy
@@ -138,15 +137,7 @@ def import_lines(
             search_index.rebuild(conn, progress)
             conn.execute("COMMIT")
     except sqlite3.Error as exc:
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY:
-            waited = conn.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
-            raise StoreError(
-                f"import aborted, nothing was written: {database} is locked by another writer (another import, or the"
-                f" application that owns it) for longer than {waited:g} seconds; run the import again when it has"
-                " finished"
-            ) from None
-        problem = readonly_problem(database, exc) or f"{database}: {exc}"
-        raise StoreError(f"import aborted, nothing was written: {problem}") from None
+        raise write_failed(conn, database, exc, "import aborted, nothing was written", "the import") from None
     finally:
         progress.stop()
         if conn.in_transaction:

@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Final, Literal
 
-from server.store.errors import DatabaseUnusable, Interrupted
+from server.store.errors import DatabaseUnusable, Interrupted, StoreError
 from server.store.paths import bundled, sqlite_uri
 
 MIGRATION_FILE: Final = re.compile(r"^(\d{4})_[A-Za-z0-9_]+\.sql$")
@@ -166,6 +166,18 @@ def _primary_code(exc: sqlite3.Error) -> int:
 def readonly_problem(path: Path, exc: sqlite3.Error) -> str | None:
     """For a write refused as read-only (SQLITE_READONLY): why, naming the file or its directory; None otherwise."""
     return write_problem(path) if _primary_code(exc) == sqlite3.SQLITE_READONLY else None
+
+
+def write_failed(conn: sqlite3.Connection, path: Path, exc: sqlite3.Error, outcome: str, again: str) -> StoreError:
+    """A write transaction's failure as one line: `outcome` (what became of the database), then why; `again` is what
+    to run again once another writer's lock is gone."""
+    if _primary_code(exc) == sqlite3.SQLITE_BUSY:
+        waited = conn.execute("PRAGMA busy_timeout").fetchone()[0] / 1000
+        return StoreError(
+            f"{outcome}: {path} is locked by another writer (another import, or the application that owns it) for"
+            f" longer than {waited:g} seconds; run {again} again when it has finished"
+        )
+    return StoreError(f"{outcome}: {readonly_problem(path, exc) or f'{path}: {exc}'}")
 
 
 def read_problem(path: Path) -> str | None:

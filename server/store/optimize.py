@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from server.store import search_index
-from server.store.errors import StoreError
-from server.store.migrate import open_store, readonly_problem
+from server.store.migrate import open_store, write_failed
 from server.store.progress import Progress
 
 
@@ -50,13 +49,7 @@ def optimize(db_path: Path, progress: Progress | None = None) -> OptimizeReport:
         after = search_index.b_trees(conn)
         conn.execute("COMMIT")
     except sqlite3.Error as exc:
-        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY:
-            raise StoreError(
-                f"optimize stopped, the index is as it was: {db_path} is locked by another writer (an import, or the"
-                " application that owns it); run it again when that has finished"
-            ) from None
-        problem = readonly_problem(db_path, exc) or f"{db_path}: {exc}"
-        raise StoreError(f"optimize stopped, the index is as it was: {problem}") from None
+        raise write_failed(conn, db_path, exc, "optimize stopped, the index is as it was", "db optimize") from None
     finally:
         progress.stop()
         if conn.in_transaction:
