@@ -4,19 +4,21 @@ decided from a sample, and a term read once serves later queries."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonl_graph import imported_graph
 from support import all_pages, client_for, ok
-from test_search_rank import ATLAS, FUNCTION_WORDS, WORDS, _pages_follow_the_rank, random_graph
+from test_search_rank import ATLAS, FUNCTION_WORDS, TYPE_ORDER, WORDS, _pages_follow_the_rank, random_graph
 
 from server.reader import search_sets
 
 pytestmark = pytest.mark.anyio
 
 SEARCH = "story_graph_search"
+TYPES = [t for t in TYPE_ORDER if t not in ("story", "experience")]
 MANY_TERMS = [
     "session cache 会话 缓存 方案 redis",
     "cache rollback budget sqlite redis",
@@ -143,3 +145,44 @@ async def test_the_sample_sends_sparse_upper_tiers_to_the_sets_and_dense_ones_to
         # The next query sharing terms reads only the new one, and each page after the first reads nothing.
         pages = await all_pages(client, SEARCH, {"query": "alpha bravo charlie foxtrot india", "page_size": 7})
         assert taken.terms[5:] == ["india"] and len(pages) == 8
+
+
+def test_bit_sliced_counts_agree_with_counting_each_item() -> None:
+    rng = random.Random(7)
+    for _ in range(200):
+        sets = [rng.getrandbits(64) & rng.getrandbits(64) for _ in range(rng.randint(0, 9))]
+        counts = search_sets.Counts(sets)
+        held = [sum((s >> bit) & 1 for s in sets) for bit in range(64)]
+        for k in range(-1, len(sets) + 2):
+            at_least = {bit for bit in range(64) if held[bit] >= k}  # every item when k <= 0
+            exactly = {bit for bit in range(64) if held[bit] == k}
+            universe = counts.universe
+            assert {b for b in range(64) if (counts.at_least(k) & ((1 << 64) - 1)) >> b & 1} == at_least
+            if k >= 1:
+                assert {b for b in range(64) if counts.exactly(k) >> b & 1} == exactly
+            assert {b for b in range(64) if universe >> b & 1} == {b for b in range(64) if held[b] >= 1}
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+async def test_random_queries_of_five_to_eight_terms_page_and_count_alike_both_ways(
+    tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    words = WORDS + FUNCTION_WORDS
+    db = imported_graph(tmp_path, random_graph(seed, size=100, words=words))
+    requests = [
+        {"query": " ".join(rng.sample(words, rng.randint(5, 8))), "page_size": rng.choice([2, 5, 9])}
+        | ({"object_types": rng.sample(TYPES, rng.randint(1, 3))} if rng.random() < 0.4 else {})
+        for _ in range(30)
+    ]
+    answers: dict[bool, list[list[dict[str, Any]]]] = {}
+    for sets in (True, False):
+        _always(monkeypatch, sets)
+        taken = Taken(monkeypatch)
+        async with client_for(db) as client:
+            answers[sets] = [await all_pages(client, SEARCH, request) for request in requests]
+        assert (taken.queries >= 20) == sets  # most of them have five usable terms or more
+    for request, with_sets, with_expressions in zip(requests, answers[True], answers[False], strict=True):
+        assert [(p["items"], p["page"]) for p in with_sets] == [(p["items"], p["page"]) for p in with_expressions], (
+            request
+        )
