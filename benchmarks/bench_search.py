@@ -70,6 +70,7 @@ class Case:
         return args
 
 
+CASES_COMMON8: Final = "budget import batch sync client audit timeout review"
 CASES: Final[tuple[Case, ...]] = (
     Case("rare", "rare 3+ char word (~20 hits at 1M)", "xylophone"),
     Case("common", "common 3+ char word", "cache"),
@@ -97,8 +98,9 @@ CASES: Final[tuple[Case, ...]] = (
     Case("common5", "five common words, rarely together", "budget import batch sync client"),
     Case("common6", "six common words, rarely together", "budget import batch sync client audit"),
     Case("common7", "seven common words, rarely together", "decision deploy release stream metric cluster replica"),
-    Case("common8", "eight common words, rarely together", "budget import batch sync client audit timeout review"),
+    Case("common8", "eight common words, rarely together", CASES_COMMON8),
     Case("common6_dense", "six common words, often together", "cache decision session plan review schedule"),
+    Case("common8_time", "eight common words + time_range (1 month)", CASES_COMMON8, time_range=MONTH),
 )
 
 

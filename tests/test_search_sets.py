@@ -19,6 +19,7 @@ pytestmark = pytest.mark.anyio
 
 SEARCH = "story_graph_search"
 TYPES = [t for t in TYPE_ORDER if t not in ("story", "experience")]
+BASES = ["event_time", "review_generated_at", "recorded_at"]
 MANY_TERMS = [
     "session cache 会话 缓存 方案 redis",
     "cache rollback budget sqlite redis",
@@ -71,7 +72,8 @@ async def test_pages_from_term_sets_follow_the_rank_exactly(
 async def test_term_sets_and_expressions_give_the_same_pages_and_totals(
     tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every page and total, with types filtered, other rows, and identifier and whole-query matches listed first."""
+    """Every page and total, with types or a time range filtered, other rows, and identifier and whole-query matches
+    listed first."""
     lines = random_graph(seed, size=120, words=WORDS + FUNCTION_WORDS)
     lines.append(
         {
@@ -87,15 +89,20 @@ async def test_term_sets_and_expressions_give_the_same_pages_and_totals(
     named = {"kind": "entity", "id": MANY_TERMS[1], "story_line_id": "sl", "updated_at": "2026-04-03T10:00:00Z"}
     lines.append(named | {"canonical_label": "cache budget", "description": "rollback sqlite redis"})
     db = imported_graph(tmp_path, lines)
-    requests: list[dict[str, Any]] = [
-        {"query": query, "page_size": size, **types}
-        for query in MANY_TERMS
-        for size, types in [
-            (3, {}),
-            (10, {"object_types": ["event", "summary"]}),
-            (4, {"object_types": ["entity", "source_reference", "relation"]}),
-        ]
+    filters: list[tuple[int, dict[str, Any]]] = [
+        (3, {}),
+        (10, {"object_types": ["event", "summary"]}),
+        (4, {"object_types": ["entity", "source_reference", "relation"]}),
+        (6, {"time_range": {"from": "2026-04-03T00:00:00Z", "to": "2026-04-17T23:59:59Z"}}),
+        (
+            5,
+            {
+                "time_range": {"from": "2026-04-01T00:00:00Z", "to": "2026-04-09T23:59:59Z"},
+                "time_basis": "recorded_at",
+            },
+        ),
     ]
+    requests = [{"query": query, "page_size": size, **more} for query in MANY_TERMS for size, more in filters]
     answers: dict[bool, list[list[dict[str, Any]]]] = {}
     for sets in (True, False):
         _always(monkeypatch, sets)
@@ -104,10 +111,9 @@ async def test_term_sets_and_expressions_give_the_same_pages_and_totals(
             answers[sets] = [await all_pages(client, SEARCH, request) for request in requests]
         assert (taken.queries > 0) == sets
     for request, with_sets, with_expressions in zip(requests, answers[True], answers[False], strict=True):
-        assert [p["items"] for p in with_sets] == [p["items"] for p in with_expressions], request
-        assert [p["page"] for p in with_sets] == [p["page"] for p in with_expressions], request
+        assert [_answer(p) for p in with_sets] == [_answer(p) for p in with_expressions], request
     assert any(page["items"] for pages in answers[True] for page in pages)
-    first = answers[True][3][0]["items"][0]  # MANY_TERMS[1], every type
+    first = answers[True][5][0]["items"][0]  # MANY_TERMS[1], every type
     assert first["object_ref"]["id"] == MANY_TERMS[1] and first["match_kind"] == "identifier"
 
 
@@ -173,7 +179,8 @@ async def test_random_queries_of_five_to_eight_terms_page_and_count_alike_both_w
     requests = [
         {"query": " ".join(rng.sample(words, rng.randint(5, 8))), "page_size": rng.choice([2, 5, 9])}
         | ({"object_types": rng.sample(TYPES, rng.randint(1, 3))} if rng.random() < 0.4 else {})
-        for _ in range(30)
+        | (_time_filter(rng) if rng.random() < 0.4 else {})
+        for _ in range(40)
     ]
     answers: dict[bool, list[list[dict[str, Any]]]] = {}
     for sets in (True, False):
@@ -183,6 +190,15 @@ async def test_random_queries_of_five_to_eight_terms_page_and_count_alike_both_w
             answers[sets] = [await all_pages(client, SEARCH, request) for request in requests]
         assert (taken.queries >= 20) == sets  # most of them have five usable terms or more
     for request, with_sets, with_expressions in zip(requests, answers[True], answers[False], strict=True):
-        assert [(p["items"], p["page"]) for p in with_sets] == [(p["items"], p["page"]) for p in with_expressions], (
-            request
-        )
+        assert [_answer(p) for p in with_sets] == [_answer(p) for p in with_expressions], request
+
+
+def _time_filter(rng: random.Random) -> dict[str, Any]:
+    """A range of days of the graph's April, on any basis (items of unknown time are left out and counted)."""
+    first = rng.randint(1, 20)
+    low, high = f"2026-04-{first:02d}T00:00:00Z", f"2026-04-{first + rng.randint(0, 8):02d}T23:59:59Z"
+    return {"time_range": {"from": low, "to": high}, "time_basis": rng.choice(BASES)}
+
+
+def _answer(page: dict[str, Any]) -> tuple[Any, ...]:
+    return page["items"], page["page"], page.get("unknown_time_excluded_count")

@@ -35,13 +35,12 @@ from functools import cached_property
 from typing import Final
 
 import aiosqlite
-import orjson
 
 from server.contracts.common import LimitReason
 from server.reader.db import scalar
-from server.reader.fold import Folder, narrow
+from server.reader.fold import Folder
 from server.reader.memo import Memo, weight_of
-from server.reader.objects import leaf_splits
+from server.reader.search_ids import identifier_items
 from server.reader.search_needles import term_needles_of, whole_needle
 from server.reader.search_query import MARKERS as INDEX_MARKERS
 from server.reader.search_query import (
@@ -52,21 +51,16 @@ from server.reader.search_query import (
     query_terms,
     time_match,
 )
-from server.reader.search_sets import QuerySets, bits, remembered_sets
+from server.reader.search_sets import QuerySets, TimeSets, bits, remembered_sets, time_sets
 from server.reader.search_sql import (
     CAPPED_COUNT,
-    IDENTIFIER_ITEMS,
-    IDENTIFIER_TYPES,
-    IN_RANGE,
     OWN_BIT,
     RANGE_PAGE,
-    RESULT_BY_ID,
     SCOPE_NUMBER,
     TYPE_CODES,
     UNKNOWN_TIME,
     WHOLE_SET,
     Filters,
-    filter_parameters,
     parameters,
     statement,
 )
@@ -165,11 +159,18 @@ class Query:
     None when there are too many to list (they are then read class by class)."""
     sets: QuerySets | None = None
     """The term classes and the total as bit sets (server/reader/search_sets.py), when the query takes them."""
+    times: TimeSets | None = None
+    """With them and a time range: its items, and those of unknown time, as bit sets."""
 
     @property
     def listed(self) -> list[int]:
         """Items the term classes leave out: identifier matches and listed whole-query matches."""
         return self.ids + [item_id for item_id, _ in self.whole or []]
+
+    @property
+    def in_range_bits(self) -> int:
+        """The time range's items as a bit set (search_sets; every item without a range)."""
+        return self.times.in_range if self.times is not None else -1
 
     @cached_property
     def listed_bits(self) -> int:
@@ -204,7 +205,7 @@ async def search(
     whole = await whole_needle(conn, memo, graph_revision, whole_text)
     term_needles, frequency = await term_needles_of(conn, memo, graph_revision, whole, term_texts)
     query_plan = plan(whole, term_needles, frequency)
-    ids = await _identifier_items(conn, filters, query, scope_key)
+    ids = await identifier_items(conn, filters, query, scope_key)
     memo_at, remembered = memo.at(scope_key, scope_revision), (whole_text, filters.key())
     listed: list[tuple[int, bool]] | None = None
     if query_plan.terms:
@@ -216,15 +217,17 @@ async def search(
             weight = weight_of(len(whole_items) if whole_items is not None else 0)
             cached = memo_at.put(("whole", *remembered, query), (whole_items,), weight)
         listed = cached[0]
-    sets = None
-    if listed is not None and time_range is None:  # not with a time range, nor too many whole-query matches to list
+    sets, times = None, None
+    if listed is not None:  # not when there are too many whole-query matches to list
         sets = await remembered_sets(conn, memo_at, query_plan, number, whole_text, graph_revision)
-    q = Query(conn, folder, query_plan, filters, ids, listed, sets)
+    if sets is not None and time_range is not None:
+        times = await time_sets(conn, memo_at, number, time_basis, time_range)
+    q = Query(conn, folder, query_plan, filters, ids, listed, sets, times)
     hits, position_after, reason = await _page(q, page_size, position)
     total = memo_at.get(("total", *remembered, query)) or memo_at.put(("total", *remembered, query), await _total(q))
     unknown_time = memo_at.get(("unknown_time", *remembered, query)) if time_range is not None else None
     if unknown_time is None and time_range is not None:
-        unknown_ids = await _identifier_items(conn, filters, query, scope_key, time=UNKNOWN_TIME[time_basis])
+        unknown_ids = await identifier_items(conn, filters, query, scope_key, time=UNKNOWN_TIME[time_basis])
         unknown_time = memo_at.put(("unknown_time", *remembered, query), await _unknown_time_excluded(q, unknown_ids))
     return SearchPage(
         needle=whole_text,
@@ -240,46 +243,6 @@ async def search(
 async def _scope_number(conn: aiosqlite.Connection, scope_key: str) -> int | None:
     rows = list(await conn.execute_fetchall(SCOPE_NUMBER, {"scope_key": scope_key}))
     return int(rows[0][0]) if rows else None
-
-
-async def _identifier_items(
-    conn: aiosqlite.Connection, filters: Filters, query: str, scope_key: str, *, time: str | None = None
-) -> list[int]:
-    """Items the query names by id, as typed or width-folded (ＩＮＣ－４８２１ names INC-4821), in item id order
-    (own rows first, then by type, newest first). `time`: the time clause (default: in range, if there is a range)."""
-    if time is None:
-        time = IN_RANGE[filters.time_basis] if filters.time_range else ""
-    sql = IDENTIFIER_ITEMS.format(types=IDENTIFIER_TYPES if filters.type_codes is not None else "", time=time)
-    found: set[int] = set()
-    # A leaf description's id (`leaf:<leaf_id>:<id>`, as get_context shows it, and accepts) names the object it
-    # describes: its items are the ones that id means (matched by terms alone, they ranked anything with 'leaf').
-    for some_id in dict.fromkeys((query, *(described for _, described in leaf_splits(query)))):
-        params = {"query": some_id, "narrow": narrow(some_id), "scope_key": scope_key} | filter_parameters(filters)
-        found.update(int(row[0]) for row in await conn.execute_fetchall(sql, params))
-    return sorted(found, reverse=True)
-
-
-@dataclass(frozen=True)
-class NamedResult:
-    """A review result that a query names by its id (search finds objects, and a result is none)."""
-
-    id: str
-    review_generated_at: str
-    summary_ids: list[str]
-    """Its first summaries (by id, at most 3)."""
-
-
-async def named_result(conn: aiosqlite.Connection, scope_key: str, query: str) -> NamedResult | None:
-    """The result of this scope whose id the whole query is, if any (one primary-key lookup; none for a query with
-    spaces, which no id holds)."""
-    text = query.strip()
-    if not text or any(ch.isspace() for ch in text):
-        return None
-    rows = list(await conn.execute_fetchall(RESULT_BY_ID, {"query": text, "scope_key": scope_key}))
-    if not rows:
-        return None
-    generated, summaries = rows[0]
-    return NamedResult(text, str(generated), list(orjson.loads(summaries)))
 
 
 async def _whole_items(
@@ -374,9 +337,10 @@ async def _term_class(q: Query, term_class: TermClass, resume: int | None, limit
 
 def _set_class(q: Query, sets: QuerySets, term_class: TermClass, resume: int | None, limit: int) -> list[int]:
     """`_term_class` from the query's term sets: the same items, in the same order."""
-    f = q.filters
-    c = term_class
-    return sets.page(f.scope_number, c.tier, c.heavy, c.own, f.type_codes, resume, q.listed_bits, limit)
+    f, c = q.filters, term_class
+    return sets.page(
+        f.scope_number, c.tier, c.heavy, c.own, f.type_codes, resume, q.listed_bits, limit, q.in_range_bits
+    )
 
 
 def _after(ranges: list[tuple[int, int]], resume: int | None) -> list[tuple[int, int]]:
@@ -491,7 +455,7 @@ async def _total(q: Query) -> Total:
         found = 0 if expression is None else await _count(q, expression, q.ids)
         return Total(len(q.ids) + found, found < TOTAL_CAP)
     if q.sets is not None:
-        found = q.sets.count(q.filters.type_codes, bits(q.ids), TOTAL_CAP)
+        found = q.sets.count(q.filters.type_codes, bits(q.ids), TOTAL_CAP, q.in_range_bits)
         return Total(len(q.ids) + found, found < TOTAL_CAP)
     if not q.plan.checked:
         found = 0 if q.plan.accept is None else await _count(q, q.plan.accept, q.ids)
@@ -513,6 +477,9 @@ async def _unknown_time_excluded(q: Query, unknown_ids: list[int]) -> Total | No
     checked against their text, up to the check budget; beyond it the number is unknown)."""
     if q.filters.time_range is None:
         return None
+    if q.sets is not None and q.times is not None:
+        found = q.sets.count(q.filters.type_codes, bits(unknown_ids), TOTAL_CAP, q.times.unknown)
+        return Total(len(unknown_ids) + found, found < TOTAL_CAP)
     if q.plan.checked:
         cap = TOTAL_CAP - len(unknown_ids)
         accepted, stopped_at, _ = await _walk(

@@ -14,8 +14,9 @@ Which way a query goes is decided once per scope revision from a sample (`sparse
 each term. Where the upper two tiers hold a page's worth among them, the expressions fill a page early and count
 to the cap quickly, and reading whole lists (millions of entries for a common phrase) would cost more: those
 queries keep the expressions. Only speed depends on the choice; every answer is the one the rank rule gives.
-Not for a time range (its filter is a clause on each item's times) nor for a query whose whole-query matches are
-too many to list.
+A time range is one more bit set, the scope's items with a time in it (and one of those whose time is unknown,
+for the count the range leaves out), read once per scope revision and range from the index of the items' times.
+Not for a query whose whole-query matches are too many to list.
 """
 
 from __future__ import annotations
@@ -33,13 +34,16 @@ from server.reader.db import on_thread, scalar
 from server.reader.memo import MemoAt, weight_of_bytes
 from server.reader.search_query import Needle, Plan, counted_terms
 from server.reader.search_sql import (
+    IN_RANGE,
     OWN_BIT,
     SCOPE_SEQUENCES,
     SCOPE_SHIFT,
     TERM_ITEMS,
     TERM_SAMPLE,
+    TIMED_ITEMS,
     TYPE_CODES,
     TYPE_SHIFT,
+    UNKNOWN_TIME,
 )
 
 SET_TERMS: Final = 5
@@ -130,10 +134,12 @@ class QuerySets:
         resume: int | None,
         leave_out: int,
         limit: int,
+        keep: int = -1,
     ) -> list[int]:
         """A term class's items after `resume`, highest id first (by type code, then sequence number), at most
-        `limit`; `leave_out`: items already listed, as a bit set."""
-        chosen = self.tiers[tier] & (self.heavy if heavy else ~self.heavy) & ~leave_out
+        `limit`; `leave_out`: items already listed, and `keep`: the items of the time range (default: all), as bit
+        sets."""
+        chosen = self.tiers[tier] & (self.heavy if heavy else ~self.heavy) & ~leave_out & keep
         found: list[int] = []
         for prefix in sorted(self.prefixes, reverse=True):
             if (prefix >> (OWN_BIT - TYPE_SHIFT)) != own:
@@ -155,20 +161,23 @@ class QuerySets:
                 break
         return found
 
-    def count(self, type_codes: list[int] | None, leave_out: int, cap: int) -> int:
-        """The matches of the requested types, leaving out `leave_out`, up to `cap`."""
+    def count(self, type_codes: list[int] | None, leave_out: int, cap: int, keep: int = -1) -> int:
+        """The matches of the requested types among `keep` (default: all), leaving out `leave_out`, up to `cap`."""
         kept = 0
         for prefix, seqs in self.prefixes.items():
             if type_codes is None or prefix & 15 in type_codes:
                 kept |= seqs
-        return min(cap, (self.matches & kept & ~leave_out).bit_count())
+        return min(cap, (self.matches & kept & keep & ~leave_out).bit_count())
 
 
 def bits(item_ids: list[int]) -> int:
     """Item ids of one scope as a bit set over their sequence numbers."""
-    if not item_ids:
+    return _bit_set([i & SEQUENCE for i in item_ids])
+
+
+def _bit_set(seqs: list[int]) -> int:
+    if not seqs:
         return 0
-    seqs = [i & SEQUENCE for i in item_ids]
     field = bytearray(max(seqs) // 8 + 1)
     for seq in seqs:
         field[seq >> 3] |= 1 << (seq & 7)
@@ -271,6 +280,37 @@ async def remembered_sets(
     return found
 
 
+@dataclass(frozen=True)
+class TimeSets:
+    """A time range's items of one scope on one basis, as bit sets over their sequence numbers."""
+
+    in_range: int
+    unknown: int
+    """Those whose time on the basis is unknown (what the range leaves out and counts)."""
+
+    @property
+    def size(self) -> int:
+        return (self.in_range.bit_length() + self.unknown.bit_length()) // 8
+
+
+async def time_sets(
+    conn: aiosqlite.Connection, memo_at: MemoAt, scope_number: int, basis: str, time_range: tuple[str, str]
+) -> TimeSets:
+    """The scope's items in `time_range` on `basis`, and those of unknown time; remembered per scope revision."""
+    key = ("time sets", basis, time_range)
+    found: TimeSets | None = memo_at.get(key)
+    if found is None:
+        low, high = _scope_bounds(scope_number)
+        params = {"low": low, "high": high, "sequence": SEQUENCE, "from": time_range[0], "to": time_range[1]}
+        in_range, unknown = [
+            await on_thread(conn, functools.partial(_read_seqs, sql=TIMED_ITEMS.format(time=clause), params=params))
+            for clause in (IN_RANGE[basis], UNKNOWN_TIME[basis])
+        ]
+        found = TimeSets(in_range, unknown)
+        memo_at.put(key, found, weight_of_bytes(found.size))
+    return found
+
+
 def _scope_bounds(scope_number: int) -> tuple[int, int]:
     low = scope_number << SCOPE_SHIFT
     return low, low + (1 << SCOPE_SHIFT) - 1
@@ -290,15 +330,16 @@ def _read_bits(raw: sqlite3.Connection, expression: str, scope_number: int) -> d
     found: dict[int, int] = {}
     for prefix in PREFIX_ORDER:
         low = (scope_number << SCOPE_SHIFT) | (prefix << TYPE_SHIFT)
-        [(listed,)] = raw.execute(TERM_ITEMS, {"expression": expression, "low": low, "high": low | SEQUENCE})
-        seqs: list[int] = orjson.loads(listed)
-        if not seqs:
-            continue
-        field = bytearray(seqs[-1] // 8 + 1)  # in the index's order: ascending
-        for seq in seqs:
-            field[seq >> 3] |= 1 << (seq & 7)
-        found[prefix] = int.from_bytes(field, "little")
+        seqs = _read_seqs(raw, TERM_ITEMS, {"expression": expression, "low": low, "high": low | SEQUENCE})
+        if seqs:
+            found[prefix] = seqs
     return found
+
+
+def _read_seqs(raw: sqlite3.Connection, sql: str, params: dict[str, object]) -> int:
+    """A statement's one JSON array of sequence numbers, as a bit set."""
+    [(listed,)] = raw.execute(sql, params)
+    return _bit_set(orjson.loads(listed))
 
 
 def _union(sets: list[int]) -> int:

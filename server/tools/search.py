@@ -26,6 +26,7 @@ from server.reader.cursor import request_digest
 from server.reader.fold import Folder
 from server.reader.objects import SUMMARY_TITLE_LIMIT, Evidence, evidence, object_rows
 from server.reader.scope import resolve_page_scope
+from server.reader.search_ids import named_result
 from server.tools import search_notes as notes
 from server.tools.base import Call, ToolSpec
 from server.tools.items import item_base
@@ -92,7 +93,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
             else None
         )
         query_note = (
-            notes.result_note(await reader.named_result(conn, scope.key, args.query))
+            notes.result_note(await named_result(conn, scope.key, args.query))
             or await notes.query_note(call, conn, scope, args, page, _held(items))
             if cursor is None
             else None

@@ -15,6 +15,7 @@ from server.contracts.search import SearchArgs
 from server.reader import search as reader
 from server.reader.coverage import time_range_unprocessed
 from server.reader.scope import READABLE_SCOPES_LISTED, ResolvedScope, readable_scopes, shared_scopes
+from server.reader.search_ids import NamedResult
 from server.reader.search_query import (
     COMMON_WORDS,
     MARKERS,
@@ -141,7 +142,7 @@ async def _other_scopes(conn: Any, call: Call, scope: ResolvedScope) -> str:
     return "Only this scope was searched" + (f"; other scopes this client can read: {listed}." if listed else ".")
 
 
-def result_note(result: reader.NamedResult | None) -> str | None:
+def result_note(result: NamedResult | None) -> str | None:
     """A query that is a review result's id: say so. Every item shows its `result_id`, and an agent that searched one
     got the items holding its words ('atlas', '2026', '05'), which read like that review's objects and are not."""
     if result is None:
