@@ -294,19 +294,19 @@ class TimeSets:
 
 
 async def time_sets(
-    conn: aiosqlite.Connection, memo_at: MemoAt, scope_number: int, basis: str, time_range: tuple[str, str]
+    conn: aiosqlite.Connection, memo_at: MemoAt, number: int, basis: str, time_range: tuple[str, str]
 ) -> TimeSets:
     """The scope's items in `time_range` on `basis`, and those of unknown time; remembered per scope revision."""
     key = ("time sets", basis, time_range)
     found: TimeSets | None = memo_at.get(key)
     if found is None:
-        low, high = _scope_bounds(scope_number)
-        params = {"low": low, "high": high, "sequence": SEQUENCE, "from": time_range[0], "to": time_range[1]}
-        in_range, unknown = [
-            await on_thread(conn, functools.partial(_read_seqs, sql=TIMED_ITEMS.format(time=clause), params=params))
-            for clause in (IN_RANGE[basis], UNKNOWN_TIME[basis])
-        ]
-        found = TimeSets(in_range, unknown)
+        params: dict[str, object] = {"from": time_range[0], "to": time_range[1]}
+        sets: list[int] = []
+        for clause in (IN_RANGE[basis], UNKNOWN_TIME[basis]):
+            sql = TIMED_ITEMS.format(time=clause)
+            read = functools.partial(_read_bits, sql=sql, params=params, scope_number=number)
+            sets.append(_union(list((await on_thread(conn, read)).values())))
+        found = TimeSets(*sets)
         memo_at.put(key, found, weight_of_bytes(found.size))
     return found
 
@@ -319,27 +319,25 @@ def _scope_bounds(scope_number: int) -> tuple[int, int]:
 def _read_term(raw: sqlite3.Connection, term: Needle, scope_number: int) -> tuple[TermSet, dict[int, int]]:
     """On the connection's thread: the term's items in the scope (any field, and weight-3 fields), and their
     prefixes."""
-    by_prefix = _read_bits(raw, str(term.anywhere), scope_number)
-    heavy = _read_bits(raw, str(term.heavy), scope_number)
+    anywhere: dict[str, object] = {"expression": term.anywhere}
+    by_prefix = _read_bits(raw, TERM_ITEMS, anywhere, scope_number)
+    heavy = _read_bits(raw, TERM_ITEMS, {"expression": term.heavy}, scope_number)
     return TermSet(_union(list(by_prefix.values())), _union(list(heavy.values()))), by_prefix
 
 
-def _read_bits(raw: sqlite3.Connection, expression: str, scope_number: int) -> dict[int, int]:
-    """The items matching `expression`, one bit set per prefix. One statement per prefix, its sequence numbers as one
-    JSON array: fetched row by row, the rows cost twice what the index took to find them."""
+def _read_bits(raw: sqlite3.Connection, sql: str, params: dict[str, object], scope_number: int) -> dict[int, int]:
+    """The items a statement finds in the scope, one bit set per prefix: the statement (TERM_ITEMS, TIMED_ITEMS) run
+    once per prefix's id range, :low to :high, each time returning its items' sequence numbers as one JSON array
+    (fetched row by row, the rows cost twice what the index took to find them; one range at a time, the array of a
+    scope's million items is never held at once)."""
     found: dict[int, int] = {}
     for prefix in PREFIX_ORDER:
         low = (scope_number << SCOPE_SHIFT) | (prefix << TYPE_SHIFT)
-        seqs = _read_seqs(raw, TERM_ITEMS, {"expression": expression, "low": low, "high": low | SEQUENCE})
+        [(listed,)] = raw.execute(sql, params | {"low": low, "high": low | SEQUENCE})
+        seqs = _bit_set(orjson.loads(listed))
         if seqs:
             found[prefix] = seqs
     return found
-
-
-def _read_seqs(raw: sqlite3.Connection, sql: str, params: dict[str, object]) -> int:
-    """A statement's one JSON array of sequence numbers, as a bit set."""
-    [(listed,)] = raw.execute(sql, params)
-    return _bit_set(orjson.loads(listed))
 
 
 def _union(sets: list[int]) -> int:

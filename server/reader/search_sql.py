@@ -110,10 +110,11 @@ TERM_SAMPLE: Final = """
 SELECT f.rowid FROM search_fts AS f WHERE f.search_fts MATCH :expression AND f.rowid BETWEEN :low AND :high
  ORDER BY f.rowid DESC LIMIT :limit
 """
-# The sequence numbers of a scope's items with {time} (a clause of IN_RANGE or UNKNOWN_TIME), from the narrow index
-# of their times (migrations/0007), as one JSON array: a time range for term sets (server/reader/search_sets.py).
+# The items of one id range with {time} (a clause of IN_RANGE or UNKNOWN_TIME), from the narrow index of their
+# times (migrations/0007), as one JSON array of their offsets from :low: a time range for term sets
+# (server/reader/search_sets.py).
 TIMED_ITEMS: Final = """
-SELECT json_group_array(i.item_id & :sequence) FROM search_items AS i INDEXED BY search_items_times
+SELECT json_group_array(i.item_id - :low) FROM search_items AS i INDEXED BY search_items_times
  WHERE i.item_id BETWEEN :low AND :high{time}
 """
 # Above every sequence number a scope's items have (migrations/0003): the size of a bit set over them.
