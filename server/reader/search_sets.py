@@ -6,8 +6,8 @@ once the page is full. When few items hold all of the terms or all but one, thos
 0.1-1.2 s a page at 1M objects, and 3-5 s for the total (docs/performance.md, "Five to eight common words"). Read
 once instead, each term's items in the scope are a bit set over their sequence numbers (unique in a scope:
 migrations/0003), and the tiers, the classes and the total are a few operations on big integers: the same items in
-the same order, the same total, for the cost of reading each term's list once (~1 µs an item, on the connection's
-thread) and then a few milliseconds a page. The sets are remembered per scope revision (SetStore), so later pages
+the same order, the same total, for the cost of reading each term's list once (about 1 µs an item for both of its
+reads, on the connection's thread) and then a few milliseconds a page. The sets are remembered per scope revision (SetStore), so later pages
 and later queries sharing a term read nothing.
 
 Which way a query goes is decided once per scope revision from a sample (`sparse_top`): the newest SAMPLE items of
@@ -53,8 +53,8 @@ SAMPLE: Final = 2_000
 SPARSE_TOP: Final = 11
 """Fewer items than this in the sample's upper two tiers (a default page and one more): the sets are read."""
 STORE_BYTES: Final = 8 << 20
-"""What one scope revision's term sets may hold; a query whose sets would not fit keeps the expressions (at about
-2 million items in a scope for eight terms)."""
+"""What one scope revision's term sets may hold; a query whose sets would not fit keeps the expressions (`fits`: above
+about 1.6 million items in a scope for eight terms)."""
 SEQUENCE: Final = (1 << TYPE_SHIFT) - 1
 PREFIX_ORDER: Final = [(own << 4) | code for own in (1, 0) for code in sorted(TYPE_CODES.values(), reverse=True)]
 """Every prefix (own-row flag << 4 | type code: the bits of an item id between its scope number and its sequence
