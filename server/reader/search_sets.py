@@ -7,8 +7,8 @@ once the page is full. When few items hold all of the terms or all but one, thos
 once instead, each term's items in the scope are a bit set over their sequence numbers (unique in a scope:
 migrations/0003), and the tiers, the classes and the total are a few operations on big integers: the same items in
 the same order, the same total, for the cost of reading each term's list once (about 1 µs an item for both of its
-reads, on the connection's thread) and then a few milliseconds a page. The sets are remembered per scope revision (SetStore), so later pages
-and later queries sharing a term read nothing.
+reads, on the connection's thread) and then a few milliseconds a page. The sets are remembered per scope revision
+(SetStore), so later pages and later queries sharing a term read nothing.
 
 Which way a query goes is decided once per scope revision from a sample (`sparse_top`): the newest SAMPLE items of
 each term. Where the upper two tiers hold a page's worth among them, the expressions fill a page early and count
