@@ -210,7 +210,7 @@ def test_every_command_help_shows_an_example() -> None:
     from server.cli import _parser
 
     commands = _commands(_parser())
-    assert len(commands) == 12  # the program, serve, db (4), policy (3), demo, and the two groups
+    assert len(commands) == 13  # the program, serve, db (5), policy (3), demo, and the two groups
     for command in commands:
         result = subprocess.run(
             [sys.executable, "-m", "server", *command, "--help"], capture_output=True, text=True, timeout=60, check=True
