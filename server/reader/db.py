@@ -306,10 +306,10 @@ def check_database(path: Path) -> None:
 
 async def on_thread(conn: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
     """`work(connection)` on the connection's own thread: a read of many rows that only yields something smaller (a
-    term's items as a bit set, server/reader/search_sets.py), kept off the event loop, which goes on serving."""
-    if isinstance(conn, ReadConnection):
-        return await conn.run_on_thread(work)
-    return await conn._execute(work, conn._conn)  # type: ignore[no-any-return, no-untyped-call]  # aiosqlite's own
+    term's items as a bit set, server/reader/search_sets.py), kept off the event loop, which goes on serving. The
+    reader's connections are Database's (typed as aiosqlite's, as every reader function takes them)."""
+    assert isinstance(conn, ReadConnection), "a connection of Database.snapshot()"
+    return await conn.run_on_thread(work)
 
 
 async def scalar(conn: aiosqlite.Connection, sql: str, params: dict[str, Any] | None = None) -> Any:

@@ -70,7 +70,7 @@ class TermSet:
 
     @property
     def size(self) -> int:
-        return (self.anywhere.bit_length() + self.heavy.bit_length()) // 8
+        return _bytes(self.anywhere, self.heavy)
 
 
 class SetStore:
@@ -84,7 +84,7 @@ class SetStore:
 
     @property
     def size(self) -> int:
-        return sum(t.size for t in self.terms.values()) + sum(p.bit_length() // 8 for p in self.prefixes.values())
+        return sum(t.size for t in self.terms.values()) + _bytes(*self.prefixes.values())
 
     def get(self, text: str) -> TermSet | None:
         found = self.terms.get(text)
@@ -121,8 +121,7 @@ class QuerySets:
 
     @property
     def size(self) -> int:
-        parts = [*self.tiers, self.heavy, self.matches, *self.prefixes.values()]
-        return sum(p.bit_length() for p in parts) // 8
+        return _bytes(*self.tiers, self.heavy, self.matches, *self.prefixes.values())
 
     def page(
         self,
@@ -290,7 +289,7 @@ class TimeSets:
 
     @property
     def size(self) -> int:
-        return (self.in_range.bit_length() + self.unknown.bit_length()) // 8
+        return _bytes(self.in_range, self.unknown)
 
 
 async def time_sets(
@@ -338,6 +337,11 @@ def _read_bits(raw: sqlite3.Connection, sql: str, params: dict[str, object], sco
         if seqs:
             found[prefix] = seqs
     return found
+
+
+def _bytes(*sets: int) -> int:
+    """What bit sets hold in memory, about."""
+    return sum(one.bit_length() for one in sets) // 8
 
 
 def _union(sets: list[int]) -> int:
