@@ -248,6 +248,15 @@ def test_bench_tail_splits_the_calls_into_cpu_waiting_and_collections(cache: Pat
     assert "load average before" in out
 
 
+def test_bench_first_calls_times_each_query_first_and_repeated_both_ways(cache: Path) -> None:
+    for switch in ([], ["--one-connection"]):
+        out = run("bench_first_calls.py", "--objects", OBJECTS, *graph_options(cache), "--repeats", "1", *switch)
+        assert ("on the call's connection only" in out) == bool(switch), out
+        assert table_rows(out, "`budget import batch sync client audit timeout review`"), out
+        assert re.search(r"first calls: sum [\d,]+ ms, median [\d.,]+ ms", out), out
+        assert "load average before" in out
+
+
 def test_every_script_is_run_here() -> None:
     ran = set(re.findall(r'run\(\s*"(\w+\.py)"', Path(__file__).read_text()))
     # floor_server.py is run by bench_tools.py (stdio) and bench_http.py (HTTP, under both launchers) above.

@@ -5,15 +5,30 @@ decided from a sample, and a term read once serves later queries."""
 from __future__ import annotations
 
 import random
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import aiosqlite
+import anyio
 import pytest
-from jsonl_graph import imported_graph
-from support import all_pages, client_for, ok
+from jsonl_graph import imported_graph, write_jsonl
+from mcp import Client
+from support import all_pages, client_for, ok, server_for
 from test_search_rank import ATLAS, FUNCTION_WORDS, TYPE_ORDER, WORDS, _pages_follow_the_rank, random_graph
 
+from server.contracts.base import OBJECT_TYPES
+from server.contracts.common import Grant
+from server.reader import search as reader
 from server.reader import search_sets
+from server.reader.db import Database
+from server.reader.fold import Folder
+from server.reader.memo import Memo
+from server.reader.scope import ResolvedScope, resolve_page_scope
+from server.store.importer import import_file
 
 pytestmark = pytest.mark.anyio
 
@@ -38,15 +53,20 @@ class Taken:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.queries = 0
         self.terms: list[str] = []
+        self.connections: list[list[int]] = []
+        """Per query answered from term sets: the connection each of its term lists was read on."""
         real_query_sets, real_read = search_sets.query_sets, search_sets._read_term
 
         async def query_sets(*args: Any, **kwargs: Any) -> Any:
             self.queries += 1
+            self.connections.append([])
             return await real_query_sets(*args, **kwargs)
 
-        def read_term(raw: Any, term: Any, scope_number: int) -> Any:
-            self.terms.append(term.text)
-            return real_read(raw, term=term, scope_number=scope_number)
+        def read_term(raw: Any, term: Any, heavy: bool, scope_number: int) -> Any:
+            if not heavy:
+                self.terms.append(term.text)
+            self.connections[-1].append(id(raw))
+            return real_read(raw, term=term, heavy=heavy, scope_number=scope_number)
 
         monkeypatch.setattr(search_sets, "query_sets", query_sets)
         monkeypatch.setattr(search_sets, "_read_term", read_term)
@@ -175,6 +195,167 @@ async def test_random_queries_of_five_to_eight_terms_page_and_count_alike_both_w
         for _ in range(40)
     ]
     await _both_ways(db, requests, monkeypatch, least=20)  # most of them have five usable terms or more
+
+
+async def test_a_querys_terms_are_read_on_two_connections_with_the_answers_of_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The terms a query has not read yet are shared between its snapshot's connection and a free one (two lists
+    read at once); every page and total is the one reading them all on one connection gives."""
+    _always(monkeypatch, sets=True)
+    db = imported_graph(tmp_path, random_graph(6, size=100, words=WORDS + FUNCTION_WORDS))
+    requests = [{"query": query, "page_size": 4} for query in MANY_TERMS]
+    answers: list[list[list[dict[str, Any]]]] = []
+    for spare in (True, False):
+        if not spare:
+            monkeypatch.setattr(Database, "spare", _no_spare)
+        taken = Taken(monkeypatch)
+        async with client_for(db) as client:
+            answers.append([await all_pages(client, SEARCH, request) for request in requests])
+        # Two lists a term (anywhere, and in weight-3 fields): any query reading a term reads on both connections.
+        read_on = [len(set(connections)) for connections in taken.connections if connections]
+        assert read_on and set(read_on) == {2 if spare else 1}, read_on
+    with_spare, without = ([[_answer(p) for p in pages] for pages in answer] for answer in answers)
+    assert with_spare == without
+
+
+async def test_a_spare_connection_whose_snapshot_reads_a_later_write_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write committed after a call's snapshot began: a spare connection begun after it sees another graph revision,
+    so every term is read on the call's own connection and the answer is the one of the call's snapshot."""
+    _always(monkeypatch, sets=True)
+    query = MANY_TERMS[0]
+    db = imported_graph(tmp_path, random_graph(7, size=60, words=WORDS + FUNCTION_WORDS))
+    database = await Database.open(db)
+    offered: list[bool] = []
+    real_spare = database.spare
+
+    @asynccontextmanager
+    async def spare() -> AsyncIterator[aiosqlite.Connection | None]:
+        async with real_spare() as other:
+            offered.append(other is not None)
+            yield other
+
+    async def page(conn: aiosqlite.Connection, scope: ResolvedScope, with_spare: bool) -> tuple[Any, ...]:
+        found = await reader.search(
+            conn,
+            Folder(),
+            Memo(),  # a fresh one each time: nothing remembered
+            query=query,
+            scope_key=scope.key,
+            scope_revision=scope.revision,
+            graph_revision=scope.graph_revision,
+            object_types=list(OBJECT_TYPES),
+            time_range=None,
+            time_basis="event_time",
+            page_size=50,
+            position=None,
+            spare=spare if with_spare else None,
+        )
+        return [(hit.item_id, hit.rank_class) for hit in found.hits], found.total
+
+    grant = Grant(default_project="atlas")
+    late = {"kind": "event", "id": "late", "result_id": "r0", "event_type": "decision", "title": query}
+    try:
+        async with database.snapshot() as conn:
+            before = await resolve_page_scope(conn, grant, None, None)
+            import_file(db, write_jsonl(tmp_path / "late.jsonl", [late | {"recorded_at": "2026-04-28T10:00:00Z"}]))
+            answers = []
+            for with_spare in (True, False):
+                taken = Taken(monkeypatch)
+                answers.append(await page(conn, before, with_spare))
+                assert [len(set(read_on)) for read_on in taken.connections] == [1]
+            assert offered == [True]  # a spare was free, and was not read
+            assert answers[0] == answers[1]
+        async with database.snapshot() as conn:
+            after = await resolve_page_scope(conn, grant, None, None)
+            assert after.graph_revision != before.graph_revision
+            taken = Taken(monkeypatch)
+            hits, total = await page(conn, after, True)
+            assert [len(set(read_on)) for read_on in taken.connections] == [2]  # the same revision: read at once
+            assert total.count == answers[0][1].count + 1 and hits[0] not in answers[0][0]  # the late event, first
+    finally:
+        await database.close()
+
+
+async def test_a_call_cancelled_while_its_terms_are_read_on_two_connections_stops_both_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client cancels a call while its term lists are read on two connections (each read here first runs a
+    statement only an interrupt ends): both statements are interrupted, both connections go back to the pool outside
+    any transaction, and later calls, several at once, are answered as a fresh server answers them."""
+    _always(monkeypatch, sets=True)
+    db = imported_graph(tmp_path, random_graph(8, size=60, words=WORDS + FUNCTION_WORDS))
+    request = {"query": MANY_TERMS[0], "page_size": 3}
+    async with client_for(db) as client:
+        expected = await all_pages(client, SEARCH, request)
+    started: list[int] = []
+    stopped: list[str] = []
+    real_read = search_sets._read_term
+
+    def endless_read(raw: sqlite3.Connection, term: Any, heavy: bool, scope_number: int) -> Any:
+        started.append(id(raw))
+        deadline = time.monotonic() + 20
+
+        def too_long() -> bool:  # a bound for the test, not the server: it ends the statement if nothing did
+            if time.monotonic() > deadline:
+                stopped.append("not interrupted")
+                return True
+            return False
+
+        raw.set_progress_handler(too_long, 10_000)
+        try:
+            raw.execute(ENDLESS).fetchall()
+        except sqlite3.OperationalError as exc:
+            stopped.append(str(exc))
+            raise
+        finally:
+            raw.set_progress_handler(None, 0)
+        return real_read(raw, term=term, heavy=heavy, scope_number=scope_number)
+
+    monkeypatch.setattr(search_sets, "_read_term", endless_read)
+    server = server_for(db)
+    async with Client(server) as client:
+        with anyio.fail_after(60):
+            cancelled = anyio.CancelScope()
+
+            async def search() -> None:
+                with cancelled:
+                    await client.call_tool(SEARCH, request)
+                    raise AssertionError("the call was answered")
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(search)
+                while len(set(started)) < 2:  # noqa: ASYNC110 - the reads start on the connections' threads
+                    await anyio.sleep(0.01)
+                cancelled.cancel()
+            database = server._db
+            assert database is not None
+            # Each cancelled snapshot ends once its statement has stopped, on its connection's thread.
+            while len(database._free) < len(database._all):  # noqa: ASYNC110
+                await anyio.sleep(0.01)
+            assert stopped == ["interrupted", "interrupted"] and len(set(started)) == 2
+            assert not any(conn._raw is not None and conn._raw.in_transaction for conn in database._all)
+            monkeypatch.setattr(search_sets, "_read_term", real_read)
+            answers: list[list[dict[str, Any]]] = []
+
+            async def answer() -> None:
+                answers.append(await all_pages(client, SEARCH, request))
+
+            async with anyio.create_task_group() as tasks:
+                for _ in range(3):
+                    tasks.start_soon(answer)
+    assert [[_answer(p) for p in pages] for pages in answers] == [[_answer(p) for p in expected]] * 3
+
+
+ENDLESS: Final = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
+"""A statement that runs until it is interrupted."""
+
+
+@asynccontextmanager
+async def _no_spare(self: Database) -> AsyncIterator[None]:
+    yield None
 
 
 async def _both_ways(

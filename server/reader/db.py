@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import AsyncGenerator, Callable, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -55,6 +55,8 @@ ITER_CHUNK_SIZE: Final = 64
 # Reading the schema page starts the read transaction: from here on the snapshot is fixed and its lock held.
 FIRST_READ: Final = "SELECT 1 FROM sqlite_schema LIMIT 1"
 BEGIN_SNAPSHOT: Final = f"BEGIN; {FIRST_READ};"
+Spare = Callable[[], AbstractAsyncContextManager["aiosqlite.Connection | None"]]
+"""Database.spare: a second connection in a snapshot of its own for a call's parallel reads, or None."""
 
 
 class SchemaChanged(RuntimeError):
@@ -266,16 +268,37 @@ class Database:
 
     @asynccontextmanager
     async def snapshot(self) -> AsyncGenerator[aiosqlite.Connection, None]:
-        async with self._available:
-            conn = self._free.pop()
+        async with self._available, self._taken() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def spare(self) -> AsyncGenerator[aiosqlite.Connection | None, None]:
+        """Another connection in a snapshot of its own, when one is free now; else None (nothing waits, so a call
+        holding a snapshot never waits for a second one). A call reads on it beside its own connection (term sets,
+        server/reader/search_sets.py) once it has checked that both snapshots see the same graph revision."""
+        try:
+            self._available.acquire_nowait()
+        except anyio.WouldBlock:
+            yield None
+            return
+        try:
+            async with self._taken() as conn:
+                yield conn
+        finally:
+            self._available.release()
+
+    @asynccontextmanager
+    async def _taken(self) -> AsyncGenerator[ReadConnection, None]:
+        """A free connection (the caller holds a permit of `_available`) in a snapshot, given back after."""
+        conn = self._free.pop()
+        try:
+            await conn.begin_snapshot()
             try:
-                await conn.begin_snapshot()
-                try:
-                    yield conn
-                finally:
-                    await conn.end_snapshot()
+                yield conn
             finally:
-                self._free.append(conn)
+                await conn.end_snapshot()
+        finally:
+            self._free.append(conn)
 
 
 async def _connect(path: Path, busy_timeout: float, inline_steps: int) -> ReadConnection:

@@ -32,11 +32,12 @@ ACTIVE_PROJECTS: Final = (
 # One statement (one hop to the connection's thread) for what every call reads first: which of the scope's
 # projects exist and are active, with their names ([[id, name], ...]: the responses' `project_names`), the scope's
 # data and memory revisions, the graph's data revision and the revision of the Global memory items (migrations/0016).
+GRAPH_REVISION: Final = "SELECT data_revision FROM graph_state WHERE id = 1"
 SCOPE_STATE: Final = f"""
 SELECT (SELECT json_group_array(json_array(id, name)) FROM ({ACTIVE_PROJECTS})),
        (SELECT data_revision FROM scopes WHERE scope_key = :scope_key),
        (SELECT memory_revision FROM scopes WHERE scope_key = :scope_key),
-       (SELECT data_revision FROM graph_state WHERE id = 1),
+       ({GRAPH_REVISION}),
        (SELECT global_memory_revision FROM graph_state WHERE id = 1)"""
 
 
@@ -111,9 +112,9 @@ async def resolve_scope(
         requested=requested if requested is not None else "current_project",
         scope=scope,
         key=key,
-        revision=str(revision) if revision is not None else "0",
+        revision=_revision(revision),
         memory_revision=_memory_revision(memory_revision, global_memory_revision, reads_global=grant.allow_global),
-        graph_revision=str(graph_revision) if graph_revision is not None else "0",
+        graph_revision=_revision(graph_revision),
         names=names,
     )
 
@@ -279,3 +280,13 @@ async def readable_scopes(
     listed = scopes[:limit]
     shown = {pid for scope in listed if isinstance(scope, ProjectsScope) for pid in scope.projectIds}
     return listed, total, {row[0]: row[1] for row in rows if row[0] in shown}
+
+
+async def read_graph_revision(conn: aiosqlite.Connection) -> str:
+    """The graph's data revision as this connection's snapshot reads it (ResolvedScope.graph_revision)."""
+    rows = list(await conn.execute_fetchall(GRAPH_REVISION))
+    return _revision(rows[0][0] if rows else None)
+
+
+def _revision(value: object) -> str:
+    return str(value) if value is not None else "0"

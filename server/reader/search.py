@@ -37,7 +37,7 @@ from typing import Final
 import aiosqlite
 
 from server.contracts.common import LimitReason
-from server.reader.db import scalar
+from server.reader.db import Spare, scalar
 from server.reader.fold import Folder
 from server.reader.memo import Memo, weight_of
 from server.reader.search_ids import identifier_items
@@ -192,7 +192,9 @@ async def search(
     time_basis: str,
     page_size: int,
     position: tuple[int, int] | None,
+    spare: Spare | None = None,
 ) -> SearchPage:
+    """One page of a search. `spare`: a second connection, when one is free, to read term sets on in parallel."""
     whole_text = folder.fold(query).translate(INDEX_MARKERS)
     term_texts = query_terms(whole_text)
     number = await _scope_number(conn, scope_key)
@@ -219,7 +221,7 @@ async def search(
         listed = cached[0]
     sets, times = None, None
     if listed is not None:  # not when there are too many whole-query matches to list
-        sets = await remembered_sets(conn, memo_at, query_plan, number, whole_text, graph_revision)
+        sets = await remembered_sets(conn, memo_at, query_plan, number, whole_text, graph_revision, spare)
     if sets is not None and time_range is not None:
         times = await time_sets(conn, memo_at, number, time_basis, time_range)
     q = Query(conn, folder, query_plan, filters, ids, listed, sets, times)

@@ -7,7 +7,8 @@ once the page is full. When few items hold all of the terms or all but one, thos
 once instead, each term's items in the scope are a bit set over their sequence numbers (unique in a scope:
 migrations/0003), and the tiers, the classes and the total are a few operations on big integers: the same items in
 the same order, the same total, for the cost of reading each term's list once (about 1 µs an item for both of its
-reads, on the connection's thread) and then a few milliseconds a page. The sets are remembered per scope revision
+reads, on the connections' threads: the call's own and a second free one, two lists at once) and then a few
+milliseconds a page. The sets are remembered per scope revision
 (SetStore), so later pages and later queries sharing a term read nothing.
 
 Which way a query goes is decided once per scope revision from a sample (`sparse_top`): the newest SAMPLE items of
@@ -24,14 +25,17 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections import OrderedDict
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Final
 
 import aiosqlite
+import anyio
 import orjson
 
-from server.reader.db import on_thread, scalar
+from server.reader.db import Spare, on_thread, scalar
 from server.reader.memo import MemoAt, weight_of_bytes
+from server.reader.scope import read_graph_revision
 from server.reader.search_query import Needle, Plan, counted_terms
 from server.reader.search_sql import (
     IN_RANGE,
@@ -226,18 +230,35 @@ async def sparse_top(conn: aiosqlite.Connection, query_plan: Plan, scope_number:
     return upper < SPARSE_TOP
 
 
-async def query_sets(conn: aiosqlite.Connection, store: SetStore, query_plan: Plan, scope_number: int) -> QuerySets:
-    """The query's sets, reading the terms the store does not hold (each on the connection's thread)."""
+async def query_sets(
+    conns: list[aiosqlite.Connection], store: SetStore, query_plan: Plan, scope_number: int
+) -> QuerySets:
+    """The query's sets, reading the terms the store does not hold on the connections' threads: two lists a term (its
+    items anywhere, then in weight-3 fields), the longer kinds first, each taken by the next free connection (one, or
+    two in snapshots of the same graph revision: the index's reading releases the GIL)."""
     usable = usable_terms(query_plan)
     wanted = {t.text for t in usable}
-    sets: dict[str, TermSet] = {}
-    for term in usable:
-        held = store.get(term.text)
-        if held is None:
-            read, prefixes = await on_thread(conn, functools.partial(_read_term, term=term, scope_number=scope_number))
-            store.add(term.text, read, prefixes, wanted)
-            held = read
-        sets[term.text] = held
+    sets = {t.text: held for t in usable if (held := store.get(t.text)) is not None}
+    lists = [(term, weighted) for weighted in (False, True) for term in usable if term.text not in sets]
+    read: dict[tuple[str, bool], dict[int, int]] = {}
+
+    async def take_lists(conn: aiosqlite.Connection) -> None:
+        while lists:
+            term, weighted = lists.pop(0)
+            work = functools.partial(_read_term, term=term, heavy=weighted, scope_number=scope_number)
+            read[term.text, weighted] = await on_thread(conn, work)
+
+    try:
+        async with anyio.create_task_group() as readers:
+            for conn in conns:
+                readers.start_soon(take_lists, conn)
+    except ExceptionGroup as group:  # a reader's error as a statement raises it (sqlite3.Error: read_failed)
+        raise group.exceptions[0] from None
+    for (text, weighted), by_prefix in read.items():
+        if not weighted:
+            term_set = TermSet(_union(list(by_prefix.values())), _union(list(read[text, True].values())))
+            store.add(text, term_set, by_prefix, wanted)
+            sets[text] = term_set
     counted = counted_terms(usable)
     mine = Counts([sets[t].anywhere for t in sets if t in counted])
     others = Counts([sets[t].anywhere for t in sets if t not in counted])
@@ -257,10 +278,12 @@ async def remembered_sets(
     scope_number: int,
     whole_text: str,
     graph_revision: str,
+    spare: Spare | None = None,
 ) -> QuerySets | None:
     """The query's sets when it takes them (decided once per scope revision), else None. A term's set depends on the
     scope's data only, and is remembered with it; the query's tiers depend on its plan too, which the rest of the graph
-    changes (a term no item held becomes usable), so they are remembered per graph revision as well."""
+    changes (a term no item held becomes usable), so they are remembered per graph revision as well. `spare`: a second
+    connection to read terms on too, used when its snapshot reads the same graph revision."""
     if not may_use(query_plan):
         return None
     decided = memo_at.get(("sets?", whole_text))
@@ -273,7 +296,12 @@ async def remembered_sets(
     found: QuerySets | None = memo_at.get(key)
     if found is None:
         store: SetStore = memo_at.get(("term sets",)) or SetStore()
-        found = await query_sets(conn, store, query_plan, scope_number)
+        unread = any(store.get(t.text) is None for t in usable_terms(query_plan))
+        async with spare() if spare is not None and unread else nullcontext() as other:
+            conns = [conn]
+            if other is not None and await read_graph_revision(other) == graph_revision:
+                conns.append(other)
+            found = await query_sets(conns, store, query_plan, scope_number)
         memo_at.put(("term sets",), store, weight_of_bytes(store.size))
         memo_at.put(key, found, weight_of_bytes(found.size))
     return found
@@ -315,13 +343,10 @@ def _scope_bounds(scope_number: int) -> tuple[int, int]:
     return low, low + (1 << SCOPE_SHIFT) - 1
 
 
-def _read_term(raw: sqlite3.Connection, term: Needle, scope_number: int) -> tuple[TermSet, dict[int, int]]:
-    """On the connection's thread: the term's items in the scope (any field, and weight-3 fields), and their
-    prefixes."""
-    anywhere: dict[str, object] = {"expression": term.anywhere}
-    by_prefix = _read_bits(raw, TERM_ITEMS, anywhere, scope_number)
-    heavy = _read_bits(raw, TERM_ITEMS, {"expression": term.heavy}, scope_number)
-    return TermSet(_union(list(by_prefix.values())), _union(list(heavy.values()))), by_prefix
+def _read_term(raw: sqlite3.Connection, term: Needle, heavy: bool, scope_number: int) -> dict[int, int]:
+    """On the connection's thread: the term's items in the scope (in any field, or `heavy`: in weight-3 fields), one bit
+    set per prefix."""
+    return _read_bits(raw, TERM_ITEMS, {"expression": term.heavy if heavy else term.anywhere}, scope_number)
 
 
 def _read_bits(raw: sqlite3.Connection, sql: str, params: dict[str, object], scope_number: int) -> dict[int, int]:

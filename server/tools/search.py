@@ -84,6 +84,7 @@ async def run(call: Call, args: SearchArgs) -> SearchResponse:
             time_basis=args.time_basis,
             page_size=args.page_size,
             position=_position(cursor.position if cursor else None),
+            spare=call.db.spare,
         )
         items = await _items(call, conn, scope.key, page)
         coverage = await read_coverage(conn, call.memo, scope.key, scope.revision, time_range, args.time_basis)

@@ -288,6 +288,7 @@ async def _match_count(
         time_basis=time_basis,
         page_size=1,
         position=None,
+        spare=call.db.spare,
     )
     if found.total.count == 0:
         return None
