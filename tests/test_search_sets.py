@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import threading
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any, Final
 
@@ -18,6 +19,7 @@ import pytest
 from jsonl_graph import imported_graph, write_jsonl
 from mcp import Client
 from support import all_pages, client_for, ok, server_for
+from test_read_failures import rollback_journal
 from test_search_rank import ATLAS, FUNCTION_WORDS, TYPE_ORDER, WORDS, _pages_follow_the_rank, random_graph
 
 from server.contracts.base import OBJECT_TYPES
@@ -219,6 +221,33 @@ async def test_a_querys_terms_are_read_on_two_connections_with_the_answers_of_on
     assert with_spare == without
 
 
+async def test_more_calls_at_once_than_connections_share_the_pool_and_answer_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight first calls at once on four connections, each wanting a second: those that find none read on their own,
+    none waits for another's, and every page is the one the calls give one after another."""
+    _always(monkeypatch, sets=True)
+    db = imported_graph(tmp_path, random_graph(10, size=100, words=WORDS + FUNCTION_WORDS))
+    requests = [{"query": query, "page_size": 5} for query in MANY_TERMS]
+    async with client_for(db) as client:
+        one_by_one = [await all_pages(client, SEARCH, request) for request in requests]
+    taken = Taken(monkeypatch)
+    at_once: dict[int, list[dict[str, Any]]] = {}
+    async with client_for(db) as client:
+
+        async def answer(n: int) -> None:
+            at_once[n] = await all_pages(client, SEARCH, requests[n])
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tasks:
+                for n in range(len(requests)):
+                    tasks.start_soon(answer, n)
+    assert taken.queries >= len(requests)
+    assert [[_answer(p) for p in at_once[n]] for n in range(len(requests))] == [
+        [_answer(p) for p in pages] for pages in one_by_one
+    ]
+
+
 async def test_a_spare_connection_whose_snapshot_reads_a_later_write_is_not_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -276,6 +305,65 @@ async def test_a_spare_connection_whose_snapshot_reads_a_later_write_is_not_read
             assert [len(set(read_on)) for read_on in taken.connections] == [2]  # the same revision: read at once
             assert total.count == answers[0][1].count + 1 and hits[0] not in answers[0][0]  # the late event, first
     finally:
+        await database.close()
+
+
+async def test_no_call_waits_for_a_spare_connection_a_writer_keeps_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rollback journal, a call's snapshot begun, then a writer committing: the writer waits for the call's read
+    lock and keeps new readers out meanwhile. The call's spare connection does not wait for it (which would wait for
+    the writer, which waits for the call): every term is read on the call's own connection, the call is answered, and
+    the writer commits after it."""
+    _always(monkeypatch, sets=True)
+    db = rollback_journal(imported_graph(tmp_path, random_graph(9, size=60, words=WORDS + FUNCTION_WORDS)))
+    database = await Database.open(db, busy_timeout=3)
+    offered: list[bool] = []
+    real_spare = database.spare
+
+    @asynccontextmanager
+    async def spare() -> AsyncIterator[aiosqlite.Connection | None]:
+        async with real_spare() as other:
+            offered.append(other is not None)
+            yield other
+
+    writer = sqlite3.connect(db, isolation_level=None, timeout=30, check_same_thread=False)
+    try:
+        async with database.snapshot() as conn:
+            scope = await resolve_page_scope(conn, Grant(default_project="atlas"), None, None)
+            writer.execute("BEGIN IMMEDIATE")
+            writer.execute("UPDATE graph_state SET data_revision = data_revision + 1 WHERE id = 1")
+            committing = threading.Thread(target=writer.execute, args=("COMMIT",))
+            committing.start()
+            for _ in range(500):  # until the writer's COMMIT keeps new readers out
+                if _reader_kept_out(db):
+                    break
+                await anyio.sleep(0.01)
+            else:
+                pytest.fail("the writer's COMMIT never kept a new reader out")
+            taken = Taken(monkeypatch)
+            found = await reader.search(
+                conn,
+                Folder(),
+                Memo(),
+                query=MANY_TERMS[0],
+                scope_key=scope.key,
+                scope_revision=scope.revision,
+                graph_revision=scope.graph_revision,
+                object_types=list(OBJECT_TYPES),
+                time_range=None,
+                time_basis="event_time",
+                page_size=10,
+                position=None,
+                spare=spare,
+            )
+            assert found.hits and offered == [False]
+            assert [len(set(read_on)) for read_on in taken.connections] == [1]
+        committing.join(20)
+        assert not committing.is_alive()
+        assert writer.execute("SELECT data_revision FROM graph_state").fetchone()[0] == int(scope.graph_revision) + 1
+    finally:
+        writer.close()
         await database.close()
 
 
@@ -351,6 +439,16 @@ async def test_a_call_cancelled_while_its_terms_are_read_on_two_connections_stop
 
 ENDLESS: Final = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
 """A statement that runs until it is interrupted."""
+
+
+def _reader_kept_out(db: Path) -> bool:
+    """Whether a new reader is refused at once (a writer holds, or waits for, the exclusive lock)."""
+    with closing(sqlite3.connect(db, timeout=0)) as conn:
+        try:
+            conn.execute("SELECT count(*) FROM graph_state").fetchall()
+        except sqlite3.OperationalError as exc:
+            return "locked" in str(exc)
+    return False
 
 
 @asynccontextmanager

@@ -129,10 +129,15 @@ class ReadConnection(aiosqlite.Connection):
             self._abandoned = True
             raise
 
-    async def begin_snapshot(self) -> None:
+    async def begin_snapshot(self, *, wait: bool = True) -> bool:
+        """Begin the snapshot; True when begun. `wait=False`: only when that needs no waiting, the read lock free
+        right now and nothing left queued on the thread, else False and nothing begun (Database.spare: a call that
+        holds a snapshot and would wait for a second one could wait for a writer that waits for the first)."""
         # After a BEGIN cancelled on the thread (the call waited for a writer's lock and its client left), that BEGIN
         # may still be queued or waiting there, and may leave a transaction open: begin on the thread, after it.
         if self._abandoned or not self._begin_inline():
+            if not wait:
+                return False
             try:
                 # sqlite3's executescript first commits a transaction left open (by such a cancelled BEGIN).
                 await self.executescript(BEGIN_SNAPSHOT)
@@ -160,6 +165,7 @@ class ReadConnection(aiosqlite.Connection):
         if version != SCHEMA_VERSION:
             await self.end_snapshot()
             raise SchemaChanged(version)
+        return True
 
     def _end_left_transaction(self) -> None:
         """On the connection's thread, after a cancelled BEGIN: end the transaction it opened, if it did."""
@@ -269,12 +275,14 @@ class Database:
     @asynccontextmanager
     async def snapshot(self) -> AsyncGenerator[aiosqlite.Connection, None]:
         async with self._available, self._taken() as conn:
+            assert conn is not None  # begun, waiting if it had to
             yield conn
 
     @asynccontextmanager
     async def spare(self) -> AsyncGenerator[aiosqlite.Connection | None, None]:
-        """Another connection in a snapshot of its own, when one is free now; else None (nothing waits, so a call
-        holding a snapshot never waits for a second one). A call reads on it beside its own connection (term sets,
+        """Another connection in a snapshot of its own, when one is free and its snapshot begins without waiting; else
+        None (a call holding a snapshot never waits for a second one; with `inline_steps` 0 no snapshot begins at
+        once, so there is none). A call reads on it beside its own connection (term sets,
         server/reader/search_sets.py) once it has checked that both snapshots see the same graph revision."""
         try:
             self._available.acquire_nowait()
@@ -282,17 +290,20 @@ class Database:
             yield None
             return
         try:
-            async with self._taken() as conn:
+            async with self._taken(wait=False) as conn:
                 yield conn
         finally:
             self._available.release()
 
     @asynccontextmanager
-    async def _taken(self) -> AsyncGenerator[ReadConnection, None]:
-        """A free connection (the caller holds a permit of `_available`) in a snapshot, given back after."""
+    async def _taken(self, *, wait: bool = True) -> AsyncGenerator[ReadConnection | None, None]:
+        """A free connection (the caller holds a permit of `_available`) in a snapshot, given back after; None when
+        `wait` is False and the snapshot could not begin at once (ReadConnection.begin_snapshot)."""
         conn = self._free.pop()
         try:
-            await conn.begin_snapshot()
+            if not await conn.begin_snapshot(wait=wait):
+                yield None
+                return
             try:
                 yield conn
             finally:
