@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import sys
 
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors import Multiprocess
+from uvicorn.supervisors.multiprocess import Process
 
 from server.http import BACKLOG, KEEP_ALIVE_SECONDS, listening_socket
 from server.http_connections import RequestHeadDeadline
@@ -79,24 +81,46 @@ class AnnouncesReady(Multiprocess):
     def __init__(self, config: uvicorn.Config, sockets: list[socket.socket], address: str) -> None:
         self._address_shown = address
         self._announced = False
+        self._again = False
+        """A worker was replaced: the next announcement says `again`."""
         self.start_failed = False
         """A worker exited with uvicorn's start-up failure status, and the supervisor stopped for it."""
         super().__init__(config, sockets=sockets)
 
     def keep_subprocess_alive(self) -> None:
         stopping = self.should_exit.is_set()
+        before = list(self.processes)
         super().keep_subprocess_alive()
         if self.should_exit.is_set() and not stopping:
             # Only a worker that failed to start makes uvicorn's health round stop the supervisor (a signal sets
             # should_exit in handle_signals instead): `serve` exited 0 for it, a clean stop to a service manager.
             self.start_failed = True
             return
+        for old, new in zip(before, self.processes, strict=False):
+            if new is not old:  # uvicorn replaced a worker that died or stopped answering its health checks
+                log.warning(
+                    "worker process %s %s; started worker process %s in its place", old.pid, _ended(old), new.pid
+                )
+                self._announced, self._again = False, True
         if self._announced or self.should_exit.is_set() or len(self.processes) < self.processes_num:
             return
         timeout = self.config.timeout_worker_healthcheck
         if all(process.is_ready(timeout=timeout) for process in self.processes):
             self._announced = True
-            log.info("serving on %s with %d worker processes", self._address_shown, len(self.processes))
+            again = " again" if self._again else ""
+            log.info("serving on %s with %d worker processes%s", self._address_shown, len(self.processes), again)
+
+
+def _ended(process: Process) -> str:
+    """How a worker ended, as an operator reads it: its exit status, or the signal that killed it (SIGKILL: the OOM
+    killer, someone, or uvicorn after it missed its health checks)."""
+    code = process.exitcode
+    if code is None or code >= 0:
+        return f"exited with status {code}"
+    try:
+        return f"was killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"was killed by signal {-code}"
 
 
 class SocketPerWorker(AnnouncesReady):

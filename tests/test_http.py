@@ -4,7 +4,9 @@ and statelessness (a cursor from one process is accepted by another sharing the 
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import socket
 import subprocess
 from collections.abc import AsyncIterator
@@ -623,6 +625,28 @@ async def test_serve_with_workers_pages_across_processes_and_names_its_own_port(
     served = [int(pid) for pid in access]
     assert len(served) >= FRESH_CONNECTIONS and set(served) == workers, output
     assert f"serving on http://127.0.0.1:{server.port}/mcp with 2 worker processes" in server.output()
+
+
+async def test_serve_with_workers_says_when_a_worker_died_and_when_all_serve_again(tmp_path: Path) -> None:
+    """A worker killed (as the OOM killer does): the supervisor names it, how it ended and its replacement, then says
+    once more that every worker serves, and the server answers on new connections."""
+    db, policy, secret = setup(tmp_path)
+    async with http_server(serve_args(db, policy, secret, "--workers", "2"), tmp_path) as server:
+        with anyio.fail_after(60):
+            while "with 2 worker processes" not in server.output():  # noqa: ASYNC110 - a log file, no event
+                await anyio.sleep(0.05)
+            victim = int(re.findall(r"Started server process \[(\d+)\]", server.output())[0])
+            os.kill(victim, signal.SIGKILL)
+            while "with 2 worker processes again" not in server.output():  # noqa: ASYNC110 - a log file, no event
+                await anyio.sleep(0.05)
+        output = server.output()
+        replaced = re.search(rf"worker process {victim} was killed by SIGKILL; started worker process (\d+)", output)
+        assert replaced is not None, output
+        assert f"serving on http://127.0.0.1:{server.port}/mcp with 2 worker processes again" in output
+        await assert_pages_across_connections(server.url, {"query": "cache", "page_size": 5})
+        for _ in range(8):
+            async with httpx2.AsyncClient() as http:
+                assert (await http.get(f"{server.base}/healthz")).status_code == 200
 
 
 @pytest.mark.parametrize(
