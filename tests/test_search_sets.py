@@ -257,31 +257,10 @@ async def test_a_spare_connection_whose_snapshot_reads_a_later_write_is_not_read
     query = MANY_TERMS[0]
     db = imported_graph(tmp_path, random_graph(7, size=60, words=WORDS + FUNCTION_WORDS))
     database = await Database.open(db)
-    offered: list[bool] = []
-    real_spare = database.spare
-
-    @asynccontextmanager
-    async def spare() -> AsyncIterator[aiosqlite.Connection | None]:
-        async with real_spare() as other:
-            offered.append(other is not None)
-            yield other
+    spare = Offered(database)
 
     async def page(conn: aiosqlite.Connection, scope: ResolvedScope, with_spare: bool) -> tuple[Any, ...]:
-        found = await reader.search(
-            conn,
-            Folder(),
-            Memo(),  # a fresh one each time: nothing remembered
-            query=query,
-            scope_key=scope.key,
-            scope_revision=scope.revision,
-            graph_revision=scope.graph_revision,
-            object_types=list(OBJECT_TYPES),
-            time_range=None,
-            time_basis="event_time",
-            page_size=50,
-            position=None,
-            spare=spare if with_spare else None,
-        )
+        found = await _first_page(conn, scope, query, spare if with_spare else None)
         return [(hit.item_id, hit.rank_class) for hit in found.hits], found.total
 
     grant = Grant(default_project="atlas")
@@ -295,7 +274,7 @@ async def test_a_spare_connection_whose_snapshot_reads_a_later_write_is_not_read
                 taken = Taken(monkeypatch)
                 answers.append(await page(conn, before, with_spare))
                 assert [len(set(read_on)) for read_on in taken.connections] == [1]
-            assert offered == [True]  # a spare was free, and was not read
+            assert spare.offered == [True]  # a spare was free, and was not read
             assert answers[0] == answers[1]
         async with database.snapshot() as conn:
             after = await resolve_page_scope(conn, grant, None, None)
@@ -318,15 +297,7 @@ async def test_no_call_waits_for_a_spare_connection_a_writer_keeps_out(
     _always(monkeypatch, sets=True)
     db = rollback_journal(imported_graph(tmp_path, random_graph(9, size=60, words=WORDS + FUNCTION_WORDS)))
     database = await Database.open(db, busy_timeout=3)
-    offered: list[bool] = []
-    real_spare = database.spare
-
-    @asynccontextmanager
-    async def spare() -> AsyncIterator[aiosqlite.Connection | None]:
-        async with real_spare() as other:
-            offered.append(other is not None)
-            yield other
-
+    spare = Offered(database)
     writer = sqlite3.connect(db, isolation_level=None, timeout=30, check_same_thread=False)
     try:
         async with database.snapshot() as conn:
@@ -342,22 +313,8 @@ async def test_no_call_waits_for_a_spare_connection_a_writer_keeps_out(
             else:
                 pytest.fail("the writer's COMMIT never kept a new reader out")
             taken = Taken(monkeypatch)
-            found = await reader.search(
-                conn,
-                Folder(),
-                Memo(),
-                query=MANY_TERMS[0],
-                scope_key=scope.key,
-                scope_revision=scope.revision,
-                graph_revision=scope.graph_revision,
-                object_types=list(OBJECT_TYPES),
-                time_range=None,
-                time_basis="event_time",
-                page_size=10,
-                position=None,
-                spare=spare,
-            )
-            assert found.hits and offered == [False]
+            found = await _first_page(conn, scope, MANY_TERMS[0], spare)
+            assert found.hits and spare.offered == [False]
             assert [len(set(read_on)) for read_on in taken.connections] == [1]
         committing.join(20)
         assert not committing.is_alive()
@@ -439,6 +396,41 @@ async def test_a_call_cancelled_while_its_terms_are_read_on_two_connections_stop
 
 ENDLESS: Final = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) SELECT count(*) FROM n"
 """A statement that runs until it is interrupted."""
+
+
+class Offered:
+    """A Database's spare connections, recording whether each use found one."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.offered: list[bool] = []
+
+    @asynccontextmanager
+    async def __call__(self) -> AsyncIterator[aiosqlite.Connection | None]:
+        async with self.database.spare() as other:
+            self.offered.append(other is not None)
+            yield other
+
+
+async def _first_page(
+    conn: aiosqlite.Connection, scope: ResolvedScope, query: str, spare: Offered | None
+) -> reader.SearchPage:
+    """The reader's first page of 50 of `query`, with nothing remembered (a new Memo)."""
+    return await reader.search(
+        conn,
+        Folder(),
+        Memo(),
+        query=query,
+        scope_key=scope.key,
+        scope_revision=scope.revision,
+        graph_revision=scope.graph_revision,
+        object_types=list(OBJECT_TYPES),
+        time_range=None,
+        time_basis="event_time",
+        page_size=50,
+        position=None,
+        spare=spare,
+    )
 
 
 def _reader_kept_out(db: Path) -> bool:
