@@ -6,12 +6,13 @@
 
 The other benchmarks time a query after an untimed warm-up call of it, but an agent mostly asks new questions, and a
 query's first call pays what the server then remembers for the scope's data revision (its terms' counts, its
-whole-query matches, for five to eight words their term sets). Here one server (in this process, behind an
-in-memory MCP client, as bench_search.py's client mode) answers, in order, the queries of two words or more of
-relevance_set.json and bench_tools.py's sentences and common words (a query's terms may have been read for an
-earlier one, as in a session), each first once, then --repeats times. Before them one call of a word no item holds
-pays the process's own first costs. `--one-connection` reads a query's term lists on its call's connection only
-(the server reads them on a second, free one too: server/reader/search_sets.py).
+whole-query matches, for five to eight words their term sets, a time range's sets). Here one server (in this
+process, behind an in-memory MCP client, as bench_search.py's client mode) answers, in order, the queries of two
+words or more of relevance_set.json, bench_tools.py's sentences and common words, and those common words with a
+month's time range (a query's terms may have been read for an earlier one, as in a session), each first once, then
+--repeats times. Before them one call of a word no item holds pays the process's own first costs.
+`--one-connection` reads a query's term lists and time sets on its call's connection only (the server reads them
+on a second, free one too: server/reader/search_sets.py).
 
 Printed: per query the first call and the median of its repeats (ms, as the client sees them), the sum and median
 of the first calls, and what else the machine was doing.
@@ -26,7 +27,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import anyio
 import orjson
@@ -42,30 +43,36 @@ from bench_common import (
     machine_state,
     markdown_table,
 )
-from tool_cases import COMMON_TERMS, SENTENCES
+from tool_cases import COMMON_TERMS, MONTH, SENTENCES
 
 WARM_UP: Final = "zyzzogeton"
 
 
-def queries() -> list[str]:
-    """The relevance set's queries of two words or more (no filters), then the sentences and common words."""
+def queries() -> list[dict[str, Any]]:
+    """The relevance set's queries of two words or more (no filters), the sentences and common words, then the common
+    words again with a month's time range."""
     found = orjson.loads((BENCH_DIR / "relevance_set.json").read_bytes())["queries"]
     texts = [q["arguments"]["query"] for q in found if set(q["arguments"]) == {"query"}]
     texts += [*SENTENCES, *COMMON_TERMS]
-    return [text for text in dict.fromkeys(texts) if len(text.split()) >= 2]
+    plain = [{"query": text} for text in dict.fromkeys(texts) if len(text.split()) >= 2]
+    return plain + [{"query": text, "time_range": MONTH} for text in COMMON_TERMS]
 
 
-async def measure(db: Path, texts: list[str], repeats: int) -> list[tuple[str, float, float]]:
+def label(arguments: dict[str, Any]) -> str:
+    return f"`{arguments['query'][:60]}`" + (" + March 2025" if "time_range" in arguments else "")
+
+
+async def measure(db: Path, requests: list[dict[str, Any]], repeats: int) -> list[tuple[str, float, float]]:
     rows: list[tuple[str, float, float]] = []
     async with in_process_client(db) as client:
         await call_structured(client, SEARCH, {"query": WARM_UP})
-        for text in texts:
+        for arguments in requests:
             times: list[float] = []
             for _ in range(1 + repeats):
                 started = time.perf_counter()
-                await call_structured(client, SEARCH, {"query": text})
+                await call_structured(client, SEARCH, arguments)
                 times.append((time.perf_counter() - started) * 1000)
-            rows.append((text, times[0], statistics.median(times[1:]) if repeats else float("nan")))
+            rows.append((label(arguments), times[0], statistics.median(times[1:]) if repeats else float("nan")))
     return rows
 
 
@@ -85,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--objects", type=int, default=1_000_000, help="size of the generated graph")
     add_graph_options(parser)
     parser.add_argument("--repeats", type=int, default=3, help="calls of each query after its first")
-    parser.add_argument("--one-connection", action="store_true", help="read term lists on the call's connection only")
+    parser.add_argument(
+        "--one-connection", action="store_true", help="read term lists and time sets on the call's connection only"
+    )
     return parser
 
 
@@ -95,12 +104,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         one_connection()
     print(machine_header())
     db = ensure_graph(args.cache_dir, args.objects, source_code_points=args.source_code_points)
-    texts = queries()
+    requests = queries()
     way = "on the call's connection only" if args.one_connection else "on a second connection too"
-    print(f"db {db} ({db.stat().st_size / 2**20:,.0f} MiB); {len(texts)} queries, term lists read {way}\n")
+    print(f"db {db} ({db.stat().st_size / 2**20:,.0f} MiB); {len(requests)} queries, term lists read {way}\n")
     before = machine_state()
-    rows = anyio.run(measure, db, texts, args.repeats)
-    cells = [(f"`{text[:60]}`", f"{first:,.1f}", f"{repeat:,.1f}") for text, first, repeat in rows]
+    rows = anyio.run(measure, db, requests, args.repeats)
+    cells = [(text, f"{first:,.1f}", f"{repeat:,.1f}") for text, first, repeat in rows]
     print(markdown_table(("query", "first call ms", "repeats: median ms"), cells))
     firsts = [first for _, first, _ in rows]
     median = statistics.median(firsts)

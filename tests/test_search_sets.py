@@ -50,7 +50,7 @@ MANY_TERMS = [
 
 
 class Taken:
-    """Counts the queries answered from term sets and the term lists read (the real functions run)."""
+    """Counts the queries answered from term sets, the term lists and time sets read (the real functions run)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.queries = 0
@@ -70,8 +70,18 @@ class Taken:
             self.connections[-1].append(id(raw))
             return real_read(raw, term=term, heavy=heavy, scope_number=scope_number)
 
+        self.timed: list[int] = []
+        """The connection each statement reading a time set ran on."""
+        real_read_bits = search_sets._read_bits
+
+        def read_bits(raw: sqlite3.Connection, sql: str, params: dict[str, object], scope_number: int) -> Any:
+            if "search_items_times" in sql:
+                self.timed.append(id(raw))
+            return real_read_bits(raw, sql, params, scope_number)
+
         monkeypatch.setattr(search_sets, "query_sets", query_sets)
         monkeypatch.setattr(search_sets, "_read_term", read_term)
+        monkeypatch.setattr(search_sets, "_read_bits", read_bits)
 
 
 def _always(monkeypatch: pytest.MonkeyPatch, sets: bool) -> None:
@@ -202,11 +212,13 @@ async def test_random_queries_of_five_to_eight_terms_page_and_count_alike_both_w
 async def test_a_querys_terms_are_read_on_two_connections_with_the_answers_of_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The terms a query has not read yet are shared between its snapshot's connection and a free one (two lists
-    read at once); every page and total is the one reading them all on one connection gives."""
+    """The terms a query has not read yet, and a time range's two sets, are shared between its snapshot's connection
+    and a free one (two lists read at once); every page and total is the one reading them all on one connection
+    gives."""
     _always(monkeypatch, sets=True)
     db = imported_graph(tmp_path, random_graph(6, size=100, words=WORDS + FUNCTION_WORDS))
     requests = [{"query": query, "page_size": 4} for query in MANY_TERMS]
+    requests += [{"query": MANY_TERMS[1], "time_range": {"from": "2026-04-05T00:00:00Z", "to": "2026-04-12T23:59:59Z"}}]
     answers: list[list[list[dict[str, Any]]]] = []
     for spare in (True, False):
         if not spare:
@@ -217,6 +229,7 @@ async def test_a_querys_terms_are_read_on_two_connections_with_the_answers_of_on
         # Two lists a term (anywhere, and in weight-3 fields): any query reading a term reads on both connections.
         read_on = [len(set(connections)) for connections in taken.connections if connections]
         assert read_on and set(read_on) == {2 if spare else 1}, read_on
+        assert len(set(taken.timed)) == (2 if spare else 1), taken.timed  # the range's two sets
     with_spare, without = ([[_answer(p) for p in pages] for pages in answer] for answer in answers)
     assert with_spare == without
 

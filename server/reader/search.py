@@ -223,7 +223,7 @@ async def search(
     if listed is not None:  # not when there are too many whole-query matches to list
         sets = await remembered_sets(conn, memo_at, query_plan, number, whole_text, graph_revision, spare)
     if sets is not None and time_range is not None:
-        times = await time_sets(conn, memo_at, number, time_basis, time_range)
+        times = await time_sets(conn, memo_at, number, time_basis, time_range, graph_revision, spare)
     q = Query(conn, folder, query_plan, filters, ids, listed, sets, times)
     hits, position_after, reason = await _page(q, page_size, position)
     total = memo_at.get(("total", *remembered, query)) or memo_at.put(("total", *remembered, query), await _total(q))

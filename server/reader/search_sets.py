@@ -25,9 +25,10 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections import OrderedDict
-from contextlib import nullcontext
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 import aiosqlite
 import anyio
@@ -50,6 +51,7 @@ from server.reader.search_sql import (
     UNKNOWN_TIME,
 )
 
+T = TypeVar("T")
 SET_TERMS: Final = 5
 """Exact plans of at least this many usable terms may take the sets (fewer terms: the expressions stay small)."""
 SAMPLE: Final = 2_000
@@ -233,27 +235,15 @@ async def sparse_top(conn: aiosqlite.Connection, query_plan: Plan, scope_number:
 async def query_sets(
     conns: list[aiosqlite.Connection], store: SetStore, query_plan: Plan, scope_number: int
 ) -> QuerySets:
-    """The query's sets, reading the terms the store does not hold on the connections' threads: two lists a term (its
-    items anywhere, then in weight-3 fields), the longer kinds first, each taken by the next free connection (one, or
-    two in snapshots of the same graph revision: the index's reading releases the GIL)."""
+    """The query's sets, reading the terms the store does not hold (`in_turn`): two lists a term, its items anywhere
+    (all terms' first: the longer lists) and in weight-3 fields."""
     usable = usable_terms(query_plan)
     wanted = {t.text for t in usable}
     sets = {t.text: held for t in usable if (held := store.get(t.text)) is not None}
     lists = [(term, weighted) for weighted in (False, True) for term in usable if term.text not in sets]
-    read: dict[tuple[str, bool], dict[int, int]] = {}
-
-    async def take_lists(conn: aiosqlite.Connection) -> None:
-        while lists:
-            term, weighted = lists.pop(0)
-            work = functools.partial(_read_term, term=term, heavy=weighted, scope_number=scope_number)
-            read[term.text, weighted] = await on_thread(conn, work)
-
-    try:
-        async with anyio.create_task_group() as readers:
-            for conn in conns:
-                readers.start_soon(take_lists, conn)
-    except ExceptionGroup as group:  # a reader's error as a statement raises it (sqlite3.Error: read_failed)
-        raise group.exceptions[0] from None
+    works = [functools.partial(_read_term, term=t, heavy=weighted, scope_number=scope_number) for t, weighted in lists]
+    found = await in_turn(conns, works)
+    read = {(t.text, weighted): by_prefix for (t, weighted), by_prefix in zip(lists, found, strict=True)}
     for (text, weighted), by_prefix in read.items():
         if not weighted:
             term_set = TermSet(_union(list(by_prefix.values())), _union(list(read[text, True].values())))
@@ -297,10 +287,7 @@ async def remembered_sets(
     if found is None:
         store: SetStore = memo_at.get(("term sets",)) or SetStore()
         unread = any(store.get(t.text) is None for t in usable_terms(query_plan))
-        async with spare() if spare is not None and unread else nullcontext() as other:
-            conns = [conn]
-            if other is not None and await read_graph_revision(other) == graph_revision:
-                conns.append(other)
+        async with readers(conn, spare if unread else None, graph_revision) as conns:
             found = await query_sets(conns, store, query_plan, scope_number)
         memo_at.put(("term sets",), store, weight_of_bytes(store.size))
         memo_at.put(key, found, weight_of_bytes(found.size))
@@ -321,21 +308,62 @@ class TimeSets:
 
 
 async def time_sets(
-    conn: aiosqlite.Connection, memo_at: MemoAt, number: int, basis: str, time_range: tuple[str, str]
+    conn: aiosqlite.Connection,
+    memo_at: MemoAt,
+    number: int,
+    basis: str,
+    time_range: tuple[str, str],
+    graph_revision: str,
+    spare: Spare | None = None,
 ) -> TimeSets:
-    """The scope's items in `time_range` on `basis`, and those of unknown time; remembered per scope revision."""
+    """The scope's items in `time_range` on `basis`, and those of unknown time (`in_turn`); remembered per scope
+    revision."""
     key = ("time sets", basis, time_range)
     found: TimeSets | None = memo_at.get(key)
     if found is None:
         params: dict[str, object] = {"from": time_range[0], "to": time_range[1]}
-        sets: list[int] = []
-        for clause in (IN_RANGE[basis], UNKNOWN_TIME[basis]):
-            sql = TIMED_ITEMS.format(time=clause)
-            read = functools.partial(_read_bits, sql=sql, params=params, scope_number=number)
-            sets.append(_union(list((await on_thread(conn, read)).values())))
-        found = TimeSets(*sets)
+        works = [
+            functools.partial(_read_bits, sql=TIMED_ITEMS.format(time=clause), params=params, scope_number=number)
+            for clause in (IN_RANGE[basis], UNKNOWN_TIME[basis])
+        ]
+        async with readers(conn, spare, graph_revision) as conns:
+            in_range, unknown = await in_turn(conns, works)
+        found = TimeSets(_union(list(in_range.values())), _union(list(unknown.values())))
         memo_at.put(key, found, weight_of_bytes(found.size))
     return found
+
+
+@asynccontextmanager
+async def readers(
+    conn: aiosqlite.Connection, spare: Spare | None, graph_revision: str
+) -> AsyncIterator[list[aiosqlite.Connection]]:
+    """The call's connection, and a spare one (Database.spare) when there is one whose snapshot reads the same graph
+    revision (a write committed between the two snapshots would mix two revisions' items: then the call's alone)."""
+    async with spare() if spare is not None else nullcontext() as other:
+        conns = [conn]
+        if other is not None and await read_graph_revision(other) == graph_revision:
+            conns.append(other)
+        yield conns
+
+
+async def in_turn(conns: list[aiosqlite.Connection], works: Sequence[Callable[[sqlite3.Connection], T]]) -> list[T]:
+    """Each work on a connection's thread, in order, each taken by the next connection free: with two, two lists are
+    read at once (the index's reading releases the GIL). A cancel interrupts the statements of both."""
+    results: dict[int, T] = {}
+    queue = list(enumerate(works))
+
+    async def take(conn: aiosqlite.Connection) -> None:
+        while queue:
+            n, work = queue.pop(0)
+            results[n] = await on_thread(conn, work)
+
+    try:
+        async with anyio.create_task_group() as tasks:
+            for conn in conns:
+                tasks.start_soon(take, conn)
+    except ExceptionGroup as group:  # a work's error as a statement raises it (sqlite3.Error: read_failed)
+        raise group.exceptions[0] from None
+    return [results[n] for n in range(len(works))]
 
 
 def _scope_bounds(scope_number: int) -> tuple[int, int]:
