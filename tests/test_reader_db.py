@@ -247,3 +247,22 @@ async def test_a_snapshot_cancelled_while_it_waits_for_a_writer_leaves_no_read_l
         writer.close()
         later.close()
         await db.close()
+
+
+async def test_a_spare_connection_is_lent_only_while_another_stays_free_for_other_calls(tmp_path: Path) -> None:
+    """Database.spare (a call's second connection, for reading term lists at once): never one that a waiting or a
+    later call would need, never waited for, and back in the pool after."""
+    db = await Database.open(demo_db(tmp_path), size=3)
+    try:
+        async with db.snapshot() as first, db.spare() as second:
+            assert second is not None and second is not first
+            async with db.spare() as third:
+                assert third is None  # the last free connection stays for other calls
+            async with db.snapshot() as other_call:  # which get it at once
+                assert other_call not in (first, second)
+                async with db.spare() as none_left:
+                    assert none_left is None
+        async with db.snapshot() as first, db.spare() as second:
+            assert second is not None  # all three back
+    finally:
+        await db.close()

@@ -280,15 +280,15 @@ class Database:
 
     @asynccontextmanager
     async def spare(self) -> AsyncGenerator[aiosqlite.Connection | None, None]:
-        """Another connection in a snapshot of its own, when one is free and its snapshot begins without waiting; else
-        None (a call holding a snapshot never waits for a second one; with `inline_steps` 0 no snapshot begins at
+        """Another connection in a snapshot of its own, when one is free and another stays free for other calls, and
+        its snapshot begins without waiting; else None (a call holding a snapshot never waits for a second one, and a
+        busy server's calls keep every connection they would have had; with `inline_steps` 0 no snapshot begins at
         once, so there is none). A call reads on it beside its own connection (term sets,
         server/reader/search_sets.py) once it has checked that both snapshots see the same graph revision."""
-        try:
-            self._available.acquire_nowait()
-        except anyio.WouldBlock:
+        if self._available.value < 2:
             yield None
             return
+        self._available.acquire_nowait()  # no await since the check: the permit is still there
         try:
             async with self._taken(wait=False) as conn:
                 yield conn
