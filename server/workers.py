@@ -115,7 +115,9 @@ def _ended(process: Process) -> str:
     """How a worker ended, as an operator reads it: its exit status, or the signal that killed it (SIGKILL: the OOM
     killer, someone, or uvicorn after it missed its health checks)."""
     code = process.exitcode
-    if code is None or code >= 0:
+    if code is None:  # not reaped (uvicorn joins a worker before replacing it)
+        return "ended"
+    if code >= 0:
         return f"exited with status {code}"
     try:
         return f"was killed by {signal.Signals(-code).name}"

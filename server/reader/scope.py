@@ -284,8 +284,7 @@ async def readable_scopes(
 
 async def read_graph_revision(conn: aiosqlite.Connection) -> str:
     """The graph's data revision as this connection's snapshot reads it (ResolvedScope.graph_revision)."""
-    rows = list(await conn.execute_fetchall(GRAPH_REVISION))
-    return _revision(rows[0][0] if rows else None)
+    return _revision(await scalar(conn, GRAPH_REVISION))  # graph_state's one row: migrations/0001
 
 
 def _revision(value: object) -> str:
